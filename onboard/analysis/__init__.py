@@ -1,0 +1,80 @@
+"""From a ``ModelSource`` to an ``ArchitectureSpec``: classify, shrink, probe, read evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.dense import DenseSpecBuilder
+from onboard.analysis.probe import Probe, build_tiny_model, probe_model
+from onboard.classify import Classification, Kind, classify, require_in_scope
+from onboard.errors import UnsupportedFeatureError
+from onboard.hf_config import check_sizes, make_hf_config
+from onboard.source import ModelSource
+from onboard.spec import ArchitectureSpec, SourceRef, WeightSpec
+from onboard.tiny import TinyConfig, shrink_config
+
+__all__ = ["Analysis", "analyse"]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything later stages need: the spec plus the tiny config the parity run reuses."""
+
+    spec: ArchitectureSpec
+    classification: Classification
+    tiny: TinyConfig
+    probe: Probe
+
+
+def analyse(source: ModelSource) -> Analysis:
+    modeling = source.hf_file("modeling_")
+    classification = classify(source.config, modeling.text if modeling else None)
+    require_in_scope(classification)
+    if classification.kind is not Kind.DENSE:
+        raise UnsupportedFeatureError(
+            f"{source.model_type} is a {classification.kind} model "
+            f"({'; '.join(classification.reasons)}); onboard generates dense decoders so far"
+        )
+    if "auto_map" in source.config and not source.hf_files:
+        raise UnsupportedFeatureError(
+            f"{source.model_type} exists only as Hub remote code (auto_map); "
+            "onboard cannot analyse remote code yet"
+        )
+    check_sizes(source.config)
+    hf_config = make_hf_config(source.config)
+    tiny = shrink_config(source.config, _list_or_none(getattr(hf_config, "layer_types", None)))
+    tiny_config = make_hf_config(tiny.config)
+    probe = probe_model(build_tiny_model(tiny_config))
+    builder = DenseSpecBuilder(hf_config, tiny_config, probe, source.hf_files)
+    text = builder.build()
+    spec = ArchitectureSpec(
+        source=_source_ref(source, probe),
+        kind=str(classification.kind),
+        text=text,
+        weights=WeightSpec(
+            tensors=probe.disk_tensors,
+            tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
+        ),
+        evidence=builder.log.freeze(),
+        unresolved=tuple(builder.deltas),
+    )
+    return Analysis(spec, classification, tiny, probe)
+
+
+def _list_or_none(value: Any) -> list[str] | None:
+    return [str(v) for v in value] if value else None
+
+
+def _source_ref(source: ModelSource, probe: Probe) -> SourceRef:
+    import transformers
+
+    return SourceRef(
+        model_id=source.model_id,
+        origin=str(source.origin),
+        revision=source.revision,
+        model_type=source.model_type,
+        architecture=source.architecture or probe.model_class,
+        transformers_version=transformers.__version__,
+        hf_files=tuple((f.name, f.sha256) for f in source.hf_files),
+    )

@@ -1,0 +1,394 @@
+"""Build the ``TextDecoderSpec`` of a dense decoder from its config and a tiny-model probe.
+
+Each section reads the real config (normalised by transformers) for sizes and the probe for
+structure, and logs its evidence. Whatever the probe shows that no section explains (an unknown
+parameter, a parallel block, mixed norms) becomes an unresolved ``Delta`` instead of a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from onboard.analysis.probe import NormProbe, Probe
+from onboard.analysis.source_lines import find_line, init_assignment
+from onboard.source import SourceFile
+from onboard.spec import (
+    AttentionSpec,
+    Delta,
+    Evidence,
+    EvidenceLog,
+    MLPSpec,
+    NormSpec,
+    RopeSpec,
+    TextDecoderSpec,
+)
+from onboard.tiny import TINY_HIDDEN
+
+LAYER0 = "model.layers.0."
+# Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
+_KNOWN_LAYER_PARAMS = re.compile(
+    r"^(self_attn\.(q|k|v|o)_proj\.(weight|bias)"
+    r"|self_attn\.(q|k)_norm\.weight"
+    r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
+    r"|mlp\.gate_up_proj\.weight"
+    r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
+)
+_KNOWN_TOP_PARAMS = {"model.embed_tokens.weight", "model.norm.weight", "model.norm.bias"}
+_MULTIPLIER_KEYS = (
+    "embedding_multiplier",
+    "residual_multiplier",
+    "attention_multiplier",
+    "logits_scaling",
+    "logit_scale",
+    "scale_emb",
+    "scale_depth",
+    "output_multiplier",
+)
+_SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
+
+
+class DenseSpecBuilder:
+    """Reads one config + probe; ``build()`` returns the spec, evidence and deltas."""
+
+    def __init__(
+        self,
+        hf_config: Any,
+        tiny_config: Any,
+        probe: Probe,
+        files: Sequence[SourceFile],
+    ) -> None:
+        self.cfg = hf_config
+        self.tiny = tiny_config
+        self.probe = probe
+        self.files = files
+        self.log = EvidenceLog()
+        self.deltas: list[Delta] = []
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _config(self, path: str, key: str, value: Any) -> None:
+        self.log.add(path, Evidence("config", f"config.json:{key}", repr(value)))
+
+    def _probe(self, path: str, where: str, detail: str) -> None:
+        self.log.add(path, Evidence("probe", where, detail))
+
+    def _source(self, path: str, pattern: str) -> None:
+        found = find_line(self.files, pattern)
+        if found is not None:
+            self.log.add(path, found)
+
+    def _delta(self, what: str, where: str, detail: str = "") -> None:
+        self.deltas.append(Delta(what, where, detail))
+
+    def _layer_param(self, name: str) -> tuple[int, ...] | None:
+        return self.probe.param_shape(LAYER0 + name)
+
+    @property
+    def _tiny_head_dim(self) -> int:
+        tiny = self.tiny
+        return getattr(tiny, "head_dim", None) or tiny.hidden_size // tiny.num_attention_heads
+
+    # -- sections ---------------------------------------------------------------------------
+
+    def build(self) -> TextDecoderSpec:
+        cfg = self.cfg
+        layer_types = self.layer_types()
+        self._check_parameters()
+        self._check_multipliers()
+        tie = bool(getattr(cfg, "tie_word_embeddings", False))
+        self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
+        if tie and any(name == "lm_head.weight" for name, _ in self.probe.disk_tensors):
+            self._delta("tied embeddings saved twice", "lm_head.weight", "on-disk layout")
+        final_softcap = getattr(cfg, "final_logit_softcapping", None)
+        if final_softcap:
+            self._config("text.final_logit_softcap", "final_logit_softcapping", final_softcap)
+            self._source("text.final_logit_softcap", r"final_logit_softcapping")
+        return TextDecoderSpec(
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.hidden_size,
+            num_layers=cfg.num_hidden_layers,
+            max_position_embeddings=cfg.max_position_embeddings,
+            layer_types=layer_types,
+            sliding_window=self.sliding_window(layer_types),
+            attention=self.attention(),
+            mlp=self.mlp(),
+            norm=self.norm(),
+            rope=self.rope(layer_types),
+            tie_word_embeddings=tie,
+            embedding_scale=self.embedding_scale(),
+            final_logit_softcap=float(final_softcap) if final_softcap else None,
+        )
+
+    def layer_types(self) -> tuple[str, ...]:
+        cfg = self.cfg
+        declared = getattr(cfg, "layer_types", None)
+        if declared:
+            kinds = tuple(str(k) for k in declared)
+            self._config("text.layer_types", "layer_types", _summarise(kinds))
+        elif getattr(cfg, "sliding_window", None):
+            kinds = ("sliding_attention",) * cfg.num_hidden_layers
+            self._config("text.layer_types", "sliding_window", cfg.sliding_window)
+            self._source("text.layer_types", r"sliding_window=getattr\(self\.config")
+        else:
+            kinds = ("full_attention",) * cfg.num_hidden_layers
+            self.log.add("text.layer_types", Evidence("config", "config.json", "no sliding window"))
+        for kind in sorted(set(kinds) - set(_SUPPORTED_LAYER_KINDS)):
+            self._delta(f"layer kind {kind!r}", "config.json:layer_types", _summarise(kinds))
+        return kinds
+
+    def sliding_window(self, layer_types: tuple[str, ...]) -> int | None:
+        if "sliding_attention" not in layer_types:
+            return None
+        window = getattr(self.cfg, "sliding_window", None)
+        self._config("text.sliding_window", "sliding_window", window)
+        return int(window) if window else None
+
+    def attention(self) -> AttentionSpec:
+        cfg, probe = self.cfg, self.probe
+        heads = cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        self._config("text.attention.head_dim", "head_dim", head_dim)
+        biases = {p: self._layer_param(f"self_attn.{p}_proj.bias") is not None for p in "qkvo"}
+        bias_keys = []
+        for p, present in biases.items():
+            key = f"{LAYER0}self_attn.{p}_proj.bias"
+            self._probe(f"text.attention.{p}_bias", key, "present" if present else "absent")
+            config_key = self._config_key_of(
+                f"text.attention.{p}_bias", "model.layers.0.self_attn", f"{p}_proj", "bias"
+            )
+            if config_key:
+                bias_keys.append((p, config_key))
+        qk_norm = self._qk_norm(heads)
+        scale, scale_key = self._attention_scale(head_dim)
+        softcap = getattr(cfg, "attn_logit_softcapping", None) or probe.attention_softcap
+        if softcap:
+            self._config("text.attention.softcap", "attn_logit_softcapping", softcap)
+        if probe.param_shape(f"{LAYER0}self_attn.qkv_proj.weight") is not None:
+            self._delta("fused qkv projection", f"{LAYER0}self_attn.qkv_proj.weight")
+        return AttentionSpec(
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            q_bias=biases["q"],
+            k_bias=biases["k"],
+            v_bias=biases["v"],
+            o_bias=biases["o"],
+            qk_norm=qk_norm,
+            scale=scale,
+            softcap=float(softcap) if softcap else None,
+            bias_keys=tuple(bias_keys),
+            scale_key=scale_key,
+        )
+
+    def _config_key_of(self, path: str, module: str, attr: str, keyword: str) -> str | None:
+        """The config key in ``self.<attr> = X(..., <keyword>=config.<key>)``, if HF reads one."""
+        class_name = dict(self.probe.modules).get(module)
+        found = init_assignment(self.files, class_name, attr) if class_name else None
+        if found is None:
+            return None
+        self.log.add(path, found.evidence)
+        value = found.keyword(keyword) or ""
+        match = re.fullmatch(r"(?:self\.)?config\.(\w+)", value)
+        return match.group(1) if match else None
+
+    def _qk_norm(self, heads: int) -> str:
+        shape = self._layer_param("self_attn.q_norm.weight")
+        if shape is None:
+            return "none"
+        tiny_heads = self.tiny.num_attention_heads
+        kind = "per_head" if shape[-1] == self._tiny_head_dim else "full_width"
+        if kind == "full_width" and shape[-1] != tiny_heads * self._tiny_head_dim:
+            self._delta(
+                "q_norm of unexpected width", f"{LAYER0}self_attn.q_norm.weight", str(shape)
+            )
+        self._probe("text.attention.qk_norm", f"{LAYER0}self_attn.q_norm.weight", f"shape {shape}")
+        self._source("text.attention.qk_norm", r"self\.q_norm\s*=")
+        return kind
+
+    def _attention_scale(self, head_dim: int) -> tuple[float, str | None]:
+        """q·k scale: head_dim ** -0.5 unless the probe shows (and the config explains) another."""
+        measured = self.probe.attention_scaling
+        tiny_head_dim = self._tiny_head_dim
+        if measured is None or math.isclose(measured, tiny_head_dim**-0.5, rel_tol=1e-6):
+            return head_dim**-0.5, None
+        tiny_scalar = getattr(self.tiny, "query_pre_attn_scalar", None)
+        if tiny_scalar and math.isclose(measured, tiny_scalar**-0.5, rel_tol=1e-6):
+            scalar = self.cfg.query_pre_attn_scalar
+            self._config("text.attention.scale", "query_pre_attn_scalar", scalar)
+            self._source("text.attention.scale", r"query_pre_attn_scalar\s*\*\*\s*-0\.5")
+            return float(scalar) ** -0.5, "query_pre_attn_scalar"
+        self._delta(
+            "attention scale not explained",
+            f"{LAYER0}self_attn.scaling",
+            f"tiny model uses {measured:.6g}, head_dim ** -0.5 is {tiny_head_dim**-0.5:.6g}",
+        )
+        return head_dim**-0.5, None
+
+    def mlp(self) -> MLPSpec:
+        cfg = self.cfg
+        prefix = LAYER0 + "mlp."
+        names = sorted(
+            {
+                n.removeprefix(prefix).split(".")[0]
+                for n, _ in self.probe.parameters
+                if n.startswith(prefix)
+            }
+        )
+        if "gate_up_proj" in names:
+            kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
+        elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
+            kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
+        else:
+            kind, projections = "plain", tuple(names)
+            self._delta("MLP without a gate", f"{LAYER0}mlp", ", ".join(names))
+        self._probe("text.mlp.kind", f"{LAYER0}mlp", ", ".join(names))
+        activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
+        act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
+        self._config("text.mlp.activation", act_key, activation)
+        bias = any(self._layer_param(f"mlp.{p}.bias") is not None for p in projections)
+        self._probe("text.mlp.bias", f"{LAYER0}mlp.{projections[-1]}.bias", str(bias))
+        bias_key = self._config_key_of("text.mlp.bias", LAYER0 + "mlp", projections[-1], "bias")
+        return MLPSpec(
+            kind,
+            str(activation),
+            bias,
+            cfg.intermediate_size,
+            projections,
+            bias_key=bias_key,
+            activation_key=act_key,
+        )
+
+    def norm(self) -> NormSpec:
+        layer_norms = [n for n in self.probe.layer_norms if "." not in n.name]
+        flow = self.probe.flow
+        if flow.parallel:
+            self._delta("parallel attention and MLP", f"{LAYER0}", "both read one tensor")
+        roles = {
+            "attn_in": flow.attn_in,
+            "attn_out": flow.attn_out,
+            "mlp_in": flow.mlp_in,
+            "mlp_out": flow.mlp_out,
+        }
+        names = tuple((role, found[0]) for role, found in roles.items() if len(found) == 1)
+        placed = {name for _, name in names}
+        for norm in layer_norms:
+            if norm.name not in placed:
+                self._delta("norm with no place in the layer", f"{LAYER0}{norm.name}")
+        placement = _placement(dict(names))
+        if placement is None:
+            self._delta("unrecognised norm placement", f"{LAYER0}", repr(roles))
+            placement = "pre"
+        self._probe(
+            "text.norm.placement",
+            f"{LAYER0}*",
+            ", ".join(f"{name} on {role}" for role, name in names),
+        )
+        reference = self.probe.final_norm or (layer_norms[0] if layer_norms else None)
+        if reference is None:
+            self._delta("no norms found", "model.norm")
+            return NormSpec("rms", 1e-6, 0.0, placement, names)
+        for norm in layer_norms:
+            if (norm.kind, norm.weight_offset) != (reference.kind, reference.weight_offset):
+                self._delta("norms of different kinds", f"{LAYER0}{norm.name}", norm.class_name)
+        self._norm_evidence(reference)
+        eps = getattr(self.cfg, "rms_norm_eps", None) or getattr(self.cfg, "layer_norm_eps", None)
+        eps = float(eps if eps is not None else reference.eps or 1e-6)
+        self._config("text.norm.eps", "rms_norm_eps", eps)
+        return NormSpec(reference.kind, eps, reference.weight_offset, placement, names)
+
+    def _norm_evidence(self, norm: NormProbe) -> None:
+        offset = "scales by (1 + w)" if norm.weight_offset else "scales by w"
+        self._probe("text.norm.weight_offset", f"model.{norm.name} ({norm.class_name})", offset)
+        if norm.weight_offset:
+            self._source("text.norm.weight_offset", r"1(\.0)? \+ self\.weight")
+        kind = "centres (LayerNorm)" if norm.kind == "layer" else "does not centre (RMSNorm)"
+        self._probe("text.norm.kind", f"model.{norm.name} ({norm.class_name})", kind)
+
+    def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
+        params = getattr(self.cfg, "rope_parameters", None) or {}
+        dims = dict(self.probe.rotary_dims)
+        tiny_head_dim = self._tiny_head_dim
+        result = []
+        for kind in dict.fromkeys(layer_types):
+            per_kind = params.get(kind) if isinstance(params.get(kind), dict) else params
+            dim = dims.get(kind, dims.get("default"))
+            if dim is None:
+                result.append((kind, RopeSpec(None, 0.0)))
+                self._probe(f"text.rope.{kind}", "model.rotary_emb", "no rotary embedding")
+                continue
+            factor = dim / tiny_head_dim
+            extra = tuple(
+                sorted(
+                    (k, _plain(v))
+                    for k, v in per_kind.items()
+                    if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
+                )
+            )
+            spec = RopeSpec(
+                rope_type=str(per_kind.get("rope_type", "default")),
+                theta=float(per_kind.get("rope_theta", 10000.0)),
+                partial_rotary_factor=factor,
+                scaling=extra,
+            )
+            self._config(f"text.rope.{kind}", "rope_parameters", per_kind)
+            self._probe(
+                f"text.rope.{kind}", "model.rotary_emb", f"rotary dim {dim} of {tiny_head_dim}"
+            )
+            result.append((kind, spec))
+        return tuple(result)
+
+    def embedding_scale(self) -> str:
+        measured = self.probe.embed_scale
+        if measured is None:
+            return "none"
+        self._probe(
+            "text.embedding_scale", "model.embed_tokens", f"output = weight x {measured:.6g}"
+        )
+        if math.isclose(measured, TINY_HIDDEN**0.5, rel_tol=1e-5):
+            self._source("text.embedding_scale", r"hidden_size\s*\*\*\s*0\.5")
+            return "sqrt_hidden"
+        self._delta("embedding scale not explained", "model.embed_tokens", f"x {measured:.6g}")
+        return "none"
+
+    def _check_parameters(self) -> None:
+        for name, shape in self.probe.parameters:
+            if name in _KNOWN_TOP_PARAMS or name == "lm_head.weight":
+                continue
+            match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
+            if match and _KNOWN_LAYER_PARAMS.match(match.group(1)):
+                continue
+            self._delta("parameter with no role in the spec", name, f"shape {shape}")
+
+    def _check_multipliers(self) -> None:
+        for key in _MULTIPLIER_KEYS:
+            value = getattr(self.cfg, key, None)
+            if value not in (None, 1, 1.0, 0, 0.0):
+                self._delta(f"config multiplier {key}", f"config.json:{key}", repr(value))
+
+
+def _placement(names: dict[str, str]) -> str | None:
+    roles = frozenset(names)
+    if roles == {"attn_in", "mlp_in"}:
+        return "pre"
+    if roles == {"attn_in", "attn_out", "mlp_in", "mlp_out"}:
+        return "sandwich"
+    if roles == {"attn_out", "mlp_out"}:
+        return "post"
+    return None
+
+
+def _summarise(kinds: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} x {k}" for k, n in counts.items())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_plain(v) for v in value)
+    return value

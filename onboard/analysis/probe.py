@@ -1,0 +1,254 @@
+"""Probe a tiny, randomly initialised HF model: what it contains and what it computes.
+
+Reading parameters and running small numeric experiments on real modules is evidence that does
+not depend on how the source is written: a norm whose output is non-zero with zero weights scales
+by (1 + w); an embedding whose output is a multiple of its weight rows is scaled; the tensors a
+norm's output flows into tell pre-norm from post-norm.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onboard.errors import InvalidConfigError
+
+PROBE_TOKENS = 6
+
+
+@dataclass(frozen=True)
+class NormProbe:
+    """One norm module of decoder layer 0 (or the final norm), measured."""
+
+    name: str  # attribute path, e.g. "input_layernorm", "self_attn.q_norm"
+    class_name: str
+    kind: str  # rms or layer
+    weight_offset: float
+    eps: float | None
+    width: int
+    has_bias: bool
+
+
+@dataclass(frozen=True)
+class LayerFlow:
+    """Which layer-0 norms sit before / after attention and the MLP (by following tensors)."""
+
+    attn_in: tuple[str, ...]
+    attn_out: tuple[str, ...]
+    mlp_in: tuple[str, ...]
+    mlp_out: tuple[str, ...]
+    parallel: bool  # attention and MLP read the same tensor
+
+
+@dataclass(frozen=True)
+class Probe:
+    model_class: str
+    modules: tuple[tuple[str, str], ...]  # name, class
+    parameters: tuple[tuple[str, tuple[int, ...]], ...]  # in-memory names and shapes
+    disk_tensors: tuple[tuple[str, tuple[int, ...]], ...]  # safetensors names and shapes
+    layer_norms: tuple[NormProbe, ...]
+    final_norm: NormProbe | None
+    flow: LayerFlow
+    embed_scale: float | None
+    attention_scaling: float | None
+    attention_softcap: float | None
+    rotary_dims: tuple[tuple[str, int], ...]  # layer kind (or "default") -> rotary dim
+
+    def param_shape(self, name: str) -> tuple[int, ...] | None:
+        return dict(self.parameters).get(name)
+
+    def has_module(self, name: str) -> bool:
+        return any(n == name for n, _ in self.modules)
+
+
+def build_tiny_model(hf_config: Any) -> Any:
+    """A float32, eager-attention HF causal LM for ``hf_config`` (random weights)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf_config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    try:
+        model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
+    except Exception as exc:  # transformers raises many types for inconsistent configs
+        raise InvalidConfigError(
+            f"transformers cannot build a tiny {hf_config.model_type} model from this config "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        ) from None
+    return model.float().eval()
+
+
+def probe_model(model: Any) -> Probe:
+    import torch
+
+    decoder = _decoder(model)
+    layer = decoder.layers[0]
+    with torch.no_grad():
+        flow = _trace_layer_flow(model, layer)
+        layer_norms = tuple(
+            _measure_norm(name, module)
+            for name, module in layer.named_modules()
+            if name and _is_norm(module)
+        )
+        final = getattr(decoder, "norm", None)
+        attn = getattr(layer, "self_attn", None)
+        return Probe(
+            model_class=type(model).__name__,
+            modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
+            parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
+            disk_tensors=_saved_tensors(model),
+            layer_norms=layer_norms,
+            final_norm=_measure_norm("norm", final) if final is not None else None,
+            flow=flow,
+            embed_scale=_embed_scale(decoder.embed_tokens),
+            attention_scaling=_float_attr(attn, "scaling"),
+            attention_softcap=_float_attr(attn, "attn_logit_softcapping")
+            or _float_attr(getattr(model, "config", None), "attn_logit_softcapping"),
+            rotary_dims=_rotary_dims(getattr(decoder, "rotary_emb", None)),
+        )
+
+
+def _decoder(model: Any) -> Any:
+    decoder = getattr(model, "model", None)
+    if decoder is None or not hasattr(decoder, "layers"):
+        raise InvalidConfigError(
+            f"{type(model).__name__} has no `model.layers`: not a decoder-only layout onboard knows"
+        )
+    return decoder
+
+
+def _is_norm(module: Any) -> bool:
+    import torch
+
+    if isinstance(module, torch.nn.LayerNorm):
+        return True
+    name = type(module).__name__.lower()
+    return "norm" in name and hasattr(module, "weight") and module.weight is not None
+
+
+def _measure_norm(name: str, module: Any) -> NormProbe:
+    """Run the norm with zero and unit weights to read its offset and whether it centres."""
+    import torch
+
+    weight = module.weight
+    width = weight.shape[-1]
+    saved = weight.detach().clone()
+    bias = getattr(module, "bias", None)
+    saved_bias = bias.detach().clone() if bias is not None else None
+    x = torch.randn(3, width) * 2 + 0.5
+    try:
+        weight.zero_()
+        if bias is not None:
+            bias.zero_()
+        zero_out = module(x)
+        offset = 0.0 if zero_out.abs().max().item() < 1e-6 else 1.0
+        weight.fill_(1.0 - offset)
+        unit_out = module(x)
+    finally:
+        weight.copy_(saved)
+        if bias is not None:
+            bias.copy_(saved_bias)
+    centred = unit_out.mean(dim=-1).abs().max().item() < 1e-4
+    eps = _float_attr(module, "variance_epsilon") or _float_attr(module, "eps")
+    return NormProbe(
+        name=name,
+        class_name=type(module).__name__,
+        kind="layer" if centred else "rms",
+        weight_offset=offset,
+        eps=eps,
+        width=width,
+        has_bias=bias is not None,
+    )
+
+
+def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
+    """Run the model once and follow layer 0's tensors between its norms, attention and MLP."""
+    import torch
+
+    calls: dict[str, tuple[set[int], set[int]]] = {}
+    alive: list[torch.Tensor] = []  # keeps tensors referenced so their ids are never reused
+    hooks = []
+
+    def record(name: str):
+        def hook(_module, args, kwargs, output):
+            inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            outs = output if isinstance(output, tuple) else (output,)
+            outputs = [o for o in outs if isinstance(o, torch.Tensor)]
+            alive.extend(inputs + outputs)
+            calls[name] = ({id(t) for t in inputs}, {id(t) for t in outputs})
+
+        return hook
+
+    watched = {n: m for n, m in layer.named_children() if n in ("self_attn", "mlp") or _is_norm(m)}
+    for name, module in watched.items():
+        hooks.append(module.register_forward_hook(record(name), with_kwargs=True))
+    try:
+        ids = torch.arange(1, PROBE_TOKENS + 1).unsqueeze(0) % model.config.vocab_size
+        model(input_ids=ids, use_cache=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+    norms = [n for n in watched if n not in ("self_attn", "mlp")]
+    attn_in, attn_out = calls.get("self_attn", (set(), set()))
+    mlp_in, mlp_out = calls.get("mlp", (set(), set()))
+
+    def feeding(targets: set[int]) -> tuple[str, ...]:
+        return tuple(n for n in norms if n in calls and calls[n][1] & targets)
+
+    def fed_by(sources: set[int]) -> tuple[str, ...]:
+        return tuple(n for n in norms if n in calls and calls[n][0] & sources)
+
+    return LayerFlow(
+        attn_in=feeding(attn_in),
+        attn_out=fed_by(attn_out),
+        mlp_in=feeding(mlp_in),
+        mlp_out=fed_by(mlp_out),
+        parallel=bool(attn_in & mlp_in),
+    )
+
+
+def _embed_scale(embedding: Any) -> float | None:
+    import torch
+
+    ids = torch.arange(min(8, embedding.weight.shape[0]))
+    out = embedding(ids)
+    rows = embedding.weight[ids]
+    mask = rows.abs() > 1e-6
+    if not mask.any():
+        return None
+    ratio = (out[mask] / rows[mask]).mean().item()
+    return None if abs(ratio - 1.0) < 1e-6 else ratio
+
+
+def _rotary_dims(rotary: Any) -> tuple[tuple[str, int], ...]:
+    if rotary is None:
+        return ()
+    dims = []
+    for name, buffer in rotary.named_buffers(recurse=False):
+        if name == "inv_freq":
+            dims.append(("default", 2 * buffer.numel()))
+        elif name.endswith("_inv_freq") and not name.endswith("original_inv_freq"):
+            dims.append((name.removesuffix("_inv_freq"), 2 * buffer.numel()))
+    return tuple(sorted(dims))
+
+
+def _float_attr(obj: Any, name: str) -> float | None:
+    value = getattr(obj, name, None) if obj is not None else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _saved_tensors(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Tensor names and shapes as ``save_pretrained`` writes them (the on-disk layout)."""
+    from safetensors import safe_open
+
+    with tempfile.TemporaryDirectory(prefix="onboard-probe-") as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tensors: list[tuple[str, tuple[int, ...]]] = []
+        for path in sorted(Path(tmp).glob("*.safetensors")):
+            with safe_open(path, framework="pt") as handle:
+                for key in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
+                    tensors.append((key, tuple(handle.get_slice(key).get_shape())))
+    return tuple(sorted(tensors))

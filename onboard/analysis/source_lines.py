@@ -1,0 +1,87 @@
+"""Point at the HF modeling source, so evidence reads ``modeling_x.py:63: <code>``.
+
+Two lookups: a regex over lines (for operations such as ``1.0 + self.weight``) and an AST lookup
+of ``self.<attr> = Call(...)`` in a class's ``__init__`` (for constructor arguments such as
+``bias=config.attention_bias``, which say whether a flag is fixed or read from the config).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from onboard.source import SourceFile
+from onboard.spec import Evidence
+
+
+def _modeling_first(files: Iterable[SourceFile]) -> list[SourceFile]:
+    return sorted(files, key=lambda f: (not f.name.startswith("modeling_"), f.name))
+
+
+def find_line(files: Iterable[SourceFile], pattern: str) -> Evidence | None:
+    """The first line matching ``pattern`` (a regex) in the modeling file, else any file given."""
+    regex = re.compile(pattern)
+    for source in _modeling_first(files):
+        for number, line in enumerate(source.text.splitlines(), start=1):
+            if regex.search(line):
+                return Evidence("source", f"{source.name}:{number}", line.strip()[:120])
+    return None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """``self.<attr> = <call>`` found in a class's ``__init__``."""
+
+    evidence: Evidence
+    keywords: tuple[tuple[str, str], ...]  # keyword argument -> its source text
+
+    def keyword(self, name: str) -> str | None:
+        return dict(self.keywords).get(name)
+
+
+def init_assignment(files: Iterable[SourceFile], class_name: str, attr: str) -> Assignment | None:
+    for source in _modeling_first(files):
+        found = _find_assignment(source.name, source.text, class_name, attr)
+        if found is not None:
+            return found
+    return None
+
+
+@lru_cache(maxsize=64)
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+def _find_assignment(name: str, text: str, class_name: str, attr: str) -> Assignment | None:
+    tree = _parse(text)
+    if tree is None:
+        return None
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == class_name):
+            continue
+        for node in ast.walk(cls):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            if any(_is_self_attr(t, attr) for t in node.targets):
+                line = ast.get_source_segment(text, node) or ""
+                keywords = tuple(
+                    (k.arg, ast.unparse(k.value)) for k in node.value.keywords if k.arg
+                )
+                snippet = " ".join(line.split())[:120]
+                return Assignment(Evidence("source", f"{name}:{node.lineno}", snippet), keywords)
+    return None
+
+
+def _is_self_attr(node: ast.expr, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )

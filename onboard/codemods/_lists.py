@@ -1,0 +1,68 @@
+"""Upsert one tuple in a module-level list of tuples keyed by their first string.
+
+This is the shape of mobius ``tests/_test_configs.py`` (``CAUSAL_LM_CONFIGS``) and, inside
+``OrderedDict([...])``, of NeMo AutoModel's ``MODEL_ARCH_MAPPING``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from onboard.codemods._errors import CodemodError
+from onboard.codemods._sequence import insert_item
+from onboard.codemods._source import (
+    describe,
+    find_assigned_value,
+    parse_expression_arg,
+    parse_module,
+    replace_node,
+    same_expression,
+    string_value,
+)
+
+
+def upsert_tuple_in_list(source: str, variable: str, first_element: str, element: str) -> str:
+    """Make the tuple starting with ``first_element`` in list ``variable`` be ``element``.
+
+    ``element`` is the tuple's source text. Returns ``source`` unchanged when an equivalent
+    tuple is there, replaces a differing one in place, else appends in the list's layout.
+    """
+    module = parse_module(source)
+    new_tuple = parse_expression_arg(element, "element")
+    if tuple_key(new_tuple) != first_element:
+        raise ValueError(f"element must be a tuple starting with {first_element!r}: {element}")
+    items = list_literal(module, variable)
+    existing = keyed_element(items, first_element)
+    if existing is None:
+        appended = insert_item(items, len(items.elements), cst.Element(new_tuple))
+        return replace_node(module, items, appended)
+    if same_expression(existing.value, new_tuple):
+        return source
+    return replace_node(module, existing, existing.with_changes(value=new_tuple))
+
+
+def list_literal(module: cst.Module, variable: str) -> cst.List:
+    """The list literal assigned to module-level ``variable``."""
+    value = find_assigned_value(module, variable)
+    if not isinstance(value, cst.List):
+        raise CodemodError(f"module-level `{variable}` is {describe(value)}, not a list literal")
+    return value
+
+
+def tuple_key(node: cst.BaseExpression) -> str | None:
+    """The string a tuple starts with, or None for anything else."""
+    if isinstance(node, cst.Tuple) and node.elements:
+        first = node.elements[0]
+        if isinstance(first, cst.Element):
+            return string_value(first.value)
+    return None
+
+
+def keyed_element(items: cst.List, key: str) -> cst.Element | None:
+    """The last list element that is a tuple starting with ``key`` (Python's winner)."""
+    matches = [
+        item
+        for item in items.elements
+        if isinstance(item, cst.Element) and tuple_key(item.value) == key
+    ]
+    return matches[-1] if matches else None

@@ -1,0 +1,92 @@
+"""The HF transformers reference: a tiny model with every parameter perturbed, run eagerly.
+
+HF initialises norm weights to 1 (0 for ``1 + w`` norms) and biases to 0, which hides a missing
+offset, a swapped norm or an unmapped bias; every parameter gets noise so such bugs show. The
+checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the on-disk layout.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onboard.parity.harness import Batch, Step
+
+PERTURB_STD = 0.05
+
+
+def build_reference(hf_config: Any, *, seed: int = 0, device: str = "cpu") -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf_config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
+    model = model.float().eval()
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * PERTURB_STD)
+    return model.to(device)
+
+
+def saved_checkpoint(model: Any) -> dict[str, Any]:
+    """The tensors ``save_pretrained`` writes (on-disk names and layout), loaded back on CPU."""
+    from safetensors.torch import load_file
+
+    with tempfile.TemporaryDirectory(prefix="onboard-ckpt-") as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tensors: dict[str, Any] = {}
+        for path in sorted(Path(tmp).glob("*.safetensors")):
+            tensors.update(load_file(path))
+    return tensors
+
+
+class HFRunner:
+    """Runs the reference model; its ``Step.state`` is the transformers cache object."""
+
+    provider = "transformers"
+    supports_left_padding = True
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        params = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"  # transformers 5.24
+
+    def prefill(self, batch: Batch) -> Step:
+        return self._run(batch, None)
+
+    def decode(self, previous: Step, batch: Batch) -> Step:
+        return self._run(batch, previous.state)
+
+    def _run(self, batch: Batch, cache: Any) -> Step:
+        import torch
+
+        kwargs = {
+            "input_ids": torch.from_numpy(batch.input_ids).to(self.device),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(self.device),
+            "position_ids": torch.from_numpy(batch.position_ids).to(self.device),
+            "use_cache": True,
+        }
+        if cache is not None:
+            kwargs[self._cache_kwarg] = cache
+        with torch.no_grad():
+            out = self.model(**kwargs)
+        new_cache = out["cache"] if "cache" in out else out["past_key_values"]
+        return Step(
+            logits=out.logits.float().cpu().numpy(),
+            kv=_cache_arrays(new_cache),
+            state=new_cache,
+        )
+
+
+def _cache_arrays(cache: Any) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    layers = []
+    for layer in cache.layers:
+        layers.append((layer.keys.float().cpu().numpy(), layer.values.float().cpu().numpy()))
+    return tuple(layers)

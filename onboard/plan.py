@@ -1,0 +1,39 @@
+"""What a target wants written: the hand-off between ``targets.<name>.plan`` and ``render``.
+
+A plan holds the full new text of every file it touches. Targets compute that text (templates
+for new files, libcst codemods applied to the current text for shared files such as registries),
+so rendering is a pure compare-and-write step with no target knowledge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file the plan wants to exist with ``content``.
+
+    ``owned`` files are written whole by onboard (a model module, a test case): if a user edited
+    one since onboard last wrote it, rendering stops with a conflict unless forced. Shared files
+    (registries, ``__init__`` exports) are not owned: their new content was computed from the
+    current text by a codemod, so user edits are already preserved.
+    """
+
+    path: str  # POSIX path relative to the plan root
+    content: str
+    owned: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every file change for one model and one target, plus notes for the report."""
+
+    target: str
+    model_type: str
+    changes: tuple[FileChange, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def paths(self) -> tuple[str, ...]:
+        return tuple(change.path for change in self.changes)

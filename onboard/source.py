@@ -1,0 +1,214 @@
+"""Resolve a model id or path to a ``ModelSource``: its config.json and the HF source behind it.
+
+Order: a local path, the Hugging Face cache, the Hub (huggingface_hub; honours HF_HUB_OFFLINE),
+then onboard's bundled snapshot of the configs behind ``generated_examples`` (with a visible
+notice). The modeling source of the architecture is read as text from the installed
+transformers; nothing here imports or runs model code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from onboard.errors import InvalidConfigError, ModelNotFoundError
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+BUNDLED_ROOT = Path(__file__).parent / "data" / "hub"
+_REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+
+
+class Origin(StrEnum):
+    LOCAL = "local"
+    CACHE = "cache"
+    HUB = "hub"
+    BUNDLED = "bundled"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """An HF source file read as text, with its hash (recorded in generated headers)."""
+
+    name: str
+    path: Path
+    sha256: str
+    text: str
+
+    @classmethod
+    def read(cls, path: Path) -> SourceFile:
+        data = path.read_bytes()
+        return cls(path.name, path, hashlib.sha256(data).hexdigest(), data.decode("utf-8"))
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    model_id: str
+    origin: Origin
+    config_path: Path
+    config: dict[str, Any]
+    revision: str | None
+    hf_files: tuple[SourceFile, ...]
+    notices: tuple[str, ...] = ()
+
+    @property
+    def model_type(self) -> str:
+        return self.config["model_type"]
+
+    @property
+    def architecture(self) -> str:
+        archs = self.config.get("architectures") or []
+        return archs[0] if archs else ""
+
+    def hf_file(self, prefix: str) -> SourceFile | None:
+        """The first HF source file whose name starts with ``prefix`` (modeling_, modular_)."""
+        return next((f for f in self.hf_files if f.name.startswith(prefix)), None)
+
+
+def load_source(model: str, *, revision: str | None = None) -> ModelSource:
+    """Resolve ``model`` (a local dir, a config.json path or a Hub id) to a ``ModelSource``."""
+    path = Path(model).expanduser()
+    if path.exists():
+        config_path = path / "config.json" if path.is_dir() else path
+        if not config_path.is_file():
+            raise ModelNotFoundError(f"{path} has no config.json")
+        return _finish(model, Origin.LOCAL, config_path, revision=None, notices=())
+    if not _REPO_ID.match(model):
+        raise ModelNotFoundError(
+            f"{model!r} is neither an existing path nor a Hugging Face model id (org/name)"
+        )
+    return _resolve_hub_id(model, revision)
+
+
+def _resolve_hub_id(repo_id: str, revision: str | None) -> ModelSource:
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        cached = hf_hub_download(repo_id, "config.json", revision=revision, local_files_only=True)
+    except (LocalEntryNotFoundError, EntryNotFoundError, OSError):
+        cached = None
+    if cached is not None:
+        cached_path = Path(cached)
+        return _finish(repo_id, Origin.CACHE, cached_path, cached_path.parent.name, ())
+
+    why_not_hub = _hub_unreachable_reason(constants)
+    if why_not_hub is None:
+        try:
+            downloaded = Path(hf_hub_download(repo_id, "config.json", revision=revision))
+        except (RepositoryNotFoundError, GatedRepoError) as exc:
+            raise ModelNotFoundError(
+                f"{repo_id} is not a model on the Hugging Face Hub you can access "
+                f"({type(exc).__name__})"
+            ) from None
+        except RevisionNotFoundError:
+            raise ModelNotFoundError(f"{repo_id} has no revision {revision!r}") from None
+        except EntryNotFoundError:
+            raise ModelNotFoundError(f"{repo_id} has no config.json") from None
+        except OSError as exc:
+            why_not_hub = f"the Hub request failed ({type(exc).__name__})"
+        else:
+            return _finish(repo_id, Origin.HUB, downloaded, downloaded.parent.name, ())
+
+    bundled = BUNDLED_ROOT / repo_id / "config.json"
+    if bundled.is_file():
+        notice = (
+            f"{why_not_hub} and {repo_id} is not in the HF cache: using onboard's bundled "
+            "snapshot of its config.json (revision unknown; pin one before merging)"
+        )
+        return _finish(repo_id, Origin.BUNDLED, bundled, None, (notice,))
+    raise ModelNotFoundError(
+        f"{repo_id} is not in the HF cache and {why_not_hub}; download it once "
+        f"(`hf download {repo_id} config.json`) or pass a local checkpoint directory"
+    )
+
+
+def _hub_unreachable_reason(constants: Any) -> str | None:
+    """Why the Hub cannot be asked right now, or None; fails fast instead of retrying for 20 s."""
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        with socket.create_connection((host, 443), timeout=3):
+            return None
+    except OSError:
+        return f"the Hub ({host}) cannot be reached"
+
+
+def _finish(
+    model_id: str,
+    origin: Origin,
+    config_path: Path,
+    revision: str | None,
+    notices: tuple[str, ...],
+) -> ModelSource:
+    config = read_config(config_path)
+    return ModelSource(
+        model_id=model_id,
+        origin=origin,
+        config_path=config_path,
+        config=config,
+        revision=revision,
+        hf_files=transformers_source_files(config["model_type"]),
+        notices=notices,
+    )
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """Parse config.json defensively: size-capped, must be an object with a string model_type."""
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise InvalidConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; not a config")
+    try:
+        config = json.loads(path.read_bytes(), parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise InvalidConfigError(f"{path} is not valid JSON: {_short(exc)}") from None
+    if not isinstance(config, dict):
+        raise InvalidConfigError(f"{path} must hold a JSON object, not {type(config).__name__}")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise InvalidConfigError(f"{path} has no model_type: cannot tell which architecture it is")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", model_type):
+        raise InvalidConfigError(f"{path} has an invalid model_type {model_type[:40]!r}")
+    return config
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in config.json")
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def transformers_source_files(model_type: str) -> tuple[SourceFile, ...]:
+    """The installed transformers' modeling / modular / configuration files of ``model_type``."""
+    from transformers.models.auto.configuration_auto import (
+        CONFIG_MAPPING_NAMES,
+        model_type_to_module_name,
+    )
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        return ()
+    import transformers
+
+    module_dir = (
+        Path(transformers.__file__).parent / "models" / model_type_to_module_name(model_type)
+    )
+    names = sorted(
+        p
+        for p in module_dir.glob("*.py")
+        if p.name.startswith(("modeling_", "modular_", "configuration_"))
+    )
+    return tuple(SourceFile.read(p) for p in names)

@@ -1,0 +1,229 @@
+"""``ArchitectureSpec``: the target-neutral description every generator consumes.
+
+The spec says *what* the architecture computes (shapes, attention, MLP, norms, RoPE, per-layer
+kinds, weight names), never how a target library spells it. Each value that decides generated
+code has evidence: where in config.json, the probed tiny model or the HF source it came from, so a
+reviewer can check every choice, and a generator can cite it in the code it writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SPEC_VERSION = 1
+
+NormKind = Literal["rms", "layer"]
+NormPlacement = Literal["pre", "sandwich", "post"]
+QKNorm = Literal["none", "per_head", "full_width"]
+MLPKind = Literal["gated", "plain", "fused_gate_up"]
+LayerKind = Literal["full_attention", "sliding_attention"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a value came from: ``kind`` is config, probe, source or weights."""
+
+    kind: Literal["config", "probe", "source", "weights"]
+    where: str  # "config.json:rope_theta", "modeling_qwen3.py:63", a weight key, a module path
+    detail: str = ""  # the snippet, value or observation
+
+    def cite(self) -> str:
+        return f"{self.where}: {self.detail}" if self.detail else self.where
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Which model, from where, and which HF source files described it."""
+
+    model_id: str
+    origin: str  # local, cache, hub, bundled
+    revision: str | None
+    model_type: str
+    architecture: str
+    transformers_version: str
+    hf_files: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    q_bias: bool
+    k_bias: bool
+    v_bias: bool
+    o_bias: bool
+    qk_norm: QKNorm
+    scale: float  # multiplies q·k; head_dim ** -0.5 unless the model says otherwise
+    softcap: float | None = None
+    # Which values HF reads from the config at run time (the rest the architecture fixes):
+    bias_keys: tuple[
+        tuple[str, str], ...
+    ] = ()  # projection letter -> config key, e.g. q -> attention_bias
+    scale_key: str | None = None  # scale = config.<key> ** -0.5 (query_pre_attn_scalar)
+
+    def bias_key(self, projection: str) -> str | None:
+        return dict(self.bias_keys).get(projection)
+
+
+@dataclass(frozen=True)
+class MLPSpec:
+    kind: MLPKind
+    activation: str  # HF activation name, e.g. silu, gelu_pytorch_tanh
+    bias: bool
+    intermediate_size: int
+    projections: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")  # HF attribute names
+    bias_key: str | None = None  # config key HF reads the MLP bias from (mlp_bias), if any
+    activation_key: str = "hidden_act"  # config key HF reads the activation from
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """The decoder layers' norms; ``names`` maps each role to the HF attribute that fills it.
+
+    Roles: ``attn_in`` / ``mlp_in`` normalise a sub-block's input (pre-norm), ``attn_out`` /
+    ``mlp_out`` its output before the residual add (post-norm); sandwich layers have all four.
+    """
+
+    kind: NormKind
+    eps: float
+    weight_offset: float  # 1.0 when the norm scales by (1 + w), as Gemma does
+    placement: NormPlacement
+    names: tuple[tuple[str, str], ...] = ()
+
+    def name_for(self, role: str) -> str | None:
+        return dict(self.names).get(role)
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """Rotary embedding of one layer kind (``rope_type`` None means no RoPE)."""
+
+    rope_type: str | None
+    theta: float
+    partial_rotary_factor: float = 1.0
+    scaling: tuple[tuple[str, Any], ...] = ()  # the remaining rope_parameters, sorted
+
+
+@dataclass(frozen=True)
+class TextDecoderSpec:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    max_position_embeddings: int
+    layer_types: tuple[LayerKind, ...]
+    sliding_window: int | None
+    attention: AttentionSpec
+    mlp: MLPSpec
+    norm: NormSpec
+    rope: tuple[tuple[LayerKind, RopeSpec], ...]  # one entry per layer kind in use
+    tie_word_embeddings: bool
+    embedding_scale: Literal["none", "sqrt_hidden"] = "none"  # token embeddings x sqrt(hidden)
+    final_logit_softcap: float | None = None
+
+    def rope_for(self, kind: LayerKind) -> RopeSpec:
+        return dict(self.rope)[kind]
+
+    @property
+    def distinct_layer_types(self) -> tuple[LayerKind, ...]:
+        return tuple(dict.fromkeys(self.layer_types))
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """The checkpoint's tensor names, as a tiny model of the architecture saves them."""
+
+    tensors: tuple[tuple[str, tuple[int, ...]], ...]  # on-disk (safetensors) name, tiny shape
+    tied_keys: tuple[str, ...] = ()  # names absent on disk because they are tied
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Something the analysis saw but no spec field explains: a human must look."""
+
+    what: str
+    where: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ArchitectureSpec:
+    source: SourceRef
+    kind: str
+    text: TextDecoderSpec
+    weights: WeightSpec
+    evidence: tuple[tuple[str, tuple[Evidence, ...]], ...] = ()  # dotted field path -> evidence
+    unresolved: tuple[Delta, ...] = ()
+    spec_version: int = SPEC_VERSION
+
+    @property
+    def model_type(self) -> str:
+        return self.source.model_type
+
+    def evidence_for(self, path: str) -> tuple[Evidence, ...]:
+        return dict(self.evidence).get(path, ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ArchitectureSpec:
+        return _from_plain(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ArchitectureSpec:
+        return cls.from_dict(json.loads(text))
+
+
+def _to_plain(value: Any) -> Any:
+    """Dataclasses to dicts and tuples to lists (JSON has no tuples)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _from_plain(tp: Any, value: Any) -> Any:
+    """Rebuild ``tp`` from the output of ``_to_plain`` using the dataclasses' type hints."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        kwargs = {f.name: _from_plain(hints[f.name], value[f.name]) for f in dataclasses.fields(tp)}
+        return tp(**kwargs)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _from_plain(members[0], value)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_plain(args[0], v) for v in value)
+        return tuple(_from_plain(a, v) for a, v in zip(args, value, strict=True))
+    if origin is Literal or tp is Any:
+        return value
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+@dataclass
+class EvidenceLog:
+    """Collects evidence while a spec is built; frozen into ``ArchitectureSpec.evidence``."""
+
+    entries: dict[str, list[Evidence]] = field(default_factory=dict)
+
+    def add(self, path: str, *items: Evidence) -> None:
+        self.entries.setdefault(path, []).extend(items)
+
+    def freeze(self) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+        return tuple((k, tuple(v)) for k, v in sorted(self.entries.items()))

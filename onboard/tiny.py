@@ -1,0 +1,140 @@
+"""Shrink a real config.json to a tiny one that keeps every layer kind.
+
+The probe and the parity run both need a model small enough to build in milliseconds but with
+the same structure as the real one: every distinct per-layer signature survives (a sliding and a
+full layer, in the order the real model has them), windows stay smaller than the test prompt so
+they are exercised, and MHA stays MHA, MQA stays MQA.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# 96 rather than 64: sqrt(96) is not a round number, so a rounded embedding scale shows.
+TINY_HIDDEN = 96
+TINY_INTERMEDIATE = 128
+TINY_HEADS = 4
+TINY_HEAD_DIM = 16  # used where the config sets head_dim; otherwise hidden / heads = 24
+TINY_VOCAB = 256
+TINY_MAX_POSITIONS = 128
+TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
+
+# Per-layer lists whose entries make a layer's signature (and are subsampled together).
+PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
+_TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id")
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    config: dict[str, Any]  # a config.json dict for the tiny model
+    layer_indices: tuple[int, ...]  # which real layers the tiny layers stand for
+
+
+def shrink_config(config: Mapping[str, Any], layer_types: list[str] | None) -> TinyConfig:
+    """A tiny config.json dict with the structure of ``config``.
+
+    ``layer_types`` is the real per-layer list as transformers' config class computes it (it may
+    be derived from ``use_sliding_window``, ``sliding_window_pattern`` and similar fields).
+    """
+    tiny = copy.deepcopy(dict(config))
+    heads = _int(config.get("num_attention_heads"), 1)
+    kv_heads = _int(config.get("num_key_value_heads"), heads)
+    tiny.update(
+        hidden_size=TINY_HIDDEN,
+        intermediate_size=TINY_INTERMEDIATE,
+        num_attention_heads=TINY_HEADS,
+        num_key_value_heads=_tiny_kv_heads(heads, kv_heads),
+        vocab_size=TINY_VOCAB,
+        max_position_embeddings=TINY_MAX_POSITIONS,
+        torch_dtype="float32",
+        use_cache=True,
+    )
+    tiny.pop("dtype", None)
+    original = _original_max_positions(config)
+    if original >= TINY_MAX_POSITIONS:
+        # RoPE scaling types check the original context against the scaled one.
+        real = _int(config.get("max_position_embeddings"), 2 * original)
+        tiny["max_position_embeddings"] = min(real, 2 * original)
+    if config.get("head_dim") is not None:
+        tiny["head_dim"] = TINY_HEAD_DIM
+    if config.get("sliding_window") is not None:
+        tiny["sliding_window"] = TINY_SLIDING_WINDOW
+    _remap_token_ids(tiny)
+
+    per_layer = _per_layer_lists(tiny, layer_types, _int(config.get("num_hidden_layers"), 1))
+    indices = _representative_layers(per_layer, _int(config.get("num_hidden_layers"), 1))
+    for key, values in per_layer.items():
+        tiny[key] = [values[i] for i in indices]
+    tiny["num_hidden_layers"] = len(indices)
+    if "max_window_layers" in tiny:
+        tiny["max_window_layers"] = len(indices)
+    return TinyConfig(tiny, indices)
+
+
+def _int(value: Any, default: int) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    )
+
+
+def _original_max_positions(config: Mapping[str, Any]) -> int:
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = config.get(key)
+        if isinstance(rope, Mapping):
+            return _int(rope.get("original_max_position_embeddings"), 0)
+    return 0
+
+
+def _tiny_kv_heads(heads: int, kv_heads: int) -> int:
+    if kv_heads >= heads:
+        return TINY_HEADS
+    if kv_heads == 1:
+        return 1
+    return 2
+
+
+def _remap_token_ids(tiny: dict[str, Any]) -> None:
+    """Special token ids past the tiny vocabulary would break embeddings: move them to the top."""
+    spare = iter(range(TINY_VOCAB - 1, 0, -1))
+    remapped: dict[int, int] = {}
+
+    def fix(token: Any) -> Any:
+        if isinstance(token, int) and token >= TINY_VOCAB:
+            if token not in remapped:
+                remapped[token] = next(spare)
+            return remapped[token]
+        return token
+
+    for key in _TOKEN_ID_KEYS:
+        value = tiny.get(key)
+        tiny[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+        if tiny[key] is None:
+            del tiny[key]
+
+
+def _per_layer_lists(
+    tiny: Mapping[str, Any], layer_types: list[str] | None, num_layers: int
+) -> dict[str, list[Any]]:
+    lists = {
+        key: list(tiny[key])
+        for key in PER_LAYER_KEYS
+        if isinstance(tiny.get(key), list) and len(tiny[key]) == num_layers
+    }
+    if layer_types is not None and len(layer_types) == num_layers:
+        lists["layer_types"] = list(layer_types)
+    return lists
+
+
+def _representative_layers(per_layer: Mapping[str, list[Any]], num_layers: int) -> tuple[int, ...]:
+    """First layer of each distinct signature, in order; at least two layers when there are."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for i in range(num_layers):
+        signature = tuple(str(values[i]) for values in per_layer.values())
+        seen.setdefault(signature, i)
+    indices = sorted(seen.values())
+    if len(indices) < 2 and num_layers >= 2:
+        indices.append(next(i for i in range(num_layers) if i not in indices))
+    return tuple(sorted(indices))
