@@ -34,6 +34,11 @@ class Plan:
     model_type: str
     changes: tuple[FileChange, ...]
     notes: tuple[str, ...] = field(default=())
+    model_file: str | None = None  # the generated module parity imports (a path in ``changes``)
+    model_class: str | None = None  # the class in it that parity builds
+
+    def content_of(self, path: str) -> str:
+        return next(c.content for c in self.changes if c.path == path)
 
     def paths(self) -> tuple[str, ...]:
         return tuple(change.path for change in self.changes)

@@ -1,0 +1,138 @@
+"""The mobius target (onnxruntime/mobius, PyPI ``mobius-onnx``): ONNX graphs built with onnxscript."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from onboard.errors import OnboardError, TargetRepoError, UnsupportedFeatureError
+from onboard.targets.base import Library, Proposal
+from onboard.targets.mobius import design as _design
+from onboard.targets.mobius import plan as _plan
+from onboard.targets.mobius.profiles import PROFILES
+from onboard.targets.mobius.propose import propose as _propose
+from onboard.targets.mobius.registry import open_library as _open_library
+
+if TYPE_CHECKING:
+    from onboard.analysis import Analysis
+    from onboard.parity.report import ParityReport
+    from onboard.plan import Plan
+    from onboard.spec import ArchitectureSpec
+
+# Bugs of the execution providers themselves, which no generated class can route around.
+PROVIDER_BUGS = ("T8",)
+
+
+class MobiusTarget:
+    name = "mobius"
+
+    def open_library(self, repo: Path | None) -> Library:
+        return _open_library(repo)
+
+    def propose(self, spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal:
+        return _propose(spec, library, treat_as_new=treat_as_new)
+
+    def design(self, spec: ArchitectureSpec, proposal: Proposal, name: str | None = None) -> _design.ModelDesign:
+        if proposal.blockers:
+            raise UnsupportedFeatureError(
+                "the mobius generator cannot express: " + "; ".join(proposal.blockers)
+            )
+        if proposal.chosen is None:
+            raise UnsupportedFeatureError(
+                "no profiled mobius class to build on (all hidden or unknown to onboard)"
+            )
+        return _design.design_model(spec, proposal.chosen, name=name)
+
+    def plan(
+        self,
+        analysis: Analysis,
+        proposal: Proposal,
+        library: Library,
+        *,
+        out: Path | None,
+        name: str | None = None,
+        command: str = "",
+    ) -> Plan:
+        design = self.design(analysis.spec, proposal, name)
+        return _plan.plan_files(
+            design, analysis.spec, proposal, library, out=out, command=command
+        )
+
+    def parity(
+        self,
+        analysis: Analysis,
+        proposal: Proposal,
+        generated: tuple[Path, str] | None,
+        library: Library,
+        *,
+        device: str = "cpu",
+    ) -> ParityReport:
+        """Parity of the generated (file, class), or of the class the model_type is registered to."""
+        from onboard.targets.mobius.parity import run_parity
+
+        _use_library(library)
+        if generated is not None:
+            path, class_name = generated
+            module_class = getattr(_import_file(path), class_name)
+            # The design routes around the base class's own bugs, so only bugs of the execution
+            # providers may explain a failure of generated code.
+            bug_ids = PROVIDER_BUGS
+        else:
+            variant = proposal.already_supported
+            if variant is None:
+                raise OnboardError("nothing to check: no generated module and no registered class")
+            module_class = getattr(importlib.import_module("mobius.models"), variant.class_name)
+            profile = PROFILES.get(variant.class_name)
+            bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS
+        return run_parity(
+            module_class,
+            analysis.tiny.config,
+            model_type=analysis.spec.model_type,
+            bug_ids=bug_ids,
+            device=device,
+        )
+
+
+def _use_library(library: Library) -> None:
+    """Make ``import mobius`` load the library onboard read (a --repo checkout's src/)."""
+    if not library.is_checkout:
+        return
+    src = str(library.package_dir.parent)
+    loaded = sys.modules.get("mobius")
+    if loaded is not None:
+        origin = Path(loaded.__file__ or "").resolve().parent
+        if origin != library.package_dir.resolve():
+            raise TargetRepoError(
+                f"mobius is already imported from {origin}, not from {library.package_dir}"
+            )
+        return
+    if src not in sys.path:
+        sys.path.insert(0, src)
+
+
+def _import_file(path: Path) -> object:
+    """Import a generated module from its file, under a private name (it may shadow a mobius one)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    name = f"_onboard_generated.{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise OnboardError(f"cannot import generated module {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise OnboardError(
+            f"the generated module {path.name} does not import: {type(exc).__name__}: {exc}"
+        ) from None
+    return module
+
+
+TARGET = MobiusTarget()

@@ -19,8 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from onboard.parity.harness import Batch, Step
-from onboard.parity.report import WeightAccount
+from onboard.hf_config import make_hf_config
+from onboard.parity.harness import Batch, Step, run_scenarios
+from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
+from onboard.parity.report import Check, ParityReport, Status, TargetBug, WeightAccount
+from onboard.targets.mobius.bugs import KnownBug, applicable, counterfactual
 
 EXECUTION_PROVIDERS = ("default", "cpu")
 
@@ -171,3 +174,133 @@ class OnnxRunner:
 
 def scratch_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="onboard-mobius-")
+
+
+def run_parity(
+    module_class: type,
+    tiny_config: Mapping[str, Any],
+    *,
+    model_type: str,
+    bug_ids: tuple[str, ...],
+    device: str = "cpu",
+) -> ParityReport:
+    """Every check on both execution providers; failures a known bug explains become xfail."""
+    start = time.perf_counter()
+    checks: list[Check] = []
+    bugs: list[TargetBug] = []
+    account: WeightAccount | None = None
+    for provider in EXECUTION_PROVIDERS:
+        provider_checks, provider_account = _provider_checks(
+            module_class, tiny_config, provider, device
+        )
+        account = account or provider_account
+        if any(c.status is Status.FAIL for c in provider_checks):
+            provider_checks, confirmed = _blame_known_bugs(
+                module_class, tiny_config, provider, device, provider_checks, bug_ids
+            )
+            bugs.extend(b for b in confirmed if b not in bugs)
+        checks.extend(provider_checks)
+    return ParityReport(
+        target="mobius",
+        model_type=model_type,
+        model_class=module_class.__name__,
+        checks=tuple(checks),
+        weights=account,
+        bugs=tuple(bugs),
+        versions=_versions(),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _provider_checks(
+    module_class: type, tiny_config: Mapping[str, Any], provider: str, device: str
+) -> tuple[list[Check], WeightAccount | None]:
+    hf_config = make_hf_config(tiny_config)
+    reference = build_reference(hf_config, device=device)
+    checkpoint = saved_checkpoint(reference)
+    with scratch_dir() as workdir:
+        try:
+            built = build(module_class, hf_config, checkpoint, provider, Path(workdir))
+        except Exception as exc:  # any build error is a failed check, reported, not raised
+            detail = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return [Check("build", provider, Status.FAIL, detail=detail)], None
+        checks = [_weights_check(built)]
+        checks += run_scenarios(HFRunner(reference), OnnxRunner(built), hf_config.vocab_size)
+    return checks, built.account
+
+
+def _weights_check(built: BuiltModel) -> Check:
+    account = built.account
+    detail = (
+        f"{account.checkpoint_tensors} checkpoint tensors -> {account.parameters} initializers"
+    )
+    if account.complete:
+        return Check("weights", built.provider, Status.PASS, detail=detail)
+    problems = []
+    if account.unconsumed:
+        problems.append(f"unconsumed: {', '.join(account.unconsumed[:6])}")
+    if account.unfilled:
+        problems.append(f"unfilled: {', '.join(account.unfilled[:6])}")
+    return Check("weights", built.provider, Status.FAIL, detail=f"{detail}; {'; '.join(problems)}")
+
+
+def _blame_known_bugs(
+    module_class: type,
+    tiny_config: Mapping[str, Any],
+    provider: str,
+    device: str,
+    checks: list[Check],
+    bug_ids: tuple[str, ...],
+) -> tuple[list[Check], tuple[TargetBug, ...]]:
+    """Re-run with the triggers of the applicable bugs removed; if that passes, xfail.
+
+    With several suspects, each is kept only if the re-run fails without removing its trigger,
+    so the report names the bugs that are needed to explain the failure.
+    """
+    suspects = applicable(bug_ids, provider, tiny_config)
+    if not suspects or any(c.name in ("weights", "build") and c.status is Status.FAIL for c in checks):
+        return checks, ()
+
+    def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
+        rerun, _ = _provider_checks(module_class, counterfactual(tiny_config, bugs), provider, device)
+        worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
+        return not any(c.status is Status.FAIL for c in rerun), worst
+
+    explained, best = passes_without(suspects)
+    if not explained:
+        return checks, ()
+    needed = suspects
+    if len(suspects) > 1:
+        needed = tuple(b for b in suspects if not passes_without(tuple(o for o in suspects if o != b))[0])
+        needed = needed or suspects
+    worst = max(
+        (c.metrics.max_abs for c in checks if c.metrics and c.status is Status.FAIL), default=0.0
+    )
+    ids = "+".join(b.id for b in needed)
+    marked = [
+        dataclasses.replace(c, status=Status.XFAIL, bug=ids) if c.status is Status.FAIL else c
+        for c in checks
+    ]
+    found = tuple(
+        TargetBug(
+            b.id,
+            b.title,
+            f"{provider} EP: max abs {worst:.2g} as built; {best:.2g} with "
+            + "; ".join(s.trigger for s in suspects)
+            + (f"; still fails when only '{b.trigger}' is left out" if len(needed) < len(suspects) or len(suspects) > 1 else ""),
+        )
+        for b in needed
+    )
+    return marked, found
+
+
+def _versions() -> tuple[tuple[str, str], ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("mobius-onnx", "onnxruntime", "onnxscript", "transformers", "torch"):
+        try:
+            found.append((package, version(package)))
+        except PackageNotFoundError:
+            continue
+    return tuple(found)

@@ -1,0 +1,146 @@
+"""``onboard new`` end to end: source, analysis, proposal, plan, parity, render.
+
+Parity runs on a staged copy of the plan *before* anything is written, so a failing run leaves the
+repo untouched (the staged files are kept for inspection and their path is reported). The CLI
+only parses options and prints the ``NewResult``; it holds no logic.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from onboard import STAMP
+from onboard.analysis import Analysis, analyse
+from onboard.errors import ConflictError
+from onboard.parity.report import ParityReport
+from onboard.plan import Plan
+from onboard.render import RenderResult, render
+from onboard.source import ModelSource, load_source
+from onboard.targets.base import Library, Proposal, load_target
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class NewOptions:
+    model: str
+    target: str = "mobius"
+    repo: Path | None = None
+    out: Path | None = None
+    revision: str | None = None
+    treat_as_new: bool = False
+    dry_run: bool = False
+    force: bool = False
+    parity: bool = True
+    device: str = "cpu"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class NewResult:
+    options: NewOptions
+    source: ModelSource
+    analysis: Analysis
+    library: Library
+    proposal: Proposal
+    plan: Plan | None
+    rendered: RenderResult | None
+    parity: ParityReport | None
+    root: Path | None  # where files were (or would be) written
+    staged: Path | None = None  # generated files kept after a failed parity run
+    timings: tuple[tuple[str, float], ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return self.parity is None or self.parity.passed
+
+
+@dataclass
+class _Clock:
+    progress: Progress
+    laps: list[tuple[str, float]] = field(default_factory=list)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.progress(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.laps.append((name, time.perf_counter() - start))
+
+
+def default_out(model_type: str, target: str) -> Path:
+    return Path.cwd() / "onboarded" / model_type / target
+
+
+def command_line(options: NewOptions) -> str:
+    parts = ["onboard new", options.model, f"--target {options.target}"]
+    if options.treat_as_new:
+        parts.append("--treat-as-new")
+    if options.name:
+        parts.append(f"--name {options.name}")
+    return " ".join(parts)
+
+
+def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> NewResult:
+    clock = _Clock(progress)
+    with clock.phase("source"):
+        source = load_source(options.model, revision=options.revision)
+    with clock.phase("analysis"):
+        analysis = analyse(source)
+    target = load_target(options.target)
+    with clock.phase("target"):
+        library = target.open_library(options.repo)
+        proposal = target.propose(analysis.spec, library, treat_as_new=options.treat_as_new)
+
+    if proposal.already_supported is not None:
+        report = None
+        if options.parity:
+            with clock.phase("parity"):
+                report = target.parity(analysis, proposal, None, library, device=options.device)
+        return NewResult(options, source, analysis, library, proposal, None, None, report, None,
+                         timings=tuple(clock.laps))
+
+    root = options.repo.expanduser().resolve() if options.repo else None
+    out = None if root else (options.out or default_out(analysis.spec.model_type, options.target))
+    with clock.phase("plan"):
+        plan = target.plan(
+            analysis, proposal, library, out=out, name=options.name, command=command_line(options)
+        )
+    root = root or out.expanduser().resolve()
+    preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
+    if preview.conflicts and not (options.force or options.dry_run):
+        raise ConflictError(
+            f"{', '.join(preview.conflicts)} changed by hand since onboard wrote them; "
+            "re-run with --force to overwrite"
+        )
+
+    report = None
+    if options.parity and plan.model_file:
+        staging = Path(tempfile.mkdtemp(prefix="onboard-staged-"))
+        with clock.phase("stage"):
+            render(plan, staging, stamp=STAMP)
+        with clock.phase("parity"):
+            report = target.parity(
+                analysis,
+                proposal,
+                (staging / plan.model_file, plan.model_class),
+                library,
+                device=options.device,
+            )
+        if not report.passed:
+            return NewResult(options, source, analysis, library, proposal, plan, None, report,
+                             root, staged=staging, timings=tuple(clock.laps))
+        shutil.rmtree(staging, ignore_errors=True)
+
+    with clock.phase("write"):
+        rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)
+    return NewResult(options, source, analysis, library, proposal, plan, rendered, report, root,
+                     timings=tuple(clock.laps))

@@ -1,0 +1,138 @@
+"""Known mobius 0.1.0 bugs, each with the counterfactual that confirms it.
+
+A parity failure is blamed on the library only when a bug's preconditions hold for the class and
+execution provider *and* re-running the same check with the bug's trigger removed from the tiny
+config passes. Anything else is reported as the generated code being wrong.
+
+Ids T7-T10 follow ``shared/notes/target-mobius.md``; M1 and M2 were found by onboard's parity runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.parity.harness import DECODE_STEPS, PROMPT_LEN
+
+WIDE_WINDOW = 4 * (PROMPT_LEN + DECODE_STEPS)  # a window no test sequence reaches
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    id: str
+    title: str
+    providers: tuple[str, ...]  # execution providers it affects
+    applies: Callable[[Mapping[str, Any]], bool]  # on the tiny config.json dict
+    remove_trigger: Callable[[dict[str, Any]], None]  # edits a copy of the tiny config
+    trigger: str  # what the counterfactual changes, for the report
+
+
+def _layer_types(config: Mapping[str, Any]) -> list[str]:
+    return list(config.get("layer_types") or [])
+
+
+def _mixed_layers(config: Mapping[str, Any]) -> bool:
+    return len(set(_layer_types(config))) > 1 and bool(config.get("sliding_window"))
+
+
+def _rope_thetas(config: Mapping[str, Any]) -> set[float]:
+    params = config.get("rope_parameters")
+    if isinstance(params, Mapping) and all(isinstance(v, Mapping) for v in params.values()):
+        return {float(v.get("rope_theta", 0)) for v in params.values()}
+    local = config.get("rope_local_base_freq")
+    theta = config.get("rope_theta")
+    return {float(t) for t in (local, theta) if t is not None}
+
+
+def _widen_window(config: dict[str, Any]) -> None:
+    config["sliding_window"] = WIDE_WINDOW
+
+
+def _equal_thetas_wide_window(config: dict[str, Any]) -> None:
+    params = config.get("rope_parameters")
+    if isinstance(params, dict) and "full_attention" in params:
+        for kind in params:
+            params[kind] = copy.deepcopy(params["full_attention"])
+    if config.get("rope_local_base_freq") is not None and config.get("rope_theta") is not None:
+        config["rope_local_base_freq"] = config["rope_theta"]
+    _widen_window(config)
+
+
+def _odd_layers_slide(config: dict[str, Any]) -> None:
+    count = len(_layer_types(config))
+    config["layer_types"] = [
+        "sliding_attention" if i % 2 else "full_attention" for i in range(count)
+    ]
+
+
+def _scalar_is_head_dim(config: dict[str, Any]) -> None:
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    config["query_pre_attn_scalar"] = head_dim
+
+
+def _exact_sqrt_hidden(config: dict[str, Any]) -> None:
+    config["hidden_size"] = 64  # sqrt(64) = 8 is exact in every rounding
+
+
+BUGS: dict[str, KnownBug] = {
+    bug.id: bug
+    for bug in (
+        KnownBug(
+            "T7",
+            "Gemma2TextModel slides on odd layers and ignores config.layer_types",
+            ("default", "cpu"),
+            _mixed_layers,
+            _odd_layers_slide,
+            "layer_types reordered to mobius' odd-layer rule",
+        ),
+        KnownBug(
+            "T8",
+            "the cpu EP's GroupQueryAttention rewrite keeps only the first layer's RoPE tables and "
+            "drops per-layer attention masks",
+            ("cpu",),
+            lambda c: _mixed_layers(c) or len(_rope_thetas(c)) > 1,
+            _equal_thetas_wide_window,
+            "one RoPE theta for every layer and a window longer than the test sequence",
+        ),
+        KnownBug(
+            "T9",
+            "TextModel ignores sliding_window on the default EP (padding-only mask)",
+            ("default",),
+            lambda c: bool(c.get("sliding_window")),
+            _widen_window,
+            "a window longer than the test sequence",
+        ),
+        KnownBug(
+            "M1",
+            "Gemma3DecoderLayer ignores query_pre_attn_scalar (scales q.k by head_dim ** -0.5)",
+            ("default", "cpu"),
+            lambda c: c.get("query_pre_attn_scalar") not in (None, c.get("head_dim")),
+            _scalar_is_head_dim,
+            "query_pre_attn_scalar set equal to head_dim",
+        ),
+        KnownBug(
+            "M2",
+            "Gemma embeddings are scaled by a rounded sqrt(hidden_size) (2 decimals for Gemma and "
+            "Gemma2, float16 for Gemma3) where transformers uses the exact value in float32",
+            ("default", "cpu"),
+            lambda c: float(c.get("hidden_size", 64)) ** 0.5 % 1 != 0,
+            _exact_sqrt_hidden,
+            "hidden_size 64 (an exact square root)",
+        ),
+    )
+}
+
+
+def applicable(bug_ids: tuple[str, ...], provider: str, tiny: Mapping[str, Any]) -> tuple[KnownBug, ...]:
+    return tuple(
+        BUGS[b] for b in bug_ids if provider in BUGS[b].providers and BUGS[b].applies(tiny)
+    )
+
+
+def counterfactual(tiny: Mapping[str, Any], bugs: tuple[KnownBug, ...]) -> dict[str, Any]:
+    config = copy.deepcopy(dict(tiny))
+    for bug in bugs:
+        bug.remove_trigger(config)
+    return config

@@ -1,0 +1,312 @@
+"""Decide the generated mobius module: what the config sets, which parts are overridden.
+
+The design is plain data for the template. Every config setting and every override carries the
+evidence behind it (an HF source line, a config key or a probe observation), which the template
+writes as a comment next to the code it justifies.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+
+from onboard.spec import ArchitectureSpec, Evidence
+from onboard.targets.base import Candidate
+from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements
+
+TEXT_FEATURES = frozenset(
+    {
+        "norm",
+        "placement",
+        "embedding_scale",
+        "layer_dispatch",
+        "sliding_window",
+        "per_kind_rope",
+        "attention_scale",
+        "mlp",
+    }
+)
+NORM_CLASSES = {"rms": "RMSNorm", "rms+1": "OffsetRMSNorm", "layer": "LayerNorm"}
+# Attribute names mobius' DecoderLayer gives its norms, per placement and role.
+DECODER_LAYER_NORMS = {
+    "pre": {"attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm"},
+    "post": {"attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """``field=expr`` in the generated config's ``from_transformers``, with its reason."""
+
+    field: str
+    expr: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ExtraField:
+    """A dataclass field the generated config adds to its base config class."""
+
+    name: str
+    annotation: str
+    default: str
+
+
+@dataclass(frozen=True)
+class TextDesign:
+    norm_class: str
+    placement: str
+    norm_names: tuple[tuple[str, str], ...]  # role -> attribute, for the sandwich layer
+    mlp_class: str
+    embedding_scale: bool
+    attention_scale: bool  # scale q.k by query_pre_attn_scalar ** -0.5
+    layer_kinds: tuple[str, ...]
+    windowed: bool  # some layer slides: the forward builds per-kind masks
+    uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
+    per_kind_rope: bool
+    reasons: tuple[str, ...]  # one line per feature the text model changes
+
+    @property
+    def overrides_forward(self) -> bool:
+        return self.windowed or self.per_kind_rope or len(self.layer_kinds) > 1
+
+    @property
+    def custom_layer(self) -> bool:
+        return self.placement == "sandwich"
+
+
+@dataclass(frozen=True)
+class ModelDesign:
+    model_type: str
+    module: str  # module name under mobius.models
+    prefix: str  # class-name prefix, e.g. Qwen3
+    base: ClassProfile
+    base_key: str  # a registry key that uses the base class
+    settings: tuple[Setting, ...]
+    extra_fields: tuple[ExtraField, ...]
+    text: TextDesign | None
+    final_softcap: bool
+    renames: tuple[tuple[str, str], ...]
+    changes: tuple[str, ...]  # "same as <base> except" bullet lines
+    architecture: str
+
+    @property
+    def config_class(self) -> str:
+        return f"{self.prefix}Config"
+
+    @property
+    def model_class(self) -> str:
+        return f"{self.prefix}CausalLMModel"
+
+    @property
+    def text_model_class(self) -> str:
+        return f"{self.prefix}TextModel"
+
+    @property
+    def decoder_layer_class(self) -> str:
+        return f"{self.prefix}DecoderLayer"
+
+
+def module_name(model_type: str) -> str:
+    name = re.sub(r"\W", "_", model_type).strip("_").lower() or "model"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = f"model_{name}"
+    return name
+
+
+def class_prefix(architecture: str, model_type: str) -> str:
+    stem = re.sub(r"(ForCausalLM|LMHeadModel|Model)$", "", architecture)
+    if not stem or not stem.isidentifier():
+        stem = "".join(part.capitalize() for part in re.split(r"\W|_", model_type) if part)
+    return stem if stem[:1].isalpha() else f"Model{stem}"
+
+
+def design_model(spec: ArchitectureSpec, chosen: Candidate, *, name: str | None = None) -> ModelDesign:
+    profile = PROFILES[chosen.variant.class_name]
+    needed = requirements(spec)
+    missing = {d.feature for d in chosen.deltas}
+    text_design = _text_design(spec, needed, missing) if missing & TEXT_FEATURES else None
+    settings, extra = _settings(spec, profile, text_design)
+    final_softcap = "final_softcap" in missing
+    if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
+        extra = (*extra, ExtraField("final_logit_softcapping", "float", "0.0"))
+    changes = tuple(text_design.reasons if text_design else ()) + _flag_changes(spec, settings)
+    if final_softcap:
+        changes += ("final logits soft-capped: tanh(logits / cap) * cap",)
+    module = module_name(name or spec.model_type)
+    return ModelDesign(
+        model_type=spec.model_type,
+        module=module,
+        prefix=class_prefix(spec.source.architecture, name or spec.model_type)
+        if name is None
+        else class_prefix("", name),
+        base=profile,
+        base_key=chosen.variant.key,
+        settings=settings,
+        extra_fields=extra,
+        text=text_design,
+        final_softcap=final_softcap,
+        renames=_renames(spec, text_design),
+        changes=changes,
+        architecture=spec.source.architecture,
+    )
+
+
+def _cite(spec: ArchitectureSpec, path: str, fallback: str = "") -> str:
+    """Where a spec value came from, short: an HF source line, else a config key or probe."""
+    evidence: tuple[Evidence, ...] = spec.evidence_for(path)
+    source = [e for e in evidence if e.kind == "source"]
+    if source:
+        return source[0].where
+    if evidence:
+        first = evidence[0]
+        return first.where if first.kind == "config" else f"probe of {first.where}"
+    return fallback
+
+
+def _why(phrase: str, spec: ArchitectureSpec, path: str) -> str:
+    where = _cite(spec, path)
+    return f"{phrase} ({where})" if where else phrase
+
+
+def _text_design(spec: ArchitectureSpec, needed: dict[str, str], missing: set[str]) -> TextDesign:
+    text = spec.text
+    kinds = text.distinct_layer_types
+    reasons = []
+    norm_class = NORM_CLASSES[needed["norm"]]
+    if needed["norm"] == "rms+1":
+        reasons.append(_why("norms scale by (1 + w)", spec, "text.norm.weight_offset"))
+    elif needed["norm"] == "layer":
+        reasons.append(_why("LayerNorm (centred) norms", spec, "text.norm.kind"))
+    if text.norm.placement == "sandwich":
+        reasons.append(_why("norms before and after attention and the MLP", spec, "text.norm.placement"))
+    elif text.norm.placement == "post":
+        reasons.append(_why("norms after attention and the MLP", spec, "text.norm.placement"))
+    if text.embedding_scale == "sqrt_hidden":
+        reasons.append(_why("embeddings x sqrt(hidden_size), exact", spec, "text.embedding_scale"))
+    if text.attention.scale_key:
+        reasons.append(_why("q.k scaled by query_pre_attn_scalar ** -0.5", spec, "text.attention.scale"))
+    windowed = needed["sliding_window"] != "none"
+    if len(kinds) > 1:
+        reasons.append(_why("attention kind per layer from config.layer_types", spec, "text.layer_types"))
+    if windowed:
+        reasons.append(_why("sliding-window mask on the default EP too", spec, "text.sliding_window"))
+    if needed["per_kind_rope"] == "yes":
+        reasons.append(_why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention"))
+    if needed["mlp"] == "fused_gate_up":
+        reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
+    return TextDesign(
+        norm_class=norm_class,
+        placement=text.norm.placement,
+        norm_names=text.norm.names,
+        mlp_class="FusedGateUpMLP" if needed["mlp"] == "fused_gate_up" else "MLP",
+        embedding_scale=text.embedding_scale == "sqrt_hidden",
+        attention_scale=bool(text.attention.scale_key),
+        layer_kinds=kinds,
+        windowed=windowed,
+        uniform_window=needed["sliding_window"] == "uniform",
+        per_kind_rope=needed["per_kind_rope"] == "yes",
+        reasons=tuple(reasons),
+    )
+
+
+def _bool_setting(
+    spec: ArchitectureSpec, field: str, key: str | None, value: bool, path: str, what: str
+) -> Setting:
+    if key:
+        return Setting(field, f"bool(config.{key})", _why(f"{what} from config.{key}", spec, path))
+    state = "on" if value else "off"
+    return Setting(field, repr(value), _why(f"{what} always {state}", spec, path))
+
+
+def _settings(
+    spec: ArchitectureSpec, profile: ClassProfile, text_design: TextDesign | None
+) -> tuple[tuple[Setting, ...], tuple[ExtraField, ...]]:
+    text = spec.text
+    attention = text.attention
+    qk = {
+        "none": "no q_norm / k_norm",
+        "per_head": "q_norm / k_norm on each head",
+        "full_width": "q_norm / k_norm on the full projection width",
+    }[attention.qk_norm]
+    settings = [
+        Setting("attn_qk_norm", repr(attention.qk_norm != "none"), _why(qk, spec, "text.attention.qk_norm")),
+        Setting("attn_qk_norm_full", repr(attention.qk_norm == "full_width"), _why(qk, spec, "text.attention.qk_norm")),
+        _bool_setting(spec, "attn_qkv_bias", attention.bias_key("q"), attention.q_bias, "text.attention.q_bias", "q/k/v bias"),
+        _bool_setting(spec, "attn_o_bias", attention.bias_key("o"), attention.o_bias, "text.attention.o_bias", "o_proj bias"),
+        _bool_setting(spec, "mlp_bias", text.mlp.bias_key, text.mlp.bias, "text.mlp.bias", "MLP bias"),
+        Setting("hidden_act", f"config.{text.mlp.activation_key}", _why("MLP activation", spec, "text.mlp.activation")),
+        Setting("rms_norm_eps", "config.rms_norm_eps", _why("norm epsilon", spec, "text.norm.eps")),
+        Setting("tie_word_embeddings", "bool(config.tie_word_embeddings)", _why("lm_head tied to the embeddings or not", spec, "text.tie_word_embeddings")),
+    ]
+    extra: list[ExtraField] = []
+    kinds = text.distinct_layer_types
+    if "sliding_attention" in kinds and text.sliding_window:
+        settings.append(Setting("sliding_window", "config.sliding_window", _why("window of sliding layers", spec, "text.sliding_window")))
+        from_config = any(e.where == "config.json:layer_types" for e in spec.evidence_for("text.layer_types"))
+        layer_types = (
+            "list(config.layer_types)"
+            if from_config
+            else '["sliding_attention"] * config.num_hidden_layers'
+        )
+        settings.append(Setting("layer_types", layer_types, _why("which layers slide", spec, "text.layer_types")))
+    else:
+        settings.append(Setting("sliding_window", "None", "no layer slides"))
+    rope = dict(text.rope)
+    if len({r.theta for r in rope.values()}) > 1:
+        settings.append(Setting("rope_theta", 'config.rope_parameters["full_attention"]["rope_theta"]', _why("RoPE theta of full layers", spec, "text.rope.full_attention")))
+        settings.append(Setting("rope_local_base_freq", 'config.rope_parameters["sliding_attention"]["rope_theta"]', _why("RoPE theta of sliding layers", spec, "text.rope.sliding_attention")))
+    if all(r.rope_type is None for r in rope.values()):
+        settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
+    base_fields = _profile_config_fields(profile)
+    if attention.softcap:
+        if "attn_logit_softcapping" not in base_fields:
+            extra.append(ExtraField("attn_logit_softcapping", "float", "0.0"))
+        settings.append(Setting("attn_logit_softcapping", "config.attn_logit_softcapping", _why("attention logit soft-cap", spec, "text.attention.softcap")))
+    if attention.scale_key and "query_pre_attn_scalar" not in base_fields:
+        extra.append(ExtraField("query_pre_attn_scalar", "float | None", "None"))
+    if attention.scale_key:
+        settings.append(Setting("query_pre_attn_scalar", f"config.{attention.scale_key}", _why("q.k scale = query_pre_attn_scalar ** -0.5", spec, "text.attention.scale")))
+    if text.final_logit_softcap:
+        if "final_logit_softcapping" not in base_fields:
+            extra.append(ExtraField("final_logit_softcapping", "float", "0.0"))
+        settings.append(Setting("final_logit_softcapping", "config.final_logit_softcapping", _why("final logit soft-cap", spec, "text.final_logit_softcap")))
+    elif "final_logit_softcapping" in base_fields:
+        settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
+    return tuple(settings), tuple(extra)
+
+
+def _profile_config_fields(profile: ClassProfile) -> frozenset[str]:
+    if profile.config_class == "Gemma2Config":
+        return frozenset({"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
+    return frozenset()
+
+
+def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tuple[str, ...]:
+    attention = spec.text.attention
+    lines = []
+    if attention.qk_norm != "none":
+        width = "each head" if attention.qk_norm == "per_head" else "the full projection width"
+        lines.append(_why(f"q_norm / k_norm over {width} before RoPE", spec, "text.attention.qk_norm"))
+    if attention.q_bias or attention.o_bias:
+        lines.append(_why(f"attention biases (q/k/v {attention.q_bias}, o {attention.o_bias})", spec, "text.attention.q_bias"))
+    if spec.text.mlp.bias:
+        lines.append(_why("MLP biases", spec, "text.mlp.bias"))
+    if attention.softcap:
+        lines.append(_why("attention logits soft-capped", spec, "text.attention.softcap"))
+    return tuple(lines)
+
+
+def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
+    """HF norm names that differ from the names the generated layers use."""
+    placement = spec.text.norm.placement
+    if placement == "sandwich" and text_design is not None:
+        return ()  # the generated layer uses the HF names
+    expected = DECODER_LAYER_NORMS.get(placement, {})
+    renames = []
+    for role, hf_name in spec.text.norm.names:
+        ours = expected.get(role)
+        if ours and ours != hf_name:
+            renames.append((f".{hf_name}.", f".{ours}."))
+    return tuple(renames)

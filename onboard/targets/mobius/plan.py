@@ -1,0 +1,204 @@
+"""Turn a ``ModelDesign`` into the files of a mobius pull request.
+
+With ``--repo`` the plan edits the checkout: the new model module and test case, plus libcst
+upserts of ``models/__init__.py``, ``_registry.py`` and ``tests/_test_configs.py``. Without it
+the plan writes a folder laid out like the repo, with the registry edits as ``onboard.patch``
+(against the installed mobius) and an ``ONBOARD.md`` with the steps that need a checkout.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from onboard import STAMP
+from onboard.codegen import format_python, render_template
+from onboard.codemods import (
+    CodemodError,
+    add_from_import,
+    add_to_all,
+    upsert_dict_entry,
+    upsert_tuple_in_list,
+)
+from onboard.errors import TargetRepoError
+from onboard.plan import FileChange, Plan
+from onboard.spec import ArchitectureSpec
+from onboard.targets.base import Library, Proposal
+from onboard.targets.mobius.design import ModelDesign
+from onboard.tiny import TINY_SLIDING_WINDOW
+
+MODELS_INIT = "models/__init__.py"
+REGISTRY = "_registry.py"
+TEST_CONFIGS = "tests/_test_configs.py"
+CASES_DIR = "testdata/cases/causal-lm"
+
+
+@dataclass(frozen=True)
+class Header:
+    generator: str
+    model_id: str
+    revision: str
+    hf_source: str
+    command: str
+
+
+def header_for(spec: ArchitectureSpec, command: str) -> Header:
+    source = spec.source
+    modeling = next((h for n, h in source.hf_files if n.startswith("modeling_")), None)
+    modeling_name = next((n for n, _ in source.hf_files if n.startswith("modeling_")), "")
+    hf = f"transformers {source.transformers_version}"
+    if modeling:
+        hf += f" {modeling_name} sha256:{modeling[:16]}"
+    return Header(STAMP, source.model_id, source.revision or "unknown", hf, command)
+
+
+def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:
+    text = design.text
+    graph_code = bool(
+        design.final_softcap or (text and (text.custom_layer or text.overrides_forward))
+    )
+    source = render_template(
+        "mobius/model.py.j2", d=design, header=header_for(spec, command), graph_code=graph_code
+    )
+    return format_python(source, filename=f"{design.module}.py")
+
+
+def plan_files(
+    design: ModelDesign,
+    spec: ArchitectureSpec,
+    proposal: Proposal,
+    library: Library,
+    *,
+    out: Path | None,
+    command: str,
+) -> Plan:
+    module_path = f"src/mobius/models/{design.module}.py"
+    case_path = f"{CASES_DIR}/{design.module}.yaml"
+    owned = [
+        FileChange(module_path, model_module(design, spec, command), True, "model and config"),
+        FileChange(case_path, render_template("mobius/case.yaml.j2", spec=spec, d=design), True, "L4/L5 case"),
+    ]
+    shared = _shared_edits(design, spec, library)
+    notes = [f"registered as {design.model_type!r} -> {design.model_class}"]
+    if out is None:
+        changes = owned + [FileChange(path, text, False, why) for path, (text, why) in shared.items()]
+        if (library.root / TEST_CONFIGS).is_file():
+            changes.append(_test_config_change(design, spec, library))
+        else:
+            notes.append(f"{TEST_CONFIGS} not found in the checkout; add the test config by hand")
+        return Plan(
+            "mobius", design.model_type, tuple(changes), tuple(notes), module_path, design.model_class
+        )
+    patch = _patch(library, shared)
+    entry = test_config_entry(design, spec)
+    readme = render_template(
+        "mobius/ONBOARD.md.j2",
+        spec=spec,
+        d=design,
+        proposal=proposal,
+        entry=entry,
+        patch_files=sorted(shared),
+        stamp=STAMP,
+    )
+    changes = [
+        *owned,
+        FileChange("onboard.patch", patch, True, "registry edits"),
+        FileChange("ONBOARD.md", readme, True, "summary and manual steps"),
+    ]
+    return Plan(
+        "mobius", design.model_type, tuple(changes), tuple(notes), module_path, design.model_class
+    )
+
+
+def _read(library: Library, relative: str) -> str:
+    path = library.package_dir / relative
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TargetRepoError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _shared_edits(design: ModelDesign, spec: ArchitectureSpec, library: Library) -> dict[str, tuple[str, str]]:
+    """Repo-relative path -> (new text, why) for the registry files, via libcst codemods."""
+    cls = design.model_class
+    edits: dict[str, tuple[str, str]] = {}
+    try:
+        init = _read(library, MODELS_INIT)
+        init = add_to_all(add_from_import(init, f"mobius.models.{design.module}", cls), cls)
+        edits[f"src/mobius/{MODELS_INIT}"] = (init, "export the model class")
+        registry = _read(library, REGISTRY)
+        registry = add_from_import(registry, "mobius.models", cls)
+        registry = upsert_dict_entry(
+            registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls})"
+        )
+        if spec.source.origin != "local" and "/" in spec.source.model_id:
+            registry = upsert_dict_entry(
+                registry, "_TEST_MODEL_IDS", design.model_type, repr(spec.source.model_id)
+            )
+        edits[f"src/mobius/{REGISTRY}"] = (registry, "registry entry")
+    except CodemodError as exc:
+        raise TargetRepoError(f"cannot edit mobius' registry files: {exc.message}") from None
+    return edits
+
+
+def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
+    """The ``(model_type, overrides, is_representative)`` tuple for tests/_test_configs.py."""
+    overrides: dict[str, object] = {}
+    attention = spec.text.attention
+    if attention.qk_norm != "none":
+        overrides["attn_qk_norm"] = True
+    if attention.qk_norm == "full_width":
+        overrides["attn_qk_norm_full"] = True
+    if attention.q_bias:
+        overrides["attn_qkv_bias"] = True
+    if attention.o_bias:
+        overrides["attn_o_bias"] = True
+    if spec.text.mlp.bias:
+        overrides["mlp_bias"] = True
+    if spec.text.mlp.activation != "silu":
+        overrides["hidden_act"] = spec.text.mlp.activation
+    kinds = spec.text.distinct_layer_types
+    if spec.text.sliding_window and "sliding_attention" in kinds:
+        overrides["layer_types"] = list(kinds) if len(kinds) > 1 else ["sliding_attention"] * 2
+        overrides["sliding_window"] = TINY_SLIDING_WINDOW
+    if any(f.name == "query_pre_attn_scalar" for f in design.extra_fields):
+        overrides["query_pre_attn_scalar"] = 16
+    rope = dict(spec.text.rope)
+    if "sliding_attention" in rope and "full_attention" in rope:
+        overrides["rope_local_base_freq"] = rope["sliding_attention"].theta
+    if design.extra_fields:
+        overrides = {"_config_cls": design.config_class, **overrides}
+    body = ", ".join(
+        f"{k!r}: {v}" if k == "_config_cls" else f"{k!r}: {v!r}" for k, v in overrides.items()
+    )
+    return f"({design.model_type!r}, {{{body}}}, True)"
+
+
+def _test_config_change(design: ModelDesign, spec: ArchitectureSpec, library: Library) -> FileChange:
+    path = library.root / TEST_CONFIGS
+    text = path.read_text(encoding="utf-8")
+    try:
+        if design.extra_fields:
+            text = add_from_import(text, f"mobius.models.{design.module}", design.config_class)
+        text = upsert_tuple_in_list(
+            text, "CAUSAL_LM_CONFIGS", design.model_type, test_config_entry(design, spec)
+        )
+    except CodemodError as exc:
+        raise TargetRepoError(f"cannot edit {TEST_CONFIGS}: {exc.message}") from None
+    return FileChange(TEST_CONFIGS, text, False, "tiny test config")
+
+
+def _patch(library: Library, shared: dict[str, tuple[str, str]]) -> str:
+    chunks = []
+    for path, (new, _why) in sorted(shared.items()):
+        old = _read(library, path.removeprefix("src/mobius/"))
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=f"a/{path}",
+                tofile=f"b/{path}",
+            )
+        )
+    return "".join(chunks)

@@ -1,0 +1,92 @@
+"""Rank mobius' known classes by how much generated code each would need for a spec."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from onboard.spec import ArchitectureSpec
+from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
+from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
+
+TEXT_TASKS = (None, "text-generation")
+SUPPORTED_ROPE = frozenset({"default", "linear", "dynamic", "llama3", "longrope", "yarn"})
+
+
+def propose(spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal:
+    own = library.variant(spec.model_type)
+    hidden: tuple[str, ...] = ()
+    if treat_as_new and own is not None:
+        hidden = tuple(v.key for v in library.variants if v.class_name == own.class_name)
+    visible = [v for v in library.variants if v.key not in hidden]
+    needed = requirements(spec)
+    usage = Counter(v.class_name for v in visible)
+    by_class: dict[str, list[Variant]] = {}
+    for variant in visible:
+        if variant.class_name in PROFILES and variant.task in TEXT_TASKS:
+            by_class.setdefault(variant.class_name, []).append(variant)
+    candidates = []
+    for class_name, variants in by_class.items():
+        variant = _representative(variants)
+        profile = PROFILES[class_name]
+        missing = missing_features(profile, needed)
+        deltas = tuple(
+            Delta(feature, wanted, "/".join(sorted(profile.can[feature])))
+            for feature, wanted in missing
+        )
+        bug_notes = tuple(f"known bug {b} avoided" for b in profile.bugs if _bug_touches(b, missing))
+        candidates.append(Candidate(variant, deltas, notes=bug_notes))
+    candidates.sort(key=lambda c: (len(c.deltas), -usage[c.variant.class_name], c.variant.class_name))
+    return Proposal(
+        model_type=spec.model_type,
+        candidates=tuple(candidates),
+        hidden=hidden,
+        already_supported=None if treat_as_new else own,
+        blockers=blockers(spec),
+    )
+
+
+def _representative(variants: list[Variant]) -> Variant:
+    """The registry key to name a class by: llama when the class serves it (it is the root of
+    most of transformers' causal-LM ancestry chains), else the first key."""
+    return next((v for v in variants if v.key == "llama"), variants[0])
+
+
+def _bug_touches(bug: str, missing: tuple[tuple[str, str], ...]) -> bool:
+    features = {f for f, _ in missing}
+    return {
+        "T7": "layer_dispatch" in features or "sliding_window" in features,
+        "T9": "sliding_window" in features,
+        "M1": "attention_scale" in features,
+        "M2": "embedding_scale" in features,
+    }.get(bug, False)
+
+
+def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
+    """What the mobius generator cannot express for this spec, each with where it was seen."""
+    text = spec.text
+    found = [f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved]
+    attention = text.attention
+    if len({attention.q_bias, attention.k_bias, attention.v_bias}) > 1:
+        found.append(
+            "q/k/v projections differ in bias "
+            f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
+            "mobius Attention has one attn_qkv_bias flag"
+        )
+    if text.mlp.kind == "plain":
+        found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
+    for kind, rope in text.rope:
+        if rope.rope_type is not None and rope.rope_type not in SUPPORTED_ROPE:
+            found.append(f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)")
+    ropes = {kind: rope for kind, rope in text.rope}
+    if len(ropes) > 1:
+        full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
+        if full and sliding and (
+            (full.rope_type, full.partial_rotary_factor, full.scaling)
+            != (sliding.rope_type, sliding.partial_rotary_factor, sliding.scaling)
+            or sliding.rope_type != "default"
+        ):
+            found.append(
+                "sliding layers use a RoPE that differs from full layers by more than theta "
+                "(config.json:rope_parameters)"
+            )
+    return tuple(found)
