@@ -52,6 +52,11 @@ _MIXER_FIELD = re.compile(
     r"^(mamba_|ssm_|linear_num_|linear_\w*head_dim|linear_conv_kernel_dim$|conv_L_cache$"
     r"|attn_layer_period$|attn_layer_indices$|full_attn_idxs$|hybrid_layer_ids$|n_mamba_heads$)"
 )
+_SSM_FIELD_PAIRS = (
+    ("state_size", "conv_kernel"),
+    ("attention_hidden_size", "rescale_every"),
+    ("qk_dim_factor", "num_blocks"),
+)
 _SOURCE_MOE = re.compile(r"^class (\w*(SparseMoeBlock|Experts|TopKRouter))\b", re.M)
 _SOURCE_MIXER = re.compile(
     r"^class (\w*(Mamba\w*Mixer|GatedDeltaNet|ShortConv|LightningAttention|RglruLayer))\b", re.M
@@ -178,11 +183,14 @@ def _text_kind(text: Mapping[str, Any], prefix: str) -> tuple[Kind, list[str]]:
     has_attention = bool(layer_kinds & _ATTENTION_KINDS) or (
         not layer_kinds and bool(text.get("num_attention_heads"))
     )
+    ssm_pair = next((p for p in _SSM_FIELD_PAIRS if all(text.get(k) is not None for k in p)), None)
     if mixers:
         reasons.append(f"{prefix}layer kinds include {', '.join(mixers)}")
     elif mixer_fields:
         reasons.append(f"sequence-mixer fields {', '.join(prefix + f for f in mixer_fields[:3])}")
-    sequence_mixer = bool(mixers or mixer_fields)
+    elif ssm_pair:
+        reasons.append(f"state-space fields {prefix}{ssm_pair[0]} and {prefix}{ssm_pair[1]}")
+    sequence_mixer = bool(mixers or mixer_fields or ssm_pair)
 
     experts, expert_reason = _expert_count(text, prefix)
     is_moe = experts > 1

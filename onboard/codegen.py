@@ -38,7 +38,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
-        autoescape=False,  # noqa: S701 - renders Python source, not HTML
+        autoescape=False,
     )
     env.filters["comment"] = _comment
     env.filters["role"] = _role
@@ -53,7 +53,9 @@ def render_template(name: str, **context: Any) -> str:
 
 def format_python(source: str, *, filename: str = "generated.py") -> str:
     """Prune unused imports, sort imports and format with ruff; raise if the result has errors."""
-    fixed = _ruff(["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"], source, filename)
+    fixed = _ruff(
+        ["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"], source, filename
+    )
     return _ruff(["format", "--quiet"], fixed, filename)
 
 
@@ -101,7 +103,9 @@ def _ruff(args: list[str], source: str, filename: str) -> str:
         check=False,
     )
     if result.returncode != 0:
-        raise OnboardError(f"generated {filename} is not valid Python: {result.stderr.strip()[:300]}")
+        raise OnboardError(
+            f"generated {filename} is not valid Python: {result.stderr.strip()[:300]}"
+        )
     return result.stdout
 
 
@@ -112,10 +116,16 @@ def _ruff_bin() -> str:
     return str(find_ruff_bin())
 
 
-def _comment(text: str) -> str:
-    """One line of a ``#`` comment: no newlines, bounded length."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= 90 else line[:87] + "..."
+def _comment(text: str, indent: int = 0) -> str:
+    """``text`` as ``#`` comment lines that fit the line length (first line unindented)."""
+    pad = " " * indent
+    lines = textwrap.wrap(
+        " ".join(str(text).split()),
+        width=LINE_LENGTH - indent - 2,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    return f"\n{pad}".join(f"# {line}" for line in lines) or "#"
 
 
 def _bullet(text: str, indent: int = 0) -> str:

@@ -60,9 +60,13 @@ class ConflictError(OnboardError):
 
 
 class UnsupportedFeatureError(OnboardError):
-    """The spec has a delta no target component can express; the message says which and where."""
+    """The spec has deltas no target component can express; ``items`` says which and where."""
 
     exit_code = ExitCode.UNSUPPORTED
+
+    def __init__(self, message: str, items: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.items = items
 
 
 class RefusedError(OnboardError):

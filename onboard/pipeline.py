@@ -105,8 +105,18 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         if options.parity:
             with clock.phase("parity"):
                 report = target.parity(analysis, proposal, None, library, device=options.device)
-        return NewResult(options, source, analysis, library, proposal, None, None, report, None,
-                         timings=tuple(clock.laps))
+        return NewResult(
+            options,
+            source,
+            analysis,
+            library,
+            proposal,
+            None,
+            None,
+            report,
+            None,
+            timings=tuple(clock.laps),
+        )
 
     root = options.repo.expanduser().resolve() if options.repo else None
     out = None if root else (options.out or default_out(analysis.spec.model_type, options.target))
@@ -136,11 +146,32 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
                 device=options.device,
             )
         if not report.passed:
-            return NewResult(options, source, analysis, library, proposal, plan, None, report,
-                             root, staged=staging, timings=tuple(clock.laps))
+            return NewResult(
+                options,
+                source,
+                analysis,
+                library,
+                proposal,
+                plan,
+                None,
+                report,
+                root,
+                staged=staging,
+                timings=tuple(clock.laps),
+            )
         shutil.rmtree(staging, ignore_errors=True)
 
     with clock.phase("write"):
         rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)
-    return NewResult(options, source, analysis, library, proposal, plan, rendered, report, root,
-                     timings=tuple(clock.laps))
+    return NewResult(
+        options,
+        source,
+        analysis,
+        library,
+        proposal,
+        plan,
+        rendered,
+        report,
+        root,
+        timings=tuple(clock.laps),
+    )

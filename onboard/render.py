@@ -434,7 +434,7 @@ def print_result(result: RenderResult, console: Console, *, show_diffs: bool) ->
     console.print(_summary(result))
     if not show_diffs:
         return
-    for file in result.all_files:
+    for file in result.files:  # the answers file's diff is bookkeeping, not worth reading
         if file.diff:
             console.print(Syntax(file.diff, "diff"))
 

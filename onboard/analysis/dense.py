@@ -244,7 +244,6 @@ class DenseSpecBuilder:
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         else:
             kind, projections = "plain", tuple(names)
-            self._delta("MLP without a gate", f"{LAYER0}mlp", ", ".join(names))
         self._probe("text.mlp.kind", f"{LAYER0}mlp", ", ".join(names))
         activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
         act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
@@ -355,13 +354,32 @@ class DenseSpecBuilder:
         return "none"
 
     def _check_parameters(self) -> None:
+        """Every parameter must have a role; report each unknown one once, with its source line."""
+        modules = dict(self.probe.modules)
+        seen: set[str] = set()
         for name, shape in self.probe.parameters:
             if name in _KNOWN_TOP_PARAMS or name == "lm_head.weight":
                 continue
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
             if match and _KNOWN_LAYER_PARAMS.match(match.group(1)):
                 continue
-            self._delta("parameter with no role in the spec", name, f"shape {shape}")
+            pattern = re.sub(r"\.layers\.\d+\.", ".layers.*.", name)
+            if pattern in seen:
+                continue
+            seen.add(pattern)
+            owner, _, leaf = name.rpartition(".")
+            parent, _, attr = owner.rpartition(".")
+            # A module's weight/bias is explained where the module is created; a bare parameter
+            # (attention sinks, say) where it is assigned.
+            lookups = [(modules.get(parent, ""), attr), (modules.get(owner, ""), leaf)]
+            if leaf not in ("weight", "bias"):
+                lookups.reverse()
+            found = next(
+                (f for cls, a in lookups if a and (f := init_assignment(self.files, cls, a))), None
+            )
+            where = found.evidence.where if found else pattern
+            detail = f"{pattern} {shape}" + (f": {found.evidence.detail}" if found else "")
+            self._delta("parameter with no role in the spec", where, detail)
 
     def _check_multipliers(self) -> None:
         for key in _MULTIPLIER_KEYS:

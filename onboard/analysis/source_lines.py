@@ -66,12 +66,13 @@ def _find_assignment(name: str, text: str, class_name: str, attr: str) -> Assign
         if not (isinstance(cls, ast.ClassDef) and cls.name == class_name):
             continue
         for node in ast.walk(cls):
-            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            if not isinstance(node, ast.Assign):
                 continue
             if any(_is_self_attr(t, attr) for t in node.targets):
                 line = ast.get_source_segment(text, node) or ""
+                call = node.value if isinstance(node.value, ast.Call) else None
                 keywords = tuple(
-                    (k.arg, ast.unparse(k.value)) for k in node.value.keywords if k.arg
+                    (k.arg, ast.unparse(k.value)) for k in (call.keywords if call else ()) if k.arg
                 )
                 snippet = " ".join(line.split())[:120]
                 return Assignment(Evidence("source", f"{name}:{node.lineno}", snippet), keywords)

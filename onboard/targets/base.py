@@ -80,7 +80,9 @@ class Target(Protocol):
 
     def open_library(self, repo: Path | None) -> Library: ...
 
-    def propose(self, spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal: ...
+    def propose(
+        self, spec: ArchitectureSpec, library: Library, *, treat_as_new: bool
+    ) -> Proposal: ...
 
     def plan(
         self,

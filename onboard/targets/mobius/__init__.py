@@ -1,4 +1,4 @@
-"""The mobius target (onnxruntime/mobius, PyPI ``mobius-onnx``): ONNX graphs built with onnxscript."""
+"""The mobius target (onnxruntime/mobius, PyPI ``mobius-onnx``): ONNX graphs via onnxscript."""
 
 from __future__ import annotations
 
@@ -36,10 +36,14 @@ class MobiusTarget:
     def propose(self, spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal:
         return _propose(spec, library, treat_as_new=treat_as_new)
 
-    def design(self, spec: ArchitectureSpec, proposal: Proposal, name: str | None = None) -> _design.ModelDesign:
+    def design(
+        self, spec: ArchitectureSpec, proposal: Proposal, name: str | None = None
+    ) -> _design.ModelDesign:
         if proposal.blockers:
             raise UnsupportedFeatureError(
-                "the mobius generator cannot express: " + "; ".join(proposal.blockers)
+                f"the mobius generator cannot express {len(proposal.blockers)} feature(s) of "
+                f"{spec.model_type}; nothing was written",
+                proposal.blockers,
             )
         if proposal.chosen is None:
             raise UnsupportedFeatureError(
@@ -58,9 +62,7 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis.spec, proposal, name)
-        return _plan.plan_files(
-            design, analysis.spec, proposal, library, out=out, command=command
-        )
+        return _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
 
     def parity(
         self,
@@ -71,7 +73,7 @@ class MobiusTarget:
         *,
         device: str = "cpu",
     ) -> ParityReport:
-        """Parity of the generated (file, class), or of the class the model_type is registered to."""
+        """Parity of the generated (file, class), or of the class registered for the model_type."""
         from onboard.targets.mobius.parity import run_parity
 
         _use_library(library)
@@ -115,7 +117,7 @@ def _use_library(library: Library) -> None:
 
 
 def _import_file(path: Path) -> object:
-    """Import a generated module from its file, under a private name (it may shadow a mobius one)."""
+    """Import a generated module from its file under a private name (it may shadow mobius')."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     name = f"_onboard_generated.{path.stem}_{digest}"
     if name in sys.modules:

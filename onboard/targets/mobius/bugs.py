@@ -73,7 +73,10 @@ def _scalar_is_head_dim(config: dict[str, Any]) -> None:
 
 
 def _exact_sqrt_hidden(config: dict[str, Any]) -> None:
-    config["hidden_size"] = 64  # sqrt(64) = 8 is exact in every rounding
+    # sqrt(144) = 12 is exact in every rounding; 144 is a multiple of the tiny head count (6),
+    # and an explicit head_dim keeps heads of 16 (GroupQueryAttention needs multiples of 16).
+    config.setdefault("head_dim", config["hidden_size"] // config["num_attention_heads"])
+    config["hidden_size"] = 144
 
 
 BUGS: dict[str, KnownBug] = {
@@ -119,13 +122,15 @@ BUGS: dict[str, KnownBug] = {
             ("default", "cpu"),
             lambda c: float(c.get("hidden_size", 64)) ** 0.5 % 1 != 0,
             _exact_sqrt_hidden,
-            "hidden_size 64 (an exact square root)",
+            "hidden_size 144 (an exact square root)",
         ),
     )
 }
 
 
-def applicable(bug_ids: tuple[str, ...], provider: str, tiny: Mapping[str, Any]) -> tuple[KnownBug, ...]:
+def applicable(
+    bug_ids: tuple[str, ...], provider: str, tiny: Mapping[str, Any]
+) -> tuple[KnownBug, ...]:
     return tuple(
         BUGS[b] for b in bug_ids if provider in BUGS[b].providers and BUGS[b].applies(tiny)
     )

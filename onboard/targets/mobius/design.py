@@ -122,7 +122,9 @@ def class_prefix(architecture: str, model_type: str) -> str:
     return stem if stem[:1].isalpha() else f"Model{stem}"
 
 
-def design_model(spec: ArchitectureSpec, chosen: Candidate, *, name: str | None = None) -> ModelDesign:
+def design_model(
+    spec: ArchitectureSpec, chosen: Candidate, *, name: str | None = None
+) -> ModelDesign:
     profile = PROFILES[chosen.variant.class_name]
     needed = requirements(spec)
     missing = {d.feature for d in chosen.deltas}
@@ -180,20 +182,30 @@ def _text_design(spec: ArchitectureSpec, needed: dict[str, str], missing: set[st
     elif needed["norm"] == "layer":
         reasons.append(_why("LayerNorm (centred) norms", spec, "text.norm.kind"))
     if text.norm.placement == "sandwich":
-        reasons.append(_why("norms before and after attention and the MLP", spec, "text.norm.placement"))
+        reasons.append(
+            _why("norms before and after attention and the MLP", spec, "text.norm.placement")
+        )
     elif text.norm.placement == "post":
         reasons.append(_why("norms after attention and the MLP", spec, "text.norm.placement"))
     if text.embedding_scale == "sqrt_hidden":
         reasons.append(_why("embeddings x sqrt(hidden_size), exact", spec, "text.embedding_scale"))
     if text.attention.scale_key:
-        reasons.append(_why("q.k scaled by query_pre_attn_scalar ** -0.5", spec, "text.attention.scale"))
+        reasons.append(
+            _why("q.k scaled by query_pre_attn_scalar ** -0.5", spec, "text.attention.scale")
+        )
     windowed = needed["sliding_window"] != "none"
     if len(kinds) > 1:
-        reasons.append(_why("attention kind per layer from config.layer_types", spec, "text.layer_types"))
+        reasons.append(
+            _why("attention kind per layer from config.layer_types", spec, "text.layer_types")
+        )
     if windowed:
-        reasons.append(_why("sliding-window mask on the default EP too", spec, "text.sliding_window"))
+        reasons.append(
+            _why("sliding-window mask on the default EP too", spec, "text.sliding_window")
+        )
     if needed["per_kind_rope"] == "yes":
-        reasons.append(_why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention"))
+        reasons.append(
+            _why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention")
+        )
     if needed["mlp"] == "fused_gate_up":
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
     return TextDesign(
@@ -231,47 +243,121 @@ def _settings(
         "full_width": "q_norm / k_norm on the full projection width",
     }[attention.qk_norm]
     settings = [
-        Setting("attn_qk_norm", repr(attention.qk_norm != "none"), _why(qk, spec, "text.attention.qk_norm")),
-        Setting("attn_qk_norm_full", repr(attention.qk_norm == "full_width"), _why(qk, spec, "text.attention.qk_norm")),
-        _bool_setting(spec, "attn_qkv_bias", attention.bias_key("q"), attention.q_bias, "text.attention.q_bias", "q/k/v bias"),
-        _bool_setting(spec, "attn_o_bias", attention.bias_key("o"), attention.o_bias, "text.attention.o_bias", "o_proj bias"),
-        _bool_setting(spec, "mlp_bias", text.mlp.bias_key, text.mlp.bias, "text.mlp.bias", "MLP bias"),
-        Setting("hidden_act", f"config.{text.mlp.activation_key}", _why("MLP activation", spec, "text.mlp.activation")),
+        Setting(
+            "attn_qk_norm",
+            repr(attention.qk_norm != "none"),
+            _why(qk, spec, "text.attention.qk_norm"),
+        ),
+        Setting(
+            "attn_qk_norm_full",
+            repr(attention.qk_norm == "full_width"),
+            _why(qk, spec, "text.attention.qk_norm"),
+        ),
+        _bool_setting(
+            spec,
+            "attn_qkv_bias",
+            attention.bias_key("q"),
+            attention.q_bias,
+            "text.attention.q_bias",
+            "q/k/v bias",
+        ),
+        _bool_setting(
+            spec,
+            "attn_o_bias",
+            attention.bias_key("o"),
+            attention.o_bias,
+            "text.attention.o_bias",
+            "o_proj bias",
+        ),
+        _bool_setting(
+            spec, "mlp_bias", text.mlp.bias_key, text.mlp.bias, "text.mlp.bias", "MLP bias"
+        ),
+        Setting(
+            "hidden_act",
+            f"config.{text.mlp.activation_key}",
+            _why("MLP activation", spec, "text.mlp.activation"),
+        ),
         Setting("rms_norm_eps", "config.rms_norm_eps", _why("norm epsilon", spec, "text.norm.eps")),
-        Setting("tie_word_embeddings", "bool(config.tie_word_embeddings)", _why("lm_head tied to the embeddings or not", spec, "text.tie_word_embeddings")),
+        Setting(
+            "tie_word_embeddings",
+            "bool(config.tie_word_embeddings)",
+            _why("lm_head tied to the embeddings or not", spec, "text.tie_word_embeddings"),
+        ),
     ]
     extra: list[ExtraField] = []
     kinds = text.distinct_layer_types
     if "sliding_attention" in kinds and text.sliding_window:
-        settings.append(Setting("sliding_window", "config.sliding_window", _why("window of sliding layers", spec, "text.sliding_window")))
-        from_config = any(e.where == "config.json:layer_types" for e in spec.evidence_for("text.layer_types"))
+        settings.append(
+            Setting(
+                "sliding_window",
+                "config.sliding_window",
+                _why("window of sliding layers", spec, "text.sliding_window"),
+            )
+        )
+        from_config = any(
+            e.where == "config.json:layer_types" for e in spec.evidence_for("text.layer_types")
+        )
         layer_types = (
             "list(config.layer_types)"
             if from_config
             else '["sliding_attention"] * config.num_hidden_layers'
         )
-        settings.append(Setting("layer_types", layer_types, _why("which layers slide", spec, "text.layer_types")))
+        settings.append(
+            Setting(
+                "layer_types", layer_types, _why("which layers slide", spec, "text.layer_types")
+            )
+        )
     else:
         settings.append(Setting("sliding_window", "None", "no layer slides"))
     rope = dict(text.rope)
     if len({r.theta for r in rope.values()}) > 1:
-        settings.append(Setting("rope_theta", 'config.rope_parameters["full_attention"]["rope_theta"]', _why("RoPE theta of full layers", spec, "text.rope.full_attention")))
-        settings.append(Setting("rope_local_base_freq", 'config.rope_parameters["sliding_attention"]["rope_theta"]', _why("RoPE theta of sliding layers", spec, "text.rope.sliding_attention")))
+        settings.append(
+            Setting(
+                "rope_theta",
+                'config.rope_parameters["full_attention"]["rope_theta"]',
+                _why("RoPE theta of full layers", spec, "text.rope.full_attention"),
+            )
+        )
+        settings.append(
+            Setting(
+                "rope_local_base_freq",
+                'config.rope_parameters["sliding_attention"]["rope_theta"]',
+                _why("RoPE theta of sliding layers", spec, "text.rope.sliding_attention"),
+            )
+        )
     if all(r.rope_type is None for r in rope.values()):
         settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
     base_fields = _profile_config_fields(profile)
     if attention.softcap:
         if "attn_logit_softcapping" not in base_fields:
             extra.append(ExtraField("attn_logit_softcapping", "float", "0.0"))
-        settings.append(Setting("attn_logit_softcapping", "config.attn_logit_softcapping", _why("attention logit soft-cap", spec, "text.attention.softcap")))
+        settings.append(
+            Setting(
+                "attn_logit_softcapping",
+                "config.attn_logit_softcapping",
+                _why("attention logit soft-cap", spec, "text.attention.softcap"),
+            )
+        )
     if attention.scale_key and "query_pre_attn_scalar" not in base_fields:
         extra.append(ExtraField("query_pre_attn_scalar", "float | None", "None"))
     if attention.scale_key:
-        settings.append(Setting("query_pre_attn_scalar", f"config.{attention.scale_key}", _why("q.k scale = query_pre_attn_scalar ** -0.5", spec, "text.attention.scale")))
+        settings.append(
+            Setting(
+                "query_pre_attn_scalar",
+                f"config.{attention.scale_key}",
+                _why("q.k scale = query_pre_attn_scalar ** -0.5", spec, "text.attention.scale"),
+            )
+        )
     if text.final_logit_softcap:
         if "final_logit_softcapping" not in base_fields:
             extra.append(ExtraField("final_logit_softcapping", "float", "0.0"))
-        settings.append(Setting("final_logit_softcapping", "config.final_logit_softcapping", _why("final logit soft-cap", spec, "text.final_logit_softcap")))
+        settings.append(
+            Setting(
+                "final_logit_softcapping",
+                "config.final_logit_softcapping",
+                _why("final logit soft-cap", spec, "text.final_logit_softcap"),
+            )
+        )
     elif "final_logit_softcapping" in base_fields:
         settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
     return tuple(settings), tuple(extra)
@@ -279,7 +365,9 @@ def _settings(
 
 def _profile_config_fields(profile: ClassProfile) -> frozenset[str]:
     if profile.config_class == "Gemma2Config":
-        return frozenset({"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
+        return frozenset(
+            {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"}
+        )
     return frozenset()
 
 
@@ -288,9 +376,17 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
     lines = []
     if attention.qk_norm != "none":
         width = "each head" if attention.qk_norm == "per_head" else "the full projection width"
-        lines.append(_why(f"q_norm / k_norm over {width} before RoPE", spec, "text.attention.qk_norm"))
+        lines.append(
+            _why(f"q_norm / k_norm over {width} before RoPE", spec, "text.attention.qk_norm")
+        )
     if attention.q_bias or attention.o_bias:
-        lines.append(_why(f"attention biases (q/k/v {attention.q_bias}, o {attention.o_bias})", spec, "text.attention.q_bias"))
+        lines.append(
+            _why(
+                f"attention biases (q/k/v {attention.q_bias}, o {attention.o_bias})",
+                spec,
+                "text.attention.q_bias",
+            )
+        )
     if spec.text.mlp.bias:
         lines.append(_why("MLP biases", spec, "text.mlp.bias"))
     if attention.softcap:

@@ -231,9 +231,7 @@ def _provider_checks(
 
 def _weights_check(built: BuiltModel) -> Check:
     account = built.account
-    detail = (
-        f"{account.checkpoint_tensors} checkpoint tensors -> {account.parameters} initializers"
-    )
+    detail = f"{account.checkpoint_tensors} checkpoint tensors -> {account.parameters} initializers"
     if account.complete:
         return Check("weights", built.provider, Status.PASS, detail=detail)
     problems = []
@@ -258,11 +256,15 @@ def _blame_known_bugs(
     so the report names the bugs that are needed to explain the failure.
     """
     suspects = applicable(bug_ids, provider, tiny_config)
-    if not suspects or any(c.name in ("weights", "build") and c.status is Status.FAIL for c in checks):
+    if not suspects or any(
+        c.name in ("weights", "build") and c.status is Status.FAIL for c in checks
+    ):
         return checks, ()
 
     def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
-        rerun, _ = _provider_checks(module_class, counterfactual(tiny_config, bugs), provider, device)
+        rerun, _ = _provider_checks(
+            module_class, counterfactual(tiny_config, bugs), provider, device
+        )
         worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
         return not any(c.status is Status.FAIL for c in rerun), worst
 
@@ -271,7 +273,9 @@ def _blame_known_bugs(
         return checks, ()
     needed = suspects
     if len(suspects) > 1:
-        needed = tuple(b for b in suspects if not passes_without(tuple(o for o in suspects if o != b))[0])
+        needed = tuple(
+            b for b in suspects if not passes_without(tuple(o for o in suspects if o != b))[0]
+        )
         needed = needed or suspects
     worst = max(
         (c.metrics.max_abs for c in checks if c.metrics and c.status is Status.FAIL), default=0.0
@@ -287,7 +291,11 @@ def _blame_known_bugs(
             b.title,
             f"{provider} EP: max abs {worst:.2g} as built; {best:.2g} with "
             + "; ".join(s.trigger for s in suspects)
-            + (f"; still fails when only '{b.trigger}' is left out" if len(needed) < len(suspects) or len(suspects) > 1 else ""),
+            + (
+                f"; still fails when only '{b.trigger}' is left out"
+                if len(needed) < len(suspects) or len(suspects) > 1
+                else ""
+            ),
         )
         for b in needed
     )

@@ -77,18 +77,30 @@ def plan_files(
     case_path = f"{CASES_DIR}/{design.module}.yaml"
     owned = [
         FileChange(module_path, model_module(design, spec, command), True, "model and config"),
-        FileChange(case_path, render_template("mobius/case.yaml.j2", spec=spec, d=design), True, "L4/L5 case"),
+        FileChange(
+            case_path,
+            render_template("mobius/case.yaml.j2", spec=spec, d=design),
+            True,
+            "L4/L5 case",
+        ),
     ]
     shared = _shared_edits(design, spec, library)
     notes = [f"registered as {design.model_type!r} -> {design.model_class}"]
     if out is None:
-        changes = owned + [FileChange(path, text, False, why) for path, (text, why) in shared.items()]
+        changes = owned + [
+            FileChange(path, text, False, why) for path, (text, why) in shared.items()
+        ]
         if (library.root / TEST_CONFIGS).is_file():
             changes.append(_test_config_change(design, spec, library))
         else:
             notes.append(f"{TEST_CONFIGS} not found in the checkout; add the test config by hand")
         return Plan(
-            "mobius", design.model_type, tuple(changes), tuple(notes), module_path, design.model_class
+            "mobius",
+            design.model_type,
+            tuple(changes),
+            tuple(notes),
+            module_path,
+            design.model_class,
         )
     patch = _patch(library, shared)
     entry = test_config_entry(design, spec)
@@ -119,7 +131,9 @@ def _read(library: Library, relative: str) -> str:
         raise TargetRepoError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _shared_edits(design: ModelDesign, spec: ArchitectureSpec, library: Library) -> dict[str, tuple[str, str]]:
+def _shared_edits(
+    design: ModelDesign, spec: ArchitectureSpec, library: Library
+) -> dict[str, tuple[str, str]]:
     """Repo-relative path -> (new text, why) for the registry files, via libcst codemods."""
     cls = design.model_class
     edits: dict[str, tuple[str, str]] = {}
@@ -175,7 +189,9 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     return f"({design.model_type!r}, {{{body}}}, True)"
 
 
-def _test_config_change(design: ModelDesign, spec: ArchitectureSpec, library: Library) -> FileChange:
+def _test_config_change(
+    design: ModelDesign, spec: ArchitectureSpec, library: Library
+) -> FileChange:
     path = library.root / TEST_CONFIGS
     text = path.read_text(encoding="utf-8")
     try:

@@ -33,9 +33,13 @@ def propose(spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> 
             Delta(feature, wanted, "/".join(sorted(profile.can[feature])))
             for feature, wanted in missing
         )
-        bug_notes = tuple(f"known bug {b} avoided" for b in profile.bugs if _bug_touches(b, missing))
+        bug_notes = tuple(
+            f"known bug {b} avoided" for b in profile.bugs if _bug_touches(b, missing)
+        )
         candidates.append(Candidate(variant, deltas, notes=bug_notes))
-    candidates.sort(key=lambda c: (len(c.deltas), -usage[c.variant.class_name], c.variant.class_name))
+    candidates.sort(
+        key=lambda c: (len(c.deltas), -usage[c.variant.class_name], c.variant.class_name)
+    )
     return Proposal(
         model_type=spec.model_type,
         candidates=tuple(candidates),
@@ -64,7 +68,9 @@ def _bug_touches(bug: str, missing: tuple[tuple[str, str], ...]) -> bool:
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     """What the mobius generator cannot express for this spec, each with where it was seen."""
     text = spec.text
-    found = [f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved]
+    found = [
+        f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
+    ]
     attention = text.attention
     if len({attention.q_bias, attention.k_bias, attention.v_bias}) > 1:
         found.append(
@@ -76,14 +82,20 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
     for kind, rope in text.rope:
         if rope.rope_type is not None and rope.rope_type not in SUPPORTED_ROPE:
-            found.append(f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)")
-    ropes = {kind: rope for kind, rope in text.rope}
+            found.append(
+                f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)"
+            )
+    ropes = dict(text.rope)
     if len(ropes) > 1:
         full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
-        if full and sliding and (
-            (full.rope_type, full.partial_rotary_factor, full.scaling)
-            != (sliding.rope_type, sliding.partial_rotary_factor, sliding.scaling)
-            or sliding.rope_type != "default"
+        if (
+            full
+            and sliding
+            and (
+                (full.rope_type, full.partial_rotary_factor, full.scaling)
+                != (sliding.rope_type, sliding.partial_rotary_factor, sliding.scaling)
+                or sliding.rope_type != "default"
+            )
         ):
             found.append(
                 "sliding layers use a RoPE that differs from full layers by more than theta "

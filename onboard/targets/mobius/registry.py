@@ -30,7 +30,9 @@ def open_library(repo: Path | None) -> Library:
         return Library("mobius", repo, package_dir, True, read_variants(package_dir))
     spec = importlib.util.find_spec("mobius")
     if spec is None or spec.origin is None:
-        raise TargetRepoError("mobius is not installed (pip install mobius-onnx) and no --repo given")
+        raise TargetRepoError(
+            "mobius is not installed (pip install mobius-onnx) and no --repo given"
+        )
     package_dir = Path(spec.origin).parent
     return Library("mobius", package_dir.parent, package_dir, False, read_variants(package_dir))
 
@@ -58,7 +60,11 @@ def read_variants(package_dir: Path) -> tuple[Variant, ...]:
         if not isinstance(class_node, ast.Name):
             continue
         task = next(
-            (k.value.value for k in value.keywords if k.arg == "task" and isinstance(k.value, ast.Constant)),
+            (
+                k.value.value
+                for k in value.keywords
+                if k.arg == "task" and isinstance(k.value, ast.Constant)
+            ),
             None,
         )
         variants.append(Variant(key.value, class_node.id, task))

@@ -1,0 +1,302 @@
+"""The ``onboard`` command line: parse options, call one core function, print the result.
+
+Human output goes to stdout through rich, progress to stderr; ``--json`` prints one JSON document
+on stdout instead. Errors print one line and exit with a documented code (README, "Exit codes");
+``ONBOARD_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from onboard import __version__
+from onboard.errors import BadInputError, ExitCode, OnboardError
+
+app = typer.Typer(
+    name="onboard",
+    help="Onboard a Hugging Face architecture into a model library, proven by parity.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+# Piped output is not a terminal; rich would then wrap tables at 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False)
+
+ModelArg = Annotated[str, typer.Argument(help="Hub id (org/name), checkpoint dir or config.json.")]
+TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target library.")]
+RepoOpt = Annotated[
+    Path | None, typer.Option("--repo", help="Checkout of the target library to edit in place.")
+]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision of the model.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DeviceOpt = Annotated[
+    str, typer.Option("--device", help="Where the HF reference runs: cpu or cuda.")
+]
+
+
+@contextmanager
+def _status(enabled: bool):
+    """A spinner on stderr; ``update(phase)`` names the phase that is running."""
+    if not enabled or not err.is_terminal:
+        yield lambda phase: None
+        return
+    with err.status("starting") as status:
+        yield lambda phase: status.update(f"{phase}...")
+
+
+def _emit_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _check_device(device: str) -> None:
+    if device not in ("cpu", "cuda"):
+        raise BadInputError(f"--device must be cpu or cuda, not {device!r}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BadInputError("--device cuda: no CUDA device is available here")
+
+
+@app.command()
+def new(
+    model: ModelArg,
+    target: TargetOpt = "mobius",
+    repo: RepoOpt = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Folder laid out like the target repo (default ./onboarded/...)."
+        ),
+    ] = None,
+    revision: RevisionOpt = None,
+    treat_as_new: Annotated[
+        bool,
+        typer.Option(
+            "--treat-as-new", help="Hide the model's own registry entries and regenerate it."
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the tree and diffs only.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite generated files edited by hand.")
+    ] = False,
+    parity: Annotated[
+        bool, typer.Option("--parity/--no-parity", help="Run the parity check.")
+    ] = True,
+    device: DeviceOpt = "cpu",
+    name: Annotated[
+        str | None, typer.Option("--name", help="Module / class name (default: model_type).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Generate, register and parity-check a model in the target library."""
+    from onboard.pipeline import NewOptions, onboard_new
+    from onboard.report import new_to_dict, print_new
+
+    if repo is not None and out_dir is not None:
+        raise BadInputError("--repo and --out are exclusive: edit a checkout or write a folder")
+    _check_device(device)
+    options = NewOptions(
+        model=model,
+        target=target,
+        repo=repo,
+        out=out_dir,
+        revision=revision,
+        treat_as_new=treat_as_new,
+        dry_run=dry_run,
+        force=force,
+        parity=parity,
+        device=device,
+        name=name,
+    )
+    with _status(not as_json) as progress:
+        result = onboard_new(options, progress)
+    if as_json:
+        _emit_json(new_to_dict(result))
+    else:
+        print_new(result, out)
+    if not result.ok:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+@app.command()
+def inspect(
+    model: ModelArg,
+    target: TargetOpt = "mobius",
+    repo: RepoOpt = None,
+    revision: RevisionOpt = None,
+    treat_as_new: Annotated[bool, typer.Option("--treat-as-new")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Classify a model, list its features with evidence and the closest known variants."""
+    from onboard.analysis import analyse
+    from onboard.report import print_analysis, print_proposal, print_source, proposal_to_dict
+    from onboard.source import load_source
+    from onboard.targets.base import load_target
+
+    with _status(not as_json) as progress:
+        progress("source")
+        source = load_source(model, revision=revision)
+        progress("analysis")
+        analysis = analyse(source)
+        chosen_target = load_target(target)
+        library = chosen_target.open_library(repo)
+        proposal = chosen_target.propose(analysis.spec, library, treat_as_new=treat_as_new)
+    if as_json:
+        _emit_json(
+            {
+                "classification": analysis.classification.to_dict(),
+                "spec": analysis.spec.to_dict(),
+                "proposal": proposal_to_dict(proposal),
+            }
+        )
+        return
+    print_source(source, out)
+    print_analysis(analysis, out, evidence=True)
+    print_proposal(proposal, out)
+
+
+@app.command("parity")
+def parity_command(
+    model: ModelArg,
+    target: TargetOpt = "mobius",
+    repo: RepoOpt = None,
+    generated: Annotated[
+        Path | None,
+        typer.Option("--generated", help="A generated module to check instead of the registry's."),
+    ] = None,
+    revision: RevisionOpt = None,
+    device: DeviceOpt = "cpu",
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the model's class in the target library (or a generated module) against HF."""
+    from onboard.analysis import analyse
+    from onboard.report import print_parity
+    from onboard.source import load_source
+    from onboard.targets.base import load_target
+
+    _check_device(device)
+    with _status(not as_json) as progress:
+        progress("source")
+        source = load_source(model, revision=revision)
+        progress("analysis")
+        analysis = analyse(source)
+        chosen_target = load_target(target)
+        library = chosen_target.open_library(repo)
+        treat_as_new = generated is not None
+        proposal = chosen_target.propose(analysis.spec, library, treat_as_new=treat_as_new)
+        module = None
+        if generated is not None:
+            if not generated.is_file():
+                raise BadInputError(f"--generated {generated} is not a file")
+            module = (generated, _model_class_in(generated))
+        elif proposal.already_supported is None:
+            raise BadInputError(
+                f"{analysis.spec.model_type} is not registered in {target}; "
+                "run `onboard new` or pass --generated"
+            )
+        progress("parity")
+        report = chosen_target.parity(analysis, proposal, module, library, device=device)
+    if as_json:
+        _emit_json(report.to_dict())
+    else:
+        print_parity(report, out)
+    if not report.passed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _model_class_in(path: Path) -> str:
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.ClassDef) and n.name.endswith("CausalLMModel")
+    ]
+    if not names:
+        raise BadInputError(f"{path} defines no *CausalLMModel class")
+    return names[-1]
+
+
+@app.command()
+def targets(as_json: JsonOpt = False) -> None:
+    """List installed targets and where their library is."""
+    from importlib.metadata import entry_points
+
+    rows = []
+    for ep in sorted(entry_points(group="onboard.targets"), key=lambda e: e.name):
+        try:
+            library = ep.load().open_library(None)
+            rows.append(
+                {
+                    "name": ep.name,
+                    "library": str(library.package_dir),
+                    "variants": len(library.variants),
+                }
+            )
+        except OnboardError as exc:
+            rows.append({"name": ep.name, "library": None, "error": exc.message})
+    if as_json:
+        _emit_json({"targets": rows})
+        return
+    for row in rows:
+        where = row["library"] or f"[red]{row.get('error')}[/]"
+        out.print(f"[bold]{row['name']}[/]  {where}  {row.get('variants', '')} registry entries")
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        out.print(f"onboard {__version__}")
+        raise typer.Exit()
+
+
+def main() -> None:
+    """Entry point: every error becomes one line and an exit code, never a traceback."""
+    import click
+
+    try:
+        code = app(standalone_mode=False)  # click returns the code of typer.Exit here
+    except OnboardError as exc:
+        for item in getattr(exc, "items", ()):
+            err.print(f"  - {item}", soft_wrap=True, highlight=False, markup=False)
+        _fail(exc.message, exc.exit_code)
+    except click.exceptions.ClickException as exc:
+        _fail(exc.format_message(), ExitCode.BAD_INPUT)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _fail("interrupted", ExitCode.FAILED)
+    except Exception as exc:
+        if os.environ.get("ONBOARD_DEBUG"):
+            raise
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} (ONBOARD_DEBUG=1 shows the traceback)",
+            ExitCode.FAILED,
+        )
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    if os.environ.get("ONBOARD_DEBUG") and sys.exc_info()[0] is not None:
+        import traceback
+
+        traceback.print_exc()
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    sys.exit(int(code))
+
+
+if __name__ == "__main__":
+    main()

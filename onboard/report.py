@@ -1,0 +1,246 @@
+"""Present results: rich tables for people, plain dicts for ``--json``.
+
+Nothing here computes; every function takes a finished result and prints or converts it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from onboard.parity.report import ParityReport, Status
+from onboard.render import print_result
+
+if TYPE_CHECKING:
+    from onboard.analysis import Analysis
+    from onboard.pipeline import NewResult
+    from onboard.source import ModelSource
+    from onboard.targets.base import Proposal
+
+STATUS_STYLE = {
+    Status.PASS: "green",
+    Status.FAIL: "bold red",
+    Status.XFAIL: "yellow",
+    Status.SKIP: "dim",
+}
+
+
+def print_source(source: ModelSource, console: Console) -> None:
+    revision = f" @ {source.revision[:12]}" if source.revision else ""
+    console.print(
+        f"[bold]{source.model_id}[/]{revision}  [dim]({source.origin}: {source.config_path})[/]"
+    )
+    for notice in source.notices:
+        console.print(f"[yellow]notice:[/] {notice}")
+
+
+def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = False) -> None:
+    classification = analysis.classification
+    spec = analysis.spec
+    console.print(
+        f"kind [bold]{classification.kind}[/] ({spec.source.architecture}): "
+        + "; ".join(classification.reasons)
+    )
+    for warning in classification.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    table = Table(title="features", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("feature", style="cyan", no_wrap=True)
+    table.add_column("value")
+    if evidence:
+        table.add_column("evidence", style="dim")
+    for name, value, path in feature_rows(analysis):
+        row = [name, value]
+        if evidence:
+            row.append("\n".join(e.cite() for e in spec.evidence_for(path)) or "-")
+        table.add_row(*row)
+    console.print(table)
+    if spec.unresolved:
+        console.print("[bold red]unresolved[/] (a human must look):")
+        for delta in spec.unresolved:
+            console.print(
+                f"  - {delta.what} at {delta.where}" + (f": {delta.detail}" if delta.detail else "")
+            )
+
+
+def feature_rows(analysis: Analysis) -> list[tuple[str, str, str]]:
+    """(feature, value, evidence path) rows summarising the spec."""
+    text = analysis.spec.text
+    att, mlp, norm = text.attention, text.mlp, text.norm
+    kinds = ", ".join(f"{text.layer_types.count(k)} x {k}" for k in text.distinct_layer_types)
+    ropes = "; ".join(
+        f"{kind}: {r.rope_type or 'none'} theta={r.theta:g}"
+        + (f" partial={r.partial_rotary_factor:g}" if r.partial_rotary_factor != 1 else "")
+        + (f" {dict(r.scaling)}" if r.scaling else "")
+        for kind, r in text.rope
+    )
+    biases = "".join(
+        p
+        for p, on in zip("qkvo", (att.q_bias, att.k_bias, att.v_bias, att.o_bias), strict=True)
+        if on
+    )
+    return [
+        (
+            "sizes",
+            f"hidden {text.hidden_size}, {text.num_layers} layers, vocab {text.vocab_size}",
+            "text.attention.head_dim",
+        ),
+        (
+            "attention",
+            f"{att.num_heads} heads, {att.num_kv_heads} kv heads, head_dim {att.head_dim}",
+            "text.attention.head_dim",
+        ),
+        ("qk-norm", att.qk_norm, "text.attention.qk_norm"),
+        ("attention bias", biases or "none", "text.attention.q_bias"),
+        (
+            "attention scale",
+            f"{att.scale:.6g}" + (f" ({att.scale_key} ** -0.5)" if att.scale_key else ""),
+            "text.attention.scale",
+        ),
+        (
+            "attention softcap",
+            f"{att.softcap:g}" if att.softcap else "none",
+            "text.attention.softcap",
+        ),
+        (
+            "mlp",
+            f"{mlp.kind} {mlp.activation}, bias {mlp.bias}, width {mlp.intermediate_size}",
+            "text.mlp.kind",
+        ),
+        (
+            "norm",
+            f"{norm.kind} eps={norm.eps:g}" + (" (1 + w)" if norm.weight_offset else ""),
+            "text.norm.weight_offset",
+        ),
+        ("norm placement", norm.placement, "text.norm.placement"),
+        ("layer kinds", kinds, "text.layer_types"),
+        (
+            "sliding window",
+            str(text.sliding_window) if text.sliding_window else "none",
+            "text.sliding_window",
+        ),
+        ("rope", ropes, f"text.rope.{text.rope[0][0]}" if text.rope else ""),
+        ("embedding scale", text.embedding_scale, "text.embedding_scale"),
+        (
+            "final softcap",
+            f"{text.final_logit_softcap:g}" if text.final_logit_softcap else "none",
+            "text.final_logit_softcap",
+        ),
+        ("tied embeddings", str(text.tie_word_embeddings), "text.tie_word_embeddings"),
+    ]
+
+
+def print_proposal(proposal: Proposal, console: Console, *, limit: int = 3) -> None:
+    if proposal.hidden:
+        console.print(f"[dim]hidden by --treat-as-new: {', '.join(proposal.hidden)}[/]")
+    if proposal.already_supported is not None:
+        v = proposal.already_supported
+        console.print(
+            f"[green]already supported[/]: {proposal.model_type} -> {v.class_name}; nothing to "
+            "generate (--treat-as-new regenerates it from another class)"
+        )
+    table = Table(title="closest variants", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("class", style="cyan")
+    table.add_column("key")
+    table.add_column("deltas (generated code)")
+    for candidate in proposal.candidates[:limit]:
+        deltas = ", ".join(f"{d.feature}={d.wanted}" for d in candidate.deltas) or "none"
+        if candidate.notes:
+            deltas += f" [dim]({'; '.join(candidate.notes)})[/]"
+        table.add_row(candidate.variant.class_name, candidate.variant.key, deltas)
+    console.print(table)
+    for blocker in proposal.blockers:
+        console.print(f"[bold red]cannot generate:[/] {blocker}")
+
+
+def print_parity(report: ParityReport, console: Console) -> None:
+    table = Table(
+        title=f"parity: {report.model_class} vs transformers ({report.seconds:.1f} s)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for column in ("provider", "check", "status", "max abs", "cosine", "argmax", "detail"):
+        table.add_column(column)
+    for check in report.checks:
+        m = check.metrics
+        detail = check.detail + (f" [bug {check.bug}]" if check.bug else "")
+        table.add_row(
+            check.provider,
+            check.name,
+            Text(str(check.status), style=STATUS_STYLE[check.status]),
+            f"{m.max_abs:.1e}" if m else "",
+            f"{m.cosine:.8f}" if m else "",
+            f"{m.argmax_agree:.0%}" if m else "",
+            detail,
+        )
+    console.print(table)
+    for bug in report.bugs:
+        console.print(
+            f"[yellow]target-library bug {bug.id}[/]: {bug.title}\n  [dim]{bug.evidence}[/]"
+        )
+    verdict = "[green]parity passed[/]" if report.passed else "[bold red]parity FAILED[/]"
+    blame = " (generated code or its config is wrong)" if not report.passed else ""
+    console.print(verdict + blame)
+
+
+def print_new(result: NewResult, console: Console) -> None:
+    print_source(result.source, console)
+    print_analysis(result.analysis, console)
+    print_proposal(result.proposal, console)
+    if result.rendered is not None:
+        print_result(result.rendered, console, show_diffs=result.rendered.dry_run)
+    if result.parity is not None:
+        print_parity(result.parity, console)
+    if result.staged is not None:
+        console.print(
+            f"[bold red]nothing written[/]: the generated files are kept in {result.staged} "
+            "for inspection"
+        )
+    if result.timings:
+        total = sum(s for _, s in result.timings)
+        laps = ", ".join(f"{name} {s:.1f}s" for name, s in result.timings)
+        console.print(f"[dim]{laps}; total {total:.1f}s[/]")
+
+
+def new_to_dict(result: NewResult) -> dict[str, Any]:
+    return {
+        "model": result.source.model_id,
+        "origin": str(result.source.origin),
+        "notices": list(result.source.notices),
+        "classification": result.analysis.classification.to_dict(),
+        "spec": result.analysis.spec.to_dict(),
+        "proposal": proposal_to_dict(result.proposal),
+        "files": result.rendered.to_json() if result.rendered else None,
+        "root": str(result.root) if result.root else None,
+        "parity": result.parity.to_dict() if result.parity else None,
+        "staged": str(result.staged) if result.staged else None,
+        "timings": dict(result.timings),
+        "ok": result.ok,
+    }
+
+
+def proposal_to_dict(proposal: Proposal) -> dict[str, Any]:
+    return {
+        "already_supported": proposal.already_supported.class_name
+        if proposal.already_supported
+        else None,
+        "hidden": list(proposal.hidden),
+        "blockers": list(proposal.blockers),
+        "candidates": [
+            {
+                "class": c.variant.class_name,
+                "key": c.variant.key,
+                "deltas": [d.__dict__.copy() for d in c.deltas],
+                "notes": list(c.notes),
+            }
+            for c in proposal.candidates
+        ],
+    }
+
+
+def error_panel(message: str) -> Panel:
+    return Panel(Group(Text(message)), title="error", border_style="red")

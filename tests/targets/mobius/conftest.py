@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+TEST_CONFIGS = '''"""Shared test configurations (a trimmed copy of the upstream layout)."""
+
+from __future__ import annotations
+
+CAUSAL_LM_CONFIGS: list[tuple[str, dict, bool]] = [
+    # === Text Generation (Llama-compatible) ===
+    ("llama", {}, True),
+    ("mistral", {}, False),
+    (
+        "gemma2",
+        {
+            "attn_logit_softcapping": 50.0,
+        },
+        True,
+    ),
+]
+'''
+
+
+def installed_mobius() -> Path:
+    spec = importlib.util.find_spec("mobius")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).parent
+
+
+@pytest.fixture
+def mobius_repo(tmp_path: Path) -> Path:
+    """A mobius checkout layout: the installed package under src/, upstream-shaped test files."""
+    repo = tmp_path / "mobius"
+    shutil.copytree(
+        installed_mobius(),
+        repo / "src" / "mobius",
+        ignore=shutil.ignore_patterns("__pycache__", "*_test.py", "_testing"),
+    )
+    (repo / "tests").mkdir()
+    (repo / "tests" / "_test_configs.py").write_text(TEST_CONFIGS)
+    (repo / "testdata" / "cases" / "causal-lm").mkdir(parents=True)
+    return repo
+
+
+def tree_snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }

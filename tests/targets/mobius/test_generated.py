@@ -1,0 +1,114 @@
+"""Generated mobius code: lint-clean, and proven by parity for every dense re-onboarding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.codegen import lint_python
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius import TARGET
+from tests.analyses import DENSE
+from tests.hub_cache import fixture_config
+
+
+def _new(repo_id: str, out: Path, **options):
+    model = str(fixture_config(repo_id).parent)
+    return onboard_new(NewOptions(model=model, treat_as_new=True, out=out, **options))
+
+
+@pytest.mark.parametrize("repo_id", DENSE)
+def test_treat_as_new_parity_passes(repo_id: str, tmp_path: Path) -> None:
+    result = _new(repo_id, tmp_path / "out")
+    report = result.parity
+    assert report is not None and report.passed, [
+        c for c in report.checks if c.status is Status.FAIL
+    ]
+    assert report.weights.complete
+    providers = {c.provider for c in report.checks}
+    assert providers == {"default", "cpu"}
+    default = [c for c in report.checks if c.provider == "default"]
+    assert all(c.status is Status.PASS for c in default)  # nothing excused on the default EP
+    assert {c.name for c in default} >= {
+        "weights",
+        "prefill",
+        "decode",
+        "kv-cache",
+        "pad-left",
+        "pad-right",
+    }
+    for check in report.checks:
+        if check.metrics is not None and check.status is Status.PASS:
+            assert check.metrics.max_abs < 1e-5
+    xfails = {c.bug for c in report.checks if c.status is Status.XFAIL}
+    assert xfails <= {"T8"}
+    assert result.rendered is not None and result.rendered.changed
+    module = result.root / result.plan.model_file
+    assert lint_python(module.read_text(), filename=module.name) == ""
+
+
+def test_gemma3_cpu_failure_is_confirmed_as_mobius_bug_t8(tmp_path: Path) -> None:
+    report = _new("google/gemma-3-1b-it", tmp_path / "out").parity
+    cpu = [c for c in report.checks if c.provider == "cpu" and c.metrics is not None]
+    assert cpu and all(c.status is Status.XFAIL and c.bug == "T8" for c in cpu)
+    assert [b.id for b in report.bugs] == ["T8"]
+    assert "one RoPE theta for every layer" in report.bugs[0].evidence
+
+
+def _sabotage(repo_id: str, tmp_path: Path, old: str, new: str):
+    """Write the generated code, break one line of it, and run parity on the broken copy."""
+    result = _new(repo_id, tmp_path / "out", parity=False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new, 1))
+    return TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+
+
+def test_dropped_qk_norm_is_caught_by_the_weight_account(tmp_path: Path) -> None:
+    report = _sabotage("Qwen/Qwen3-0.6B", tmp_path, "attn_qk_norm=True", "attn_qk_norm=False")
+    assert not report.passed
+    weights = [c for c in report.checks if c.name == "weights"]
+    assert weights and all(c.status is Status.FAIL for c in weights)
+    assert "unconsumed: model.layers.0.self_attn.k_norm.weight" in weights[0].detail
+
+
+def test_wrong_norm_offset_is_caught_by_the_numbers(tmp_path: Path) -> None:
+    report = _sabotage(
+        "google/gemma-3-1b-it",
+        tmp_path,
+        "self.norm = OffsetRMSNorm(",
+        "self.norm = __import__('mobius').components.RMSNorm(",
+    )
+    prefill = [c for c in report.checks if c.name == "prefill" and c.provider == "default"]
+    assert prefill[0].status is Status.FAIL
+    assert prefill[0].metrics.max_abs > 1e-2
+
+
+def test_rounded_embedding_scale_is_over_the_gate(tmp_path: Path) -> None:
+    """mobius' own Gemma rounding (bug M2) is small but real: the fp32 gate must see it."""
+    report = _sabotage(
+        "google/gemma-3-1b-it",
+        tmp_path,
+        "embed_scale=config.hidden_size**0.5",
+        "embed_scale=round(config.hidden_size**0.5, 2)",
+    )
+    prefill = [c for c in report.checks if c.name == "prefill" and c.provider == "default"]
+    assert prefill[0].status is Status.FAIL
+    assert 1e-4 < prefill[0].metrics.max_abs < 1e-1
+
+
+def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
+    report = _sabotage(
+        "mistralai/Mistral-7B-v0.1",
+        tmp_path,
+        "sliding_window=config.sliding_window",
+        "sliding_window=None",
+    )
+    default = [c for c in report.checks if c.provider == "default" and c.name == "prefill"]
+    assert default[0].status is Status.FAIL  # T9 is never blamed for generated code
+    assert not report.bugs

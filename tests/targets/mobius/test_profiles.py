@@ -1,0 +1,45 @@
+"""The class profiles' bug claims, checked against the installed mobius by parity."""
+
+from __future__ import annotations
+
+import pytest
+
+from onboard.parity.report import Status
+from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.propose import propose
+from onboard.targets.mobius.registry import open_library
+from tests.analyses import analysis_of
+
+
+def _existing_class_report(repo_id: str):
+    analysis = analysis_of(repo_id)
+    library = open_library(None)
+    proposal = propose(analysis.spec, library, treat_as_new=False)
+    assert proposal.already_supported is not None
+    return TARGET.parity(analysis, proposal, None, library)
+
+
+def _bugs_by_provider(report) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for check in report.checks:
+        if check.status is Status.XFAIL:
+            found.setdefault(check.provider, set()).update(check.bug.split("+"))
+    return found
+
+
+def test_qwen3_class_passes() -> None:
+    report = _existing_class_report("Qwen/Qwen3-0.6B")
+    assert report.passed and not report.bugs
+    assert all(c.status in (Status.PASS, Status.SKIP) for c in report.checks)
+
+
+def test_causallm_class_ignores_sliding_window_on_default_ep() -> None:
+    report = _existing_class_report("mistralai/Mistral-7B-v0.1")
+    assert _bugs_by_provider(report) == {"default": {"T9"}}
+    assert all(c.status is not Status.XFAIL for c in report.checks if c.provider == "cpu")
+
+
+@pytest.mark.parametrize("provider,bugs", [("default", {"M1", "M2"}), ("cpu", {"M1", "M2", "T8"})])
+def test_gemma3_class_bugs(provider: str, bugs: set[str]) -> None:
+    report = _existing_class_report("google/gemma-3-1b-it")
+    assert _bugs_by_provider(report)[provider] == bugs

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onboard.errors import InvalidConfigError, ModelNotFoundError
+from onboard.source import Origin, load_source, read_config
+from tests.hub_cache import fixture_config
+
+
+def test_local_directory_and_config_path() -> None:
+    directory = fixture_config("Qwen/Qwen3-0.6B").parent
+    for given in (directory, directory / "config.json"):
+        source = load_source(str(given))
+        assert source.origin is Origin.LOCAL
+        assert source.model_type == "qwen3"
+        assert source.architecture == "Qwen3ForCausalLM"
+        assert source.revision is None
+
+
+def test_hf_cache_in_real_layout(seeded) -> None:
+    commit = seeded("Qwen/Qwen3-0.6B")
+    source = load_source("Qwen/Qwen3-0.6B")
+    assert source.origin is Origin.CACHE
+    assert source.revision == commit
+    assert source.config_path.parent.name == commit
+    assert not source.notices
+
+
+def test_hf_source_files_come_from_installed_transformers(seeded) -> None:
+    seeded("google/gemma-3-1b-it")
+    source = load_source("google/gemma-3-1b-it")
+    names = [f.name for f in source.hf_files]
+    assert "modeling_gemma3.py" in names and "modular_gemma3.py" in names
+    modeling = source.hf_file("modeling_")
+    assert modeling is not None and "class Gemma3Attention" in modeling.text
+    assert len(modeling.sha256) == 64
+
+
+def test_bundled_snapshot_used_offline_with_notice(hf_cache) -> None:
+    source = load_source("Qwen/Qwen3-0.6B")
+    assert source.origin is Origin.BUNDLED
+    assert source.revision is None
+    assert any("bundled snapshot" in n and "HF_HUB_OFFLINE" in n for n in source.notices)
+
+
+def test_cache_wins_over_bundled_snapshot(seeded) -> None:
+    seeded("Qwen/Qwen3-0.6B")
+    assert load_source("Qwen/Qwen3-0.6B").origin is Origin.CACHE
+
+
+def test_unknown_id_offline_is_a_clear_error(hf_cache) -> None:
+    with pytest.raises(ModelNotFoundError, match=r"not in the HF cache and HF_HUB_OFFLINE is set"):
+        load_source("nobody/no-such-model")
+
+
+@pytest.mark.parametrize("bad", ["../../no/such/model", "a/b/c", "", "org/"])
+def test_malformed_ids_rejected(hf_cache, bad: str) -> None:
+    with pytest.raises(ModelNotFoundError):
+        load_source(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"hidden_size": 8}', "no model_type"),
+        ('{"model_type": 3}', "no model_type"),
+        ('{"model_type": "../evil"}', "invalid model_type"),
+        ('{"model_type": "llama", "x": NaN}', "not allowed"),
+        ("[" * 100000 + "]" * 100000, "not valid JSON"),
+    ],
+)
+def test_hostile_configs(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(InvalidConfigError, match=message):
+        read_config(path)
+
+
+def test_oversized_config_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "pad": "x" * (5 * 1024 * 1024)}))
+    with pytest.raises(InvalidConfigError, match="larger than"):
+        read_config(path)
+
+
+def test_directory_without_config(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match=r"has no config\.json"):
+        load_source(str(tmp_path))
