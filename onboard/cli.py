@@ -267,7 +267,7 @@ def _root(
 
 def main() -> None:
     """Entry point: every error becomes one line and an exit code, never a traceback."""
-    import click
+    from typer.exceptions import TyperException
 
     try:
         code = app(standalone_mode=False)  # click returns the code of typer.Exit here
@@ -275,10 +275,11 @@ def main() -> None:
         for item in getattr(exc, "items", ()):
             err.print(f"  - {item}", soft_wrap=True, highlight=False, markup=False)
         _fail(exc.message, exc.exit_code)
-    except click.exceptions.ClickException as exc:
-        _fail(exc.format_message(), ExitCode.BAD_INPUT)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         _fail("interrupted", ExitCode.FAILED)
+    except TyperException as exc:  # usage errors: unknown option, missing argument
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        _fail(message, ExitCode.BAD_INPUT)
     except Exception as exc:
         if os.environ.get("ONBOARD_DEBUG"):
             raise

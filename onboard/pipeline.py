@@ -20,7 +20,7 @@ from onboard.analysis import Analysis, analyse
 from onboard.errors import ConflictError
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
-from onboard.render import RenderResult, render
+from onboard.render import RenderResult, generated_before, render
 from onboard.source import ModelSource, load_source
 from onboard.targets.base import Library, Proposal, load_target
 
@@ -91,14 +91,18 @@ def command_line(options: NewOptions) -> str:
 
 def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> NewResult:
     clock = _Clock(progress)
+    target = load_target(options.target)
+    library = target.open_library(options.repo)  # a bad --repo fails before any work
     with clock.phase("source"):
         source = load_source(options.model, revision=options.revision)
     with clock.phase("analysis"):
         analysis = analyse(source)
-    target = load_target(options.target)
     with clock.phase("target"):
-        library = target.open_library(options.repo)
-        proposal = target.propose(analysis.spec, library, treat_as_new=options.treat_as_new)
+        # A model onboard registered earlier is regenerated, not "already supported".
+        regenerate = options.treat_as_new or (
+            options.repo is not None and generated_before(library.root, analysis.spec.model_type)
+        )
+        proposal = target.propose(analysis.spec, library, treat_as_new=regenerate)
 
     if proposal.already_supported is not None:
         report = None

@@ -164,6 +164,11 @@ def _real_root(root: Path) -> Path:
         raise OnboardError(f"cannot resolve the target root {root}: {exc}") from exc
 
 
+def generated_before(root: Path, model_type: str) -> bool:
+    """Whether onboard already wrote this model into ``root`` (its answers file exists)."""
+    return (Path(root) / _answers_path(model_type)).is_file()
+
+
 def _answers_path(model_type: str) -> str:
     """The answers file's plan-relative path; the model type must be a plain file name."""
     if not _MODEL_TYPE.fullmatch(model_type) or ".." in model_type:

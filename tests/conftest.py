@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests import hub_cache
+from tests.fake_mobius import make_mobius_repo
 
 
 @pytest.fixture
@@ -38,3 +39,8 @@ def cli_env(hf_cache: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_CACHE=str(hf_cache), HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="160")
     return env
+
+
+@pytest.fixture
+def mobius_repo(tmp_path: Path) -> Path:
+    return make_mobius_repo(tmp_path / "mobius")

@@ -8,11 +8,10 @@ norm's output flows into tell pre-norm from post-norm.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from onboard.checkpoint import tensor_shapes
 from onboard.errors import InvalidConfigError
 
 PROBE_TOKENS = 6
@@ -98,7 +97,7 @@ def probe_model(model: Any) -> Probe:
             model_class=type(model).__name__,
             modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
             parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
-            disk_tensors=_saved_tensors(model),
+            disk_tensors=tensor_shapes(model),
             layer_norms=layer_norms,
             final_norm=_measure_norm("norm", final) if final is not None else None,
             flow=flow,
@@ -238,17 +237,3 @@ def _rotary_dims(rotary: Any) -> tuple[tuple[str, int], ...]:
 def _float_attr(obj: Any, name: str) -> float | None:
     value = getattr(obj, name, None) if obj is not None else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _saved_tensors(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Tensor names and shapes as ``save_pretrained`` writes them (the on-disk layout)."""
-    from safetensors import safe_open
-
-    with tempfile.TemporaryDirectory(prefix="onboard-probe-") as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tensors: list[tuple[str, tuple[int, ...]]] = []
-        for path in sorted(Path(tmp).glob("*.safetensors")):
-            with safe_open(path, framework="pt") as handle:
-                for key in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
-                    tensors.append((key, tuple(handle.get_slice(key).get_shape())))
-    return tuple(sorted(tensors))

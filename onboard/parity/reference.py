@@ -8,12 +8,11 @@ checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the on-d
 from __future__ import annotations
 
 import inspect
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from onboard.checkpoint import tensors
 from onboard.parity.harness import Batch, Step
 
 PERTURB_STD = 0.05
@@ -36,14 +35,7 @@ def build_reference(hf_config: Any, *, seed: int = 0, device: str = "cpu") -> An
 
 def saved_checkpoint(model: Any) -> dict[str, Any]:
     """The tensors ``save_pretrained`` writes (on-disk names and layout), loaded back on CPU."""
-    from safetensors.torch import load_file
-
-    with tempfile.TemporaryDirectory(prefix="onboard-ckpt-") as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tensors: dict[str, Any] = {}
-        for path in sorted(Path(tmp).glob("*.safetensors")):
-            tensors.update(load_file(path))
-    return tensors
+    return tensors(model)
 
 
 class HFRunner:

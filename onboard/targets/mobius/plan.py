@@ -109,9 +109,10 @@ def plan_files(
         spec=spec,
         d=design,
         proposal=proposal,
-        entry=entry,
+        entry=dedented(entry),
         patch_files=sorted(shared),
         stamp=STAMP,
+        command=command,
     )
     changes = [
         *owned,
@@ -176,17 +177,47 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     if spec.text.sliding_window and "sliding_attention" in kinds:
         overrides["layer_types"] = list(kinds) if len(kinds) > 1 else ["sliding_attention"] * 2
         overrides["sliding_window"] = TINY_SLIDING_WINDOW
-    if any(f.name == "query_pre_attn_scalar" for f in design.extra_fields):
+    if attention.scale_key:
         overrides["query_pre_attn_scalar"] = 16
     rope = dict(spec.text.rope)
     if "sliding_attention" in rope and "full_attention" in rope:
         overrides["rope_local_base_freq"] = rope["sliding_attention"].theta
-    if design.extra_fields:
+    if needs_own_config_class(design):
         overrides = {"_config_cls": design.config_class, **overrides}
     body = ", ".join(
-        f"{k!r}: {v}" if k == "_config_cls" else f"{k!r}: {v!r}" for k, v in overrides.items()
+        f'"{k}": {v}' if k == "_config_cls" else f'"{k}": {_literal(v)}'
+        for k, v in overrides.items()
     )
-    return f"({design.model_type!r}, {{{body}}}, True)"
+    return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
+
+
+def _literal(value: object) -> str:
+    """A Python literal with double-quoted strings, as the upstream file writes them."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def _formatted_element(element: str) -> str:
+    """``element`` as ruff formats it as an item of a module-level, one-per-line list.
+
+    Continuation lines keep the list's 4-space item indent, so the codemod can insert the text
+    as is; ``dedented`` gives the stand-alone form.
+    """
+    formatted = format_python(f"_ = [\n    {element},\n]\n")
+    lines = formatted.splitlines()[1:-1]
+    return "\n".join([lines[0].removeprefix("    "), *lines[1:]]).removesuffix(",")
+
+
+def dedented(element: str) -> str:
+    return "\n".join(line.removeprefix("    ") for line in element.splitlines())
+
+
+def needs_own_config_class(design: ModelDesign) -> bool:
+    """Whether the model reads config fields a plain ArchitectureConfig does not have."""
+    return bool(design.extra_fields) or design.base.config_class != "CausalLMConfig"
 
 
 def _test_config_change(
@@ -195,7 +226,7 @@ def _test_config_change(
     path = library.root / TEST_CONFIGS
     text = path.read_text(encoding="utf-8")
     try:
-        if design.extra_fields:
+        if needs_own_config_class(design):
             text = add_from_import(text, f"mobius.models.{design.module}", design.config_class)
         text = upsert_tuple_in_list(
             text, "CAUSAL_LM_CONFIGS", design.model_type, test_config_entry(design, spec)

@@ -1,10 +1,10 @@
+"""A fake mobius checkout: the installed package laid out as the upstream repository."""
+
 from __future__ import annotations
 
 import importlib.util
 import shutil
 from pathlib import Path
-
-import pytest
 
 TEST_CONFIGS = '''"""Shared test configurations (a trimmed copy of the upstream layout)."""
 
@@ -31,10 +31,8 @@ def installed_mobius() -> Path:
     return Path(spec.origin).parent
 
 
-@pytest.fixture
-def mobius_repo(tmp_path: Path) -> Path:
+def make_mobius_repo(repo: Path) -> Path:
     """A mobius checkout layout: the installed package under src/, upstream-shaped test files."""
-    repo = tmp_path / "mobius"
     shutil.copytree(
         installed_mobius(),
         repo / "src" / "mobius",

@@ -1,0 +1,3 @@
+from onboard.cli import main
+
+main()

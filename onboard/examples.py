@@ -1,0 +1,65 @@
+"""Regenerate ``generated_examples/``: the real output of ``onboard new`` for one model per kind.
+
+Each example runs the installed ``onboard`` command offline against an empty HF cache, so it reads
+the bundled config snapshot exactly as a user without Hub access would. ``make examples`` writes
+them; ``tests/test_examples.py`` regenerates them into a temporary folder and fails on any drift.
+
+    python -m onboard.examples generated_examples
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Example:
+    model: str
+    target: str
+    folder: str  # relative to generated_examples/
+    flags: tuple[str, ...] = ()
+
+
+EXAMPLES = (
+    # Qwen3 is already in mobius; --treat-as-new rebuilds it from the closest other class.
+    Example("Qwen/Qwen3-0.6B", "mobius", "qwen3/mobius", ("--treat-as-new",)),
+)
+
+
+def regenerate(root: Path, *, parity: bool = True) -> list[subprocess.CompletedProcess[str]]:
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="onboard-empty-cache-") as cache:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=cache, NO_COLOR="1")
+        for example in EXAMPLES:
+            out = (root / example.folder).resolve()
+            command = [
+                sys.executable,
+                "-m",
+                "onboard",
+                "new",
+                example.model,
+                "--target",
+                example.target,
+                "--out",
+                str(out),
+                "--force",
+                *example.flags,
+            ]
+            if not parity:
+                command.append("--no-parity")
+            run = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            if run.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed:\n{run.stdout}\n{run.stderr}")
+            runs.append(run)
+    return runs
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "generated_examples")
+    for result in regenerate(target):
+        print(result.stdout)

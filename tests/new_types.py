@@ -1,0 +1,20 @@
+"""config.json files for architectures transformers knows and mobius 0.1.0 does not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def default_config_dir(model_type: str, root: Path, **overrides) -> Path:
+    """A checkpoint folder whose config.json is transformers' default config for ``model_type``."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = CONFIG_MAPPING[model_type]().to_dict()
+    config["architectures"] = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]]
+    config.update(overrides)
+    folder = root / model_type
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return folder
