@@ -27,20 +27,36 @@ _SIZE_LIMITS = {
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
 
-def check_sizes(text: Mapping[str, Any], where: str = "config.json") -> None:
-    """Reject missing, non-integer, non-positive or absurd sizes with a one-line message."""
+def check_sizes(text: Any, where: str = "config.json", *, required: bool = True) -> None:
+    """Reject missing, non-integer, non-positive or absurd sizes with a one-line message.
+
+    Run it on the raw dict first (``required=False``: aliases such as ``n_embd`` are not resolved
+    yet, but a huge value must be refused before a config class builds per-layer lists from it),
+    then on the transformers config object, whose attributes resolve the aliases.
+    """
+
+    def get(key: str) -> Any:
+        if isinstance(text, Mapping):
+            return text.get(key)
+        try:
+            return getattr(text, key, None)
+        except Exception:  # some configs refuse global reads of per-layer attributes
+            return None
+
     for key, limit in _SIZE_LIMITS.items():
-        value = text.get(key)
+        value = get(key)
         if value is None:
-            if key in _REQUIRED:
+            if required and key in _REQUIRED:
                 raise InvalidConfigError(f"{where} has no {key}")
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= limit:
-            raise InvalidConfigError(
-                f"{where}: {key} must be a positive integer up to {limit}, got {value!r:.40}"
-            )
-    heads, kv = text["num_attention_heads"], text.get("num_key_value_heads") or 0
-    if kv and heads % kv:
+        values = value if isinstance(value, list) and key == "intermediate_size" else [value]
+        for item in values:
+            if not isinstance(item, int) or isinstance(item, bool) or not 0 < item <= limit:
+                raise InvalidConfigError(
+                    f"{where}: {key} must be a positive integer up to {limit}, got {value!r:.40}"
+                )
+    heads, kv = get("num_attention_heads"), get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv, int) and kv and heads % kv:
         raise InvalidConfigError(
             f"{where}: num_attention_heads ({heads}) is not a multiple of "
             f"num_key_value_heads ({kv})"

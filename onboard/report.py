@@ -218,7 +218,7 @@ def new_to_dict(result: NewResult) -> dict[str, Any]:
         "root": str(result.root) if result.root else None,
         "parity": result.parity.to_dict() if result.parity else None,
         "staged": str(result.staged) if result.staged else None,
-        "timings": dict(result.timings),
+        "timings": [{"phase": phase, "seconds": round(s, 3)} for phase, s in result.timings],
         "ok": result.ok,
     }
 

@@ -95,6 +95,7 @@ class NormSpec:
     weight_offset: float  # 1.0 when the norm scales by (1 + w), as Gemma does
     placement: NormPlacement
     names: tuple[tuple[str, str], ...] = ()
+    eps_key: str | None = "rms_norm_eps"  # config key HF reads the epsilon from, if any
 
     def name_for(self, role: str) -> str | None:
         return dict(self.names).get(role)

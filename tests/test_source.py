@@ -70,7 +70,6 @@ def test_malformed_ids_rejected(hf_cache, bad: str) -> None:
         ('{"hidden_size": 8}', "no model_type"),
         ('{"model_type": 3}', "no model_type"),
         ('{"model_type": "../evil"}', "invalid model_type"),
-        ('{"model_type": "llama", "x": NaN}', "not allowed"),
         ("[" * 100000 + "]" * 100000, "not valid JSON"),
     ],
 )

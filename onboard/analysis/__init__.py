@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.dense import DenseSpecBuilder
-from onboard.analysis.probe import Probe, build_tiny_model, probe_model
+from onboard.analysis.probe import Probe, probe_model
+from onboard.analysis.spec_check import check_spec
 from onboard.classify import Classification, Kind, classify, require_in_scope
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, SourceRef, WeightSpec
 from onboard.tiny import TinyConfig, shrink_config
+from onboard.tiny_model import build_tiny_model, perturb
 
 __all__ = ["Analysis", "analyse"]
 
@@ -41,13 +43,18 @@ def analyse(source: ModelSource) -> Analysis:
             f"{source.model_type} exists only as Hub remote code (auto_map); "
             "onboard cannot analyse remote code yet"
         )
-    check_sizes(source.config)
+    check_sizes(source.config, required=False)
     hf_config = make_hf_config(source.config)
+    check_sizes(hf_config)
     tiny = shrink_config(source.config, _list_or_none(getattr(hf_config, "layer_types", None)))
     tiny_config = make_hf_config(tiny.config)
-    probe = probe_model(build_tiny_model(tiny_config))
+    model = build_tiny_model(tiny_config)
+    probe = probe_model(model)
     builder = DenseSpecBuilder(hf_config, tiny_config, probe, source.hf_files)
     text = builder.build()
+    unresolved = tuple(builder.deltas)
+    if not unresolved:  # an incomplete spec cannot be run; otherwise prove it computes HF's model
+        unresolved = check_spec(text, perturb(model), tiny_config)
     spec = ArchitectureSpec(
         source=_source_ref(source, probe),
         kind=str(classification.kind),
@@ -57,7 +64,7 @@ def analyse(source: ModelSource) -> Analysis:
             tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
         ),
         evidence=builder.log.freeze(),
-        unresolved=tuple(builder.deltas),
+        unresolved=unresolved,
     )
     return Analysis(spec, classification, tiny, probe)
 

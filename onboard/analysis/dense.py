@@ -47,6 +47,7 @@ _MULTIPLIER_KEYS = (
     "scale_depth",
     "output_multiplier",
 )
+_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
@@ -251,11 +252,17 @@ class DenseSpecBuilder:
         bias = any(self._layer_param(f"mlp.{p}.bias") is not None for p in projections)
         self._probe("text.mlp.bias", f"{LAYER0}mlp.{projections[-1]}.bias", str(bias))
         bias_key = self._config_key_of("text.mlp.bias", LAYER0 + "mlp", projections[-1], "bias")
+        width = cfg.intermediate_size
+        if isinstance(width, list):
+            self._delta(
+                "MLP width differs per layer", "config.json:intermediate_size", str(width[:4])
+            )
+            width = max(width)
         return MLPSpec(
             kind,
             str(activation),
             bias,
-            cfg.intermediate_size,
+            width,
             projections,
             bias_key=bias_key,
             activation_key=act_key,
@@ -294,10 +301,21 @@ class DenseSpecBuilder:
             if (norm.kind, norm.weight_offset) != (reference.kind, reference.weight_offset):
                 self._delta("norms of different kinds", f"{LAYER0}{norm.name}", norm.class_name)
         self._norm_evidence(reference)
-        eps = getattr(self.cfg, "rms_norm_eps", None) or getattr(self.cfg, "layer_norm_eps", None)
-        eps = float(eps if eps is not None else reference.eps or 1e-6)
-        self._config("text.norm.eps", "rms_norm_eps", eps)
-        return NormSpec(reference.kind, eps, reference.weight_offset, placement, names)
+        eps_key = next(
+            (k for k in _EPS_KEYS if isinstance(getattr(self.cfg, k, None), int | float)), None
+        )
+        eps = float(getattr(self.cfg, eps_key) if eps_key else reference.eps or 1e-6)
+        if eps_key:
+            self._config("text.norm.eps", eps_key, eps)
+        else:
+            self._probe("text.norm.eps", f"model.{reference.name}", f"eps {eps}")
+        if reference.eps is not None and not math.isclose(reference.eps, eps):
+            self._delta(
+                "norm epsilon differs from the config",
+                f"model.{reference.name}",
+                f"{reference.eps} != {eps}",
+            )
+        return NormSpec(reference.kind, eps, reference.weight_offset, placement, names, eps_key)
 
     def _norm_evidence(self, norm: NormProbe) -> None:
         offset = "scales by (1 + w)" if norm.weight_offset else "scales by w"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.checkpoint import tensor_shapes
-from onboard.errors import InvalidConfigError
+from onboard.errors import UnsupportedFeatureError
 
 PROBE_TOKENS = 6
 
@@ -62,23 +62,6 @@ class Probe:
         return any(n == name for n, _ in self.modules)
 
 
-def build_tiny_model(hf_config: Any) -> Any:
-    """A float32, eager-attention HF causal LM for ``hf_config`` (random weights)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    hf_config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    try:
-        model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
-    except Exception as exc:  # transformers raises many types for inconsistent configs
-        raise InvalidConfigError(
-            f"transformers cannot build a tiny {hf_config.model_type} model from this config "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
-        ) from None
-    return model.float().eval()
-
-
 def probe_model(model: Any) -> Probe:
     import torch
 
@@ -110,10 +93,18 @@ def probe_model(model: Any) -> Probe:
 
 
 def _decoder(model: Any) -> Any:
+    """The Llama-family layout: model.embed_tokens, model.layers, model.norm, lm_head."""
     decoder = getattr(model, "model", None)
-    if decoder is None or not hasattr(decoder, "layers"):
-        raise InvalidConfigError(
-            f"{type(model).__name__} has no `model.layers`: not a decoder-only layout onboard knows"
+    missing = [
+        f"model.{attr}"
+        for attr in ("embed_tokens", "layers", "norm")
+        if decoder is None or not hasattr(decoder, attr)
+    ]
+    if missing:
+        top = ", ".join(name for name, _ in model.named_children())
+        raise UnsupportedFeatureError(
+            f"{type(model).__name__} has no {', '.join(missing)} (its top-level modules: {top}); "
+            "onboard generates the Llama-family layout so far"
         )
     return decoder
 
@@ -131,7 +122,12 @@ def _measure_norm(name: str, module: Any) -> NormProbe:
     """Run the norm with zero and unit weights to read its offset and whether it centres."""
     import torch
 
-    weight = module.weight
+    weight = getattr(module, "weight", None)
+    if not isinstance(weight, torch.nn.Parameter):
+        raise UnsupportedFeatureError(
+            f"norm {name} ({type(module).__name__}) has no learnable weight; onboard's spec "
+            "describes weighted norms only"
+        )
     width = weight.shape[-1]
     saved = weight.detach().clone()
     bias = getattr(module, "bias", None)
@@ -186,6 +182,11 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
     try:
         ids = torch.arange(1, PROBE_TOKENS + 1).unsqueeze(0) % model.config.vocab_size
         model(input_ids=ids, use_cache=False)
+    except Exception as exc:  # the HF code itself fails on the tiny shapes
+        raise UnsupportedFeatureError(
+            f"transformers' {type(model).__name__} does not run at the tiny sizes onboard uses "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        ) from None
     finally:
         for hook in hooks:
             hook.remove()

@@ -1,8 +1,6 @@
 """The HF transformers reference: a tiny model with every parameter perturbed, run eagerly.
 
-HF initialises norm weights to 1 (0 for ``1 + w`` norms) and biases to 0, which hides a missing
-offset, a swapped norm or an unmapped bias; every parameter gets noise so such bugs show. The
-checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the on-disk layout.
+The checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the on-disk layout.
 """
 
 from __future__ import annotations
@@ -14,23 +12,11 @@ import numpy as np
 
 from onboard.checkpoint import tensors
 from onboard.parity.harness import Batch, Step
-
-PERTURB_STD = 0.05
+from onboard.tiny_model import build_tiny_model, perturb
 
 
 def build_reference(hf_config: Any, *, seed: int = 0, device: str = "cpu") -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    hf_config._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
-    model = model.float().eval()
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.randn(param.shape, generator=generator) * PERTURB_STD)
-    return model.to(device)
+    return perturb(build_tiny_model(hf_config, seed=seed), seed=seed + 1).to(device)
 
 
 def saved_checkpoint(model: Any) -> dict[str, Any]:

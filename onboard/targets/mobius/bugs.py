@@ -72,6 +72,25 @@ def _scalar_is_head_dim(config: dict[str, Any]) -> None:
     config["query_pre_attn_scalar"] = head_dim
 
 
+def _partial_rotary(config: Mapping[str, Any]) -> bool:
+    factors = [config.get("partial_rotary_factor")]
+    params = config.get("rope_parameters")
+    if isinstance(params, Mapping):
+        nested = [v for v in params.values() if isinstance(v, Mapping)] or [params]
+        factors += [p.get("partial_rotary_factor") for p in nested]
+    return any(f is not None and float(f) < 1.0 for f in factors)
+
+
+def _full_rotary(config: dict[str, Any]) -> None:
+    config["partial_rotary_factor"] = 1.0
+    params = config.get("rope_parameters")
+    if isinstance(params, dict):
+        nested = [v for v in params.values() if isinstance(v, dict)] or [params]
+        for entry in nested:
+            if "partial_rotary_factor" in entry:
+                entry["partial_rotary_factor"] = 1.0
+
+
 def _exact_sqrt_hidden(config: dict[str, Any]) -> None:
     # sqrt(144) = 12 is exact in every rounding; 144 is a multiple of the tiny head count (6),
     # and an explicit head_dim keeps heads of 16 (GroupQueryAttention needs multiples of 16).
@@ -106,6 +125,15 @@ BUGS: dict[str, KnownBug] = {
             lambda c: bool(c.get("sliding_window")),
             _widen_window,
             "a window longer than the test sequence",
+        ),
+        KnownBug(
+            "M3",
+            "with partial RoPE the cpu EP emits GroupQueryAttention(rotary_embedding_dim=...), an "
+            "attribute onnxruntime 1.32 rejects: the model does not load",
+            ("cpu",),
+            _partial_rotary,
+            _full_rotary,
+            "partial_rotary_factor 1.0",
         ),
         KnownBug(
             "M1",

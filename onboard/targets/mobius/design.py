@@ -277,7 +277,11 @@ def _settings(
             f"config.{text.mlp.activation_key}",
             _why("MLP activation", spec, "text.mlp.activation"),
         ),
-        Setting("rms_norm_eps", "config.rms_norm_eps", _why("norm epsilon", spec, "text.norm.eps")),
+        Setting(
+            "rms_norm_eps",
+            f"config.{text.norm.eps_key}" if text.norm.eps_key else repr(text.norm.eps),
+            _why("norm epsilon", spec, "text.norm.eps"),
+        ),
         Setting(
             "tie_word_embeddings",
             "bool(config.tie_word_embeddings)",
@@ -360,6 +364,11 @@ def _settings(
         )
     elif "final_logit_softcapping" in base_fields:
         settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
+    set_fields = {s.field for s in settings}
+    for field, expr in profile.init_needs:
+        if field not in set_fields:
+            reason = f"read by {profile.class_name}.__init__ (not by the generated layers)"
+            settings.append(Setting(field, expr, reason))
     return tuple(settings), tuple(extra)
 
 

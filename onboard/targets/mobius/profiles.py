@@ -35,7 +35,9 @@ class ClassProfile:
     config_module: str
     can: dict[str, frozenset[str]]
     bugs: tuple[str, ...] = ()  # known bug ids (see bugs.py) behind missing capabilities
-    text_model_overridable: bool = True  # the class keeps its text model in ``self.model``
+    # Config fields the class's own __init__ reads even when a generated text model replaces its
+    # text model, with the expression the generated config falls back to.
+    init_needs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
 
 
@@ -122,6 +124,7 @@ PROFILES: dict[str, ClassProfile] = {
                 per_kind_rope={"no", "yes"},
             ),
             bugs=("M1", "M2"),
+            init_needs=(("rope_local_base_freq", "base.rope_local_base_freq or base.rope_theta"),),
         ),
         ClassProfile(
             "OLMo2CausalLMModel",

@@ -1,0 +1,129 @@
+"""Re-onboard every causal-LM model type both transformers and mobius know (a benchmark).
+
+For each type: a config (the real fixture when tests/fixtures/hub has one, else transformers'
+default config), then `onboard new --treat-as-new` into a temporary folder, in one process.
+Prints one row per type (kind, closest class, deltas, parity, unresolved or blocking reasons,
+seconds) and the pass rate per kind.
+
+    .venv/bin/python benchmarks/reonboard.py [--only qwen3,llama] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIXTURES = ROOT / "tests" / "fixtures" / "hub"
+
+
+def fixture_configs() -> dict[str, Path]:
+    found = {}
+    for path in sorted(FIXTURES.glob("*/*/config.json")):
+        model_type = json.loads(path.read_text()).get("model_type")
+        found.setdefault(model_type, path.parent)
+    return found
+
+
+def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:
+    if model_type in fixtures:
+        return fixtures[model_type], "fixture"
+    from tests.new_types import default_config_dir
+
+    return default_config_dir(model_type, scratch), "default config"
+
+
+def run(model_type: str, fixtures: dict[str, Path], scratch: Path) -> dict:
+    from onboard.errors import OnboardError
+    from onboard.pipeline import NewOptions, onboard_new
+
+    start = time.perf_counter()
+    row = {"model_type": model_type}
+    try:
+        folder, row["config"] = config_dir(model_type, fixtures, scratch)
+    except Exception as exc:  # transformers cannot even build its own default config
+        row.update(status="no-config", detail=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        row["seconds"] = round(time.perf_counter() - start, 2)
+        return row
+    try:
+        from onboard.classify import classify
+        from onboard.source import read_config
+
+        row["kind"] = str(classify(read_config(folder / "config.json")).kind)
+    except OnboardError:
+        row["kind"] = "unknown"
+    try:
+        result = onboard_new(
+            NewOptions(model=str(folder), treat_as_new=True, out=scratch / model_type / "out")
+        )
+    except OnboardError as exc:
+        row.update(
+            status=type(exc).__name__, detail="; ".join(getattr(exc, "items", ())) or exc.message
+        )
+    except Exception as exc:  # a crash is a finding, recorded and counted
+        row.update(status="crash", detail=f"{type(exc).__name__}: {exc}")
+    else:
+        report = result.parity
+        chosen = result.proposal.chosen
+        row.update(
+            closest=chosen.variant.class_name if chosen else None,
+            deltas=[d.feature for d in chosen.deltas] if chosen else [],
+            status="pass" if report.passed else "parity-fail",
+            xfail=sorted({c.bug for c in report.checks if c.bug}),
+            worst=max(
+                (c.metrics.max_abs for c in report.checks if c.metrics and c.status == "fail"),
+                default=None,
+            ),
+            detail="; ".join(f"{c.provider} {c.name}: {c.detail}" for c in report.failures)[:300],
+        )
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated model types")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from onboard.targets.mobius.registry import open_library
+
+    keys = {v.key for v in open_library(None).variants}
+    types = sorted(t for t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if t in keys)
+    if args.only:
+        types = [t for t in types if t in args.only.split(",")]
+    fixtures = fixture_configs()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="onboard-reonboard-") as tmp:
+        for model_type in types:
+            row = run(model_type, fixtures, Path(tmp))
+            rows.append(row)
+            xfail = " xfail:" + "+".join(row["xfail"]) if row.get("xfail") else ""
+            print(
+                f"{model_type:<22} {row.get('kind', '-'):<10} {row['status']:<24} "
+                f"{(row.get('closest') or '-'):<26} {row['seconds']:>5.1f}s  "
+                f"{','.join(row.get('deltas', []))}{xfail}  {row.get('detail', '')[:160]}",
+                flush=True,
+            )
+    by_kind = Counter(r.get("kind", "n/a") for r in rows)
+    passed = Counter(r.get("kind", "n/a") for r in rows if r["status"] == "pass")
+    print("\nparity passed / types, by kind:")
+    for kind, total in sorted(by_kind.items()):
+        print(f"  {kind:<10} {passed[kind]}/{total}")
+    statuses = Counter(r["status"] for r in rows)
+    print(f"all {len(rows)} types: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""Check that the spec *computes* what the HF model computes, module by module.
+
+The spec is a description; this module is its executable form, a small torch interpreter that
+runs the spec with the tiny HF model's own weights. Each decoder sub-module (attention, MLP, every
+norm) is run on the exact input the HF module received (captured with hooks), so a mismatch points
+at one module, and the embedding and final logits are checked the same way. Any mismatch becomes
+an unresolved delta naming the HF class and the line of its ``forward``: the analysis then says
+what it does not understand instead of letting a generator emit plausible but wrong code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.spec import Delta, TextDecoderSpec
+
+TOLERANCE = 1e-4  # fp32; the interpreter and HF agree to ~1e-6 when the spec is right
+SEQ_LEN = 9  # longer than the tiny sliding window
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    module: str  # model.layers.0.self_attn
+    class_name: str
+    max_abs: float
+
+
+def check_spec(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Delta, ...]:
+    """Deltas for every HF module whose output the spec does not reproduce (empty when it does)."""
+    import torch
+
+    interpreter = SpecInterpreter(text, model, tiny_config)
+    try:
+        with torch.no_grad():
+            mismatches = interpreter.compare()
+    except Exception as exc:  # the interpreter cannot even run: the spec does not fit the model
+        return (
+            Delta(
+                "spec does not fit the HF model",
+                type(model).__name__,
+                f"{type(exc).__name__}: {exc}",
+            ),
+        )
+    return tuple(_delta(m, model) for m in mismatches)
+
+
+def _delta(mismatch: Mismatch, model: Any) -> Delta:
+    module = model.get_submodule(mismatch.module)
+    where = _forward_location(type(module)) or mismatch.module
+    return Delta(
+        f"{mismatch.class_name} computes something the spec does not describe",
+        where,
+        f"{mismatch.module}: max abs {mismatch.max_abs:.2g} against the spec's computation",
+    )
+
+
+def _forward_location(cls: type) -> str | None:
+    try:
+        lines, start = inspect.getsourcelines(cls.forward)
+        path = inspect.getsourcefile(cls.forward) or ""
+    except (OSError, TypeError):
+        return None
+    return f"{path.rsplit('/', 1)[-1]}:{start}" if lines else None
+
+
+class SpecInterpreter:
+    """Runs ``TextDecoderSpec`` in torch with the HF model's weights."""
+
+    def __init__(self, text: TextDecoderSpec, model: Any, tiny_config: Any) -> None:
+        self.text = text
+        self.model = model
+        self.config = tiny_config
+        self.params = dict(model.named_parameters())
+        self.heads = tiny_config.num_attention_heads
+        self.kv_heads = getattr(tiny_config, "num_key_value_heads", None) or self.heads
+        self.head_dim = (
+            getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
+        )
+        self.layer_types = list(getattr(tiny_config, "layer_types", None) or [])
+
+    # -- comparison -------------------------------------------------------------------------
+
+    def compare(self) -> list[Mismatch]:
+        import torch
+
+        captured, handles = self._capture()
+        ids = (torch.arange(SEQ_LEN) * 7 + 3).remainder(self.config.vocab_size - 1).unsqueeze(0) + 1
+        try:
+            out = self.model(input_ids=ids, use_cache=False)
+        finally:
+            for handle in handles:
+                handle.remove()
+        mismatches: list[Mismatch] = []
+
+        def check(name: str, ours: Any, theirs: Any) -> None:
+            diff = (ours.float() - theirs.float()).abs().max().item()
+            if not math.isfinite(diff) or diff > TOLERANCE:
+                module = self.model.get_submodule(name)
+                mismatches.append(Mismatch(name, type(module).__name__, diff))
+
+        embed_in, embed_out = captured["model.embed_tokens"]
+        check("model.embed_tokens", self.embed(embed_in[0]), embed_out)
+        for i in range(len(self.model.model.layers)):
+            prefix = f"model.layers.{i}"
+            for _role, attr in self.text.norm.names:
+                name = f"{prefix}.{attr}"
+                if name in captured:
+                    x, y = captured[name]
+                    check(name, self.norm(x[0], f"{name}."), y)
+            x, y = captured[f"{prefix}.self_attn"]
+            check(f"{prefix}.self_attn", self.attention(i, x[0]), y)
+            x, y = captured[f"{prefix}.mlp"]
+            check(f"{prefix}.mlp", self.mlp(i, x[0]), y)
+        if not mismatches:  # end to end, so residual wiring and the head are covered too
+            logits = self.forward(ids)
+            diff = (logits - out.logits).abs().max().item()
+            if not math.isfinite(diff) or diff > TOLERANCE:
+                mismatches.append(Mismatch("model", type(self.model.model).__name__, diff))
+        return mismatches
+
+    def _capture(self) -> tuple[dict[str, tuple[list[Any], Any]], list[Any]]:
+        import torch
+
+        captured: dict[str, tuple[list[Any], Any]] = {}
+        wanted = {"model.embed_tokens"}
+        for i in range(len(self.model.model.layers)):
+            wanted |= {f"model.layers.{i}.self_attn", f"model.layers.{i}.mlp"}
+            wanted |= {f"model.layers.{i}.{attr}" for _, attr in self.text.norm.names}
+        handles = []
+
+        def hook(name: str) -> Callable[..., None]:
+            def record(_module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+                inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+                first = output[0] if isinstance(output, tuple) else output
+                captured[name] = (inputs, first.detach().clone())
+
+            return record
+
+        for name, module in self.model.named_modules():
+            if name in wanted:
+                handles.append(module.register_forward_hook(hook(name), with_kwargs=True))
+        return captured, handles
+
+    # -- the spec's computation -------------------------------------------------------------
+
+    def weight(self, name: str) -> Any:
+        return self.params[name]
+
+    def bias(self, name: str) -> Any:
+        return self.params.get(name)
+
+    def embed(self, ids: Any) -> Any:
+        hidden = self.weight("model.embed_tokens.weight")[ids]
+        if self.text.embedding_scale == "sqrt_hidden":
+            hidden = hidden * self.config.hidden_size**0.5
+        return hidden
+
+    def norm(self, x: Any, prefix: str) -> Any:
+        import torch
+
+        spec = self.text.norm
+        x = x.float()
+        if spec.kind == "layer":
+            x = x - x.mean(-1, keepdim=True)
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + spec.eps)
+        y = y * (self.weight(prefix + "weight") + spec.weight_offset)
+        bias = self.bias(prefix + "bias")
+        return y + bias if bias is not None else y
+
+    def linear(self, x: Any, prefix: str) -> Any:
+        y = x @ self.weight(prefix + "weight").T
+        bias = self.bias(prefix + "bias")
+        return y + bias if bias is not None else y
+
+    def rope(self, kind: str, positions: Any) -> tuple[Any, Any, int] | None:
+        import torch
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        spec = self.text.rope_for(kind)
+        if spec.rope_type is None:
+            return None
+        dim = int(self.head_dim * spec.partial_rotary_factor)
+        scaling = 1.0
+        if spec.rope_type == "default":
+            inv_freq = 1.0 / (spec.theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        else:
+            layer_type = (
+                kind
+                if isinstance(getattr(self.config, "rope_parameters", {}).get(kind), dict)
+                else None
+            )
+            kwargs = {"layer_type": layer_type} if layer_type else {}
+            inv_freq, scaling = ROPE_INIT_FUNCTIONS[spec.rope_type](self.config, None, **kwargs)
+        freqs = positions.float()[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos() * scaling, emb.sin() * scaling, dim
+
+    def attention(self, layer: int, x: Any) -> Any:
+        import torch
+
+        spec = self.text.attention
+        prefix = f"model.layers.{layer}.self_attn."
+        batch, seq, _ = x.shape
+        q, k, v = (self.linear(x, f"{prefix}{p}_proj.") for p in "qkv")
+        if spec.qk_norm == "full_width":
+            q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
+        q = q.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        if spec.qk_norm == "per_head":
+            q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
+        kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
+        rotary = self.rope(kind, torch.arange(seq))
+        if rotary is not None:
+            cos, sin, dim = rotary
+            q = torch.cat((_rotate(q[..., :dim], cos, sin), q[..., dim:]), dim=-1)
+            k = torch.cat((_rotate(k[..., :dim], cos, sin), k[..., dim:]), dim=-1)
+        repeat = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        scale = self._scale()
+        scores = (q @ k.transpose(-1, -2)) * scale
+        if spec.softcap:
+            scores = torch.tanh(scores / spec.softcap) * spec.softcap
+        scores = scores + self._mask(kind, seq)
+        probs = torch.softmax(scores.float(), dim=-1)
+        out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
+        return self.linear(out, f"{prefix}o_proj.")
+
+    def _scale(self) -> float:
+        key = self.text.attention.scale_key
+        if key:
+            return float(getattr(self.config, key)) ** -0.5
+        return self.head_dim**-0.5
+
+    def _mask(self, kind: str, seq: int) -> Any:
+        import torch
+
+        i = torch.arange(seq)[:, None]
+        j = torch.arange(seq)[None, :]
+        allowed = j <= i
+        window = getattr(self.config, "sliding_window", None)
+        if kind == "sliding_attention" and window:
+            allowed &= j > i - window
+        return torch.where(allowed, 0.0, float("-inf"))
+
+    def mlp(self, layer: int, x: Any) -> Any:
+        from transformers.activations import ACT2FN
+
+        spec = self.text.mlp
+        prefix = f"model.layers.{layer}.mlp."
+        act = ACT2FN[spec.activation]
+        if spec.kind == "fused_gate_up":
+            gate, up = self.linear(x, prefix + "gate_up_proj.").chunk(2, dim=-1)
+            return self.linear(act(gate) * up, prefix + "down_proj.")
+        if spec.kind == "gated":
+            gate, up, down = spec.projections
+            hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
+            return self.linear(hidden, f"{prefix}{down}.")
+        raise NotImplementedError(f"MLP kind {spec.kind}")
+
+    def forward(self, ids: Any) -> Any:
+        import torch
+
+        names = dict(self.text.norm.names)
+        hidden = self.embed(ids)
+        for i in range(len(self.model.model.layers)):
+            prefix = f"model.layers.{i}."
+
+            def norm(role: str, x: Any, prefix: str = prefix) -> Any:
+                return self.norm(x, f"{prefix}{names[role]}.") if role in names else x
+
+            attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
+            hidden = hidden + attn
+            hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden)))
+        hidden = self.norm(hidden, "model.norm.")
+        head = self.params.get("lm_head.weight", self.weight("model.embed_tokens.weight"))
+        logits = hidden @ head.T
+        cap = self.text.final_logit_softcap
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def _rotate(x: Any, cos: Any, sin: Any) -> Any:
+    import torch
+
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin

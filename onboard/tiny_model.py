@@ -1,0 +1,42 @@
+"""Build tiny HF models: randomly initialised, eager attention, every parameter perturbed.
+
+Shared by the analysis (probe, spec check) and the parity reference. HF initialises norm weights
+to 1 (0 for ``1 + w`` norms) and biases to 0, which hides a missing offset, a swapped norm or an
+unmapped bias; perturbing every parameter makes such differences visible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.errors import InvalidConfigError
+
+PERTURB_STD = 0.05
+
+
+def build_tiny_model(hf_config: Any, *, seed: int = 0) -> Any:
+    """A float32, eager-attention HF causal LM for ``hf_config`` (HF's own random init)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf_config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    try:
+        model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
+    except Exception as exc:  # transformers raises many types for inconsistent configs
+        raise InvalidConfigError(
+            f"transformers cannot build a tiny {hf_config.model_type} model from this config "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        ) from None
+    return model.float().eval()
+
+
+def perturb(model: Any, *, seed: int = 1) -> Any:
+    """Add N(0, PERTURB_STD) noise to every parameter, deterministically."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * PERTURB_STD)
+    return model
