@@ -244,7 +244,7 @@ class DenseSpecBuilder:
         elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         else:
-            kind, projections = "plain", tuple(names)
+            kind, projections = "plain", self._plain_projections(names)
         self._probe("text.mlp.kind", f"{LAYER0}mlp", ", ".join(names))
         activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
         act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
@@ -267,6 +267,17 @@ class DenseSpecBuilder:
             bias_key=bias_key,
             activation_key=act_key,
         )
+
+    def _plain_projections(self, names: list[str]) -> tuple[str, ...]:
+        """(input projection, output projection) of a non-gated MLP, told apart by shape."""
+        hidden = self.tiny.hidden_size
+        shapes = {n: self._layer_param(f"mlp.{n}.weight") for n in names}
+        into = [n for n, shape in shapes.items() if shape and shape[-1] == hidden]
+        out = [n for n, shape in shapes.items() if shape and shape[0] == hidden and n not in into]
+        if len(into) != 1 or len(out) != 1 or len(names) != 2:
+            self._delta("MLP projections not understood", f"{LAYER0}mlp", ", ".join(names))
+            return tuple(names)
+        return (into[0], out[0])
 
     def norm(self) -> NormSpec:
         layer_norms = [n for n in self.probe.layer_norms if "." not in n.name]
@@ -374,12 +385,18 @@ class DenseSpecBuilder:
     def _check_parameters(self) -> None:
         """Every parameter must have a role; report each unknown one once, with its source line."""
         modules = dict(self.probe.modules)
+        # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
+        flow = self.probe.flow
+        placed_norms = set(flow.attn_in + flow.attn_out + flow.mlp_in + flow.mlp_out)
         seen: set[str] = set()
         for name, shape in self.probe.parameters:
             if name in _KNOWN_TOP_PARAMS or name == "lm_head.weight":
                 continue
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
-            if match and _KNOWN_LAYER_PARAMS.match(match.group(1)):
+            if match and (
+                _KNOWN_LAYER_PARAMS.match(match.group(1))
+                or match.group(1).rpartition(".")[0] in placed_norms
+            ):
                 continue
             pattern = re.sub(r"\.layers\.\d+\.", ".layers.*.", name)
             if pattern in seen:

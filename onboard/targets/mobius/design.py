@@ -27,7 +27,12 @@ TEXT_FEATURES = frozenset(
         "mlp",
     }
 )
-NORM_CLASSES = {"rms": "RMSNorm", "rms+1": "OffsetRMSNorm", "layer": "LayerNorm"}
+NORM_CLASSES = {
+    "rms": "RMSNorm",
+    "rms+1": "OffsetRMSNorm",
+    "layer": "LayerNorm",
+    "layer+1": "OffsetLayerNorm",
+}
 # Attribute names mobius' DecoderLayer gives its norms, per placement and role.
 DECODER_LAYER_NORMS = {
     "pre": {"attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm"},
@@ -128,7 +133,12 @@ def design_model(
     profile = PROFILES[chosen.variant.class_name]
     needed = requirements(spec)
     missing = {d.feature for d in chosen.deltas}
-    text_design = _text_design(spec, needed, missing) if missing & TEXT_FEATURES else None
+    prefix = (
+        class_prefix(spec.source.architecture, spec.model_type)
+        if name is None
+        else class_prefix("", name)
+    )
+    text_design = _text_design(spec, needed, missing, prefix) if missing & TEXT_FEATURES else None
     settings, extra = _settings(spec, profile, text_design)
     final_softcap = "final_softcap" in missing
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
@@ -140,9 +150,7 @@ def design_model(
     return ModelDesign(
         model_type=spec.model_type,
         module=module,
-        prefix=class_prefix(spec.source.architecture, name or spec.model_type)
-        if name is None
-        else class_prefix("", name),
+        prefix=prefix,
         base=profile,
         base_key=chosen.variant.key,
         settings=settings,
@@ -172,15 +180,18 @@ def _why(phrase: str, spec: ArchitectureSpec, path: str) -> str:
     return f"{phrase} ({where})" if where else phrase
 
 
-def _text_design(spec: ArchitectureSpec, needed: dict[str, str], missing: set[str]) -> TextDesign:
+def _text_design(
+    spec: ArchitectureSpec, needed: dict[str, str], missing: set[str], prefix: str
+) -> TextDesign:
     text = spec.text
     kinds = text.distinct_layer_types
     reasons = []
     norm_class = NORM_CLASSES[needed["norm"]]
     if needed["norm"] == "rms+1":
         reasons.append(_why("norms scale by (1 + w)", spec, "text.norm.weight_offset"))
-    elif needed["norm"] == "layer":
-        reasons.append(_why("LayerNorm (centred) norms", spec, "text.norm.kind"))
+    elif needed["norm"].startswith("layer"):
+        offset = " scaling by (1 + w)" if needed["norm"] == "layer+1" else ""
+        reasons.append(_why(f"LayerNorm (centred) norms{offset}", spec, "text.norm.kind"))
     if text.norm.placement == "sandwich":
         reasons.append(
             _why("norms before and after attention and the MLP", spec, "text.norm.placement")
@@ -208,11 +219,15 @@ def _text_design(spec: ArchitectureSpec, needed: dict[str, str], missing: set[st
         )
     if needed["mlp"] == "fused_gate_up":
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
+    elif needed["mlp"] == "plain":
+        reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
     return TextDesign(
         norm_class=norm_class,
         placement=text.norm.placement,
         norm_names=text.norm.names,
-        mlp_class="FusedGateUpMLP" if needed["mlp"] == "fused_gate_up" else "MLP",
+        mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
+            needed["mlp"], "MLP"
+        ),
         embedding_scale=text.embedding_scale == "sqrt_hidden",
         attention_scale=bool(text.attention.scale_key),
         layer_kinds=kinds,
@@ -404,12 +419,17 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
 
 
 def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
-    """HF norm names that differ from the names the generated layers use."""
+    """HF names (norms, MLP projections) that differ from the names the generated layers use."""
+    renames = []
+    mlp = spec.text.mlp
+    if mlp.kind == "plain":  # FCMLP names its projections up_proj / down_proj
+        for hf_name, ours in zip(mlp.projections, ("up_proj", "down_proj"), strict=True):
+            if hf_name != ours:
+                renames.append((f".mlp.{hf_name}.", f".mlp.{ours}."))
     placement = spec.text.norm.placement
     if placement == "sandwich" and text_design is not None:
-        return ()  # the generated layer uses the HF names
+        return tuple(renames)  # the generated layer uses the HF norm names
     expected = DECODER_LAYER_NORMS.get(placement, {})
-    renames = []
     for role, hf_name in spec.text.norm.names:
         ours = expected.get(role)
         if ours and ours != hf_name:

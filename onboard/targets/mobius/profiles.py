@@ -15,7 +15,7 @@ from onboard.spec import ArchitectureSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
-    "norm",  # rms, rms+1 (Gemma's 1 + w), layer
+    "norm",  # rms, rms+1 (Gemma's 1 + w), layer, layer+1
     "placement",  # pre, sandwich, post
     "embedding_scale",  # none, sqrt_hidden
     "layer_dispatch",  # uniform, layer_types
@@ -23,7 +23,7 @@ FEATURES = (
     "per_kind_rope",  # no, yes (a different theta for sliding layers)
     "attention_scale",  # head_dim, query_pre_attn_scalar
     "final_softcap",  # no, yes
-    "mlp",  # gated, fused_gate_up
+    "mlp",  # gated, fused_gate_up, plain (up -> act -> down)
 )
 
 
@@ -140,7 +140,7 @@ PROFILES: dict[str, ClassProfile] = {
 def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     """The value of every structural feature that ``spec`` needs."""
     text = spec.text
-    norm = "layer" if text.norm.kind == "layer" else ("rms+1" if text.norm.weight_offset else "rms")
+    norm = text.norm.kind + ("+1" if text.norm.weight_offset else "")
     kinds = text.distinct_layer_types
     if "sliding_attention" not in kinds or not text.sliding_window:
         window = "none"

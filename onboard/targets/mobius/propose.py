@@ -78,7 +78,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
             "mobius Attention has one attn_qkv_bias flag"
         )
-    if text.mlp.kind == "plain":
+    if text.mlp.kind == "plain" and len(text.mlp.projections) != 2:
         found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
     for kind, rope in text.rope:
         if rope.rope_type is not None and rope.rope_type not in SUPPORTED_ROPE:

@@ -60,10 +60,10 @@ def test_gemma3_closest_is_gemma2_and_its_bugs_are_routed_around(library) -> Non
 def test_blockers_name_what_cannot_be_expressed(library) -> None:
     spec = analysis_of("Qwen/Qwen2.5-0.5B").spec
     attention = dataclasses.replace(spec.text.attention, k_bias=False)
-    mlp = dataclasses.replace(spec.text.mlp, kind="plain", projections=("fc1", "fc2"))
+    mlp = dataclasses.replace(spec.text.mlp, kind="plain", projections=("fc1", "fc2", "fc3"))
     broken = dataclasses.replace(
         spec, text=dataclasses.replace(spec.text, attention=attention, mlp=mlp)
     )
     blockers = propose(broken, library, treat_as_new=True).blockers
     assert any("q/k/v projections differ in bias" in b for b in blockers)
-    assert any("non-gated MLP (fc1, fc2)" in b for b in blockers)
+    assert any("non-gated MLP (fc1, fc2, fc3)" in b for b in blockers)
