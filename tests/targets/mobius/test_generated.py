@@ -112,3 +112,24 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
     default = [c for c in report.checks if c.provider == "default" and c.name == "prefill"]
     assert default[0].status is Status.FAIL  # T9 is never blamed for generated code
     assert not report.bugs
+
+
+@pytest.mark.parametrize(
+    ("model_type", "expected_xfail"),
+    [
+        ("arcee", set()),  # non-gated MLP with relu2
+        ("nemotron", {"M3"}),  # LayerNorm (1 + w) with bias, partial RoPE
+        ("stablelm", {"M3"}),  # LayerNorm, partial RoPE
+        ("olmo2", set()),  # post-norm, full-width qk-norm
+        ("gemma2", {"T8"}),  # softcaps, query_pre_attn_scalar, alternating windows
+    ],
+)
+def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir(model_type, tmp_path / "models")
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert {c.bug for c in report.checks if c.status is Status.XFAIL} == expected_xfail
+    assert all(c.status is Status.PASS for c in report.checks if c.provider == "default")
