@@ -50,6 +50,17 @@ class SourceRef:
 
 
 @dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek-style multi-head latent attention: low-rank q and kv, a shared RoPE key part."""
+
+    q_lora_rank: int | None  # None: q_proj directly, no q_a/q_b
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
 class AttentionSpec:
     num_heads: int
     num_kv_heads: int
@@ -80,6 +91,55 @@ class MLPSpec:
     projections: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")  # HF attribute names
     bias_key: str | None = None  # config key HF reads the MLP bias from (mlp_bias), if any
     activation_key: str = "hidden_act"  # config key HF reads the activation from
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """How the router turns logits into (weights, expert indices).
+
+    ``softmax_topk``: score every expert (softmax or sigmoid), pick the top k, optionally renormalise
+    the picked weights; ``topk_softmax``: pick the top k logits, softmax over those. A correction
+    bias shifts only the *choice* (DeepSeek-V3); group-limited routing first keeps the best
+    ``topk_group`` of ``n_group`` groups.
+    """
+
+    scoring: Literal["softmax", "sigmoid"]
+    order: Literal["softmax_topk", "topk_softmax"]
+    renormalize: bool
+    renormalize_key: str | None = None  # config key behind renormalize (norm_topk_prob)
+    correction_bias: bool = False
+    n_group: int = 1
+    topk_group: int = 1
+    routed_scaling_factor: float = 1.0
+    bias: bool = False  # the router's linear layer has a bias
+
+
+@dataclass(frozen=True)
+class SharedExpertSpec:
+    intermediate_size: int
+    gated: bool  # output scaled by sigmoid(shared_expert_gate(x))
+    name: str  # HF attribute: shared_expert or shared_experts
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    num_experts: int
+    top_k: int
+    intermediate_size: int  # width of each routed expert
+    router: RouterSpec
+    shared: SharedExpertSpec | None
+    activation: str
+    # On-disk naming (the checkpoint keeps one tensor per expert):
+    block_name: str = "mlp"  # model.layers.N.<block_name>.experts.E.<leaf>
+    expert_leaves: tuple[tuple[str, str], ...] = (
+        ("gate", "gate_proj"),
+        ("up", "up_proj"),
+        ("down", "down_proj"),
+    )
+    router_name: str = "gate"
+
+    def leaf(self, role: str) -> str:
+        return dict(self.expert_leaves)[role]
 
 
 @dataclass(frozen=True)
@@ -126,6 +186,11 @@ class TextDecoderSpec:
     tie_word_embeddings: bool
     embedding_scale: Literal["none", "sqrt_hidden"] = "none"  # token embeddings x sqrt(hidden)
     final_logit_softcap: float | None = None
+    moe: MoESpec | None = None
+    mlp_kinds: tuple[Literal["dense", "moe"], ...] = ()  # per layer; empty: every layer dense
+
+    def is_moe_layer(self, index: int) -> bool:
+        return bool(self.mlp_kinds) and self.mlp_kinds[index] == "moe"
 
     def rope_for(self, kind: LayerKind) -> RopeSpec:
         return dict(self.rope)[kind]

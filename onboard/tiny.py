@@ -22,6 +22,21 @@ TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
+TINY_EXPERTS = 4
+TINY_TOP_K = 2
+TINY_EXPERT_WIDTH = 32
+# MoE and MLA sizes, by the field names transformers uses (first found wins).
+_EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+_TINY_SIZES = {
+    "num_experts_per_tok": TINY_TOP_K,
+    "moe_intermediate_size": TINY_EXPERT_WIDTH,
+    "shared_expert_intermediate_size": TINY_EXPERT_WIDTH,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 16,
+}
 
 # Per-layer lists whose entries make a layer's signature (and are subsampled together).
 PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
@@ -34,11 +49,18 @@ class TinyConfig:
     layer_indices: tuple[int, ...]  # which real layers the tiny layers stand for
 
 
-def shrink_config(config: Mapping[str, Any], layer_types: list[str] | None) -> TinyConfig:
+def shrink_config(
+    config: Mapping[str, Any],
+    layer_types: list[str] | None,
+    layer_classes: list[str] | None = None,
+) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
     ``layer_types`` is the real per-layer list as transformers' config class computes it (it may
     be derived from ``use_sliding_window``, ``sliding_window_pattern`` and similar fields).
+    ``layer_classes`` describes each real layer as ``"dense|<classes>"`` or ``"moe|<classes>"``,
+    read from a meta-device build of the real model, so layers that differ only in their MLP
+    (DeepSeek's first dense layers) are kept too.
     """
     tiny = copy.deepcopy(dict(config))
     heads = _int(config.get("num_attention_heads"), 1)
@@ -64,15 +86,48 @@ def shrink_config(config: Mapping[str, Any], layer_types: list[str] | None) -> T
     if config.get("sliding_window") is not None:
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
     _remap_token_ids(tiny)
+    _shrink_moe_and_mla(tiny, heads, kv_heads)
 
-    per_layer = _per_layer_lists(tiny, layer_types, _int(config.get("num_hidden_layers"), 1))
-    indices = _representative_layers(per_layer, _int(config.get("num_hidden_layers"), 1))
+    num_layers = _int(config.get("num_hidden_layers"), 1)
+    per_layer = _per_layer_lists(tiny, layer_types, num_layers)
+    signature_lists = dict(per_layer)
+    if layer_classes is not None and len(layer_classes) == num_layers:
+        signature_lists["__classes__"] = list(layer_classes)
+    indices = _representative_layers(signature_lists, num_layers)
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
     tiny["num_hidden_layers"] = len(indices)
     if "max_window_layers" in tiny:
         tiny["max_window_layers"] = len(indices)
+    if layer_classes is not None and len(layer_classes) == num_layers:
+        _remap_dense_layers(tiny, [layer_classes[i] for i in indices])
     return TinyConfig(tiny, indices)
+
+
+def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None:
+    experts_key = next((k for k in _EXPERT_COUNT_KEYS if _int(tiny.get(k), 0) > 1), None)
+    if experts_key:
+        tiny[experts_key] = TINY_EXPERTS
+        if isinstance(tiny.get("n_group"), int) and tiny["n_group"] > 1:
+            tiny["n_group"], tiny["topk_group"] = 2, 1  # still group-limited, on 2 + 2 experts
+    for key, value in _TINY_SIZES.items():
+        if _int(tiny.get(key), 0) > 0:
+            tiny[key] = value
+    if _int(tiny.get("kv_lora_rank"), 0) > 0:  # MLA: full heads, head_dim is the RoPE part
+        tiny["num_key_value_heads"] = tiny["num_attention_heads"]
+        tiny["head_dim"] = tiny["qk_rope_head_dim"]
+
+
+def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:
+    """Rewrite the fields that say which layers are dense, for the kept layers' new indices."""
+    dense = [i for i, c in enumerate(classes) if c.startswith("dense|")]
+    if not dense or len(dense) == len(classes):
+        return
+    if "first_k_dense_replace" in tiny:
+        tiny["first_k_dense_replace"] = len(dense)
+    if "mlp_only_layers" in tiny or "decoder_sparse_step" in tiny:
+        tiny["mlp_only_layers"] = dense
+        tiny["decoder_sparse_step"] = 1
 
 
 def _int(value: Any, default: int) -> int:

@@ -32,11 +32,19 @@ def build_tiny_model(hf_config: Any, *, seed: int = 0) -> Any:
 
 
 def perturb(model: Any, *, seed: int = 1) -> Any:
-    """Add N(0, PERTURB_STD) noise to every parameter, deterministically."""
+    """Add N(0, PERTURB_STD) noise to every parameter and every saved buffer, deterministically.
+
+    Saved buffers include router correction biases (DeepSeek-V3's ``e_score_correction_bias``),
+    which HF initialises to zero; RoPE tables are not saved and stay exact.
+    """
     import torch
 
     generator = torch.Generator().manual_seed(seed)
+    saved = set(model.state_dict())
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn(param.shape, generator=generator) * PERTURB_STD)
+        for name, buffer in model.named_buffers():
+            if name in saved and buffer.is_floating_point():
+                buffer.add_(torch.randn(buffer.shape, generator=generator) * PERTURB_STD * 10)
     return model

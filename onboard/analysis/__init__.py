@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.dense import DenseSpecBuilder
+from onboard.analysis.decoder import DecoderSpecBuilder
+from onboard.analysis.layers import layer_signatures
 from onboard.analysis.probe import Probe, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.classify import Classification, Kind, classify, require_in_scope
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
-from onboard.spec import ArchitectureSpec, SourceRef, WeightSpec
+from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
 from onboard.tiny import TinyConfig, shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 
@@ -33,10 +34,11 @@ def analyse(source: ModelSource) -> Analysis:
     modeling = source.hf_file("modeling_")
     classification = classify(source.config, modeling.text if modeling else None)
     require_in_scope(classification)
-    if classification.kind is not Kind.DENSE:
+    if classification.kind not in (Kind.DENSE, Kind.MOE):
         raise UnsupportedFeatureError(
             f"{source.model_type} is a {classification.kind} model "
-            f"({'; '.join(classification.reasons)}); onboard generates dense decoders so far"
+            f"({'; '.join(classification.reasons)}); onboard generates dense and MoE decoders "
+            "so far"
         )
     if "auto_map" in source.config and not source.hf_files:
         raise UnsupportedFeatureError(
@@ -46,13 +48,17 @@ def analyse(source: ModelSource) -> Analysis:
     check_sizes(source.config, required=False)
     hf_config = make_hf_config(source.config)
     check_sizes(hf_config)
-    tiny = shrink_config(source.config, _list_or_none(getattr(hf_config, "layer_types", None)))
+    real_layers = layer_signatures(hf_config)
+    layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
+    tiny = shrink_config(source.config, layer_types, real_layers)
     tiny_config = make_hf_config(tiny.config)
     model = build_tiny_model(tiny_config)
     probe = probe_model(model)
-    builder = DenseSpecBuilder(hf_config, tiny_config, probe, source.hf_files)
+    builder = DecoderSpecBuilder(
+        hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers
+    )
     text = builder.build()
-    unresolved = tuple(builder.deltas)
+    unresolved = tuple(builder.deltas) + _tiny_keeps_layers(tiny_config, tiny, real_layers)
     if not unresolved:  # an incomplete spec cannot be run; otherwise prove it computes HF's model
         unresolved = check_spec(text, perturb(model), tiny_config)
     spec = ArchitectureSpec(
@@ -67,6 +73,25 @@ def analyse(source: ModelSource) -> Analysis:
         unresolved=unresolved,
     )
     return Analysis(spec, classification, tiny, probe)
+
+
+def _tiny_keeps_layers(
+    tiny_config: Any, tiny: TinyConfig, real_layers: list[str]
+) -> tuple[Delta, ...]:
+    """The tiny model must have the layers it stands for, or parity would test something else."""
+    if not real_layers:
+        return ()
+    expected = [real_layers[i] for i in tiny.layer_indices]
+    got = layer_signatures(tiny_config)
+    if got == expected:
+        return ()
+    return (
+        Delta(
+            "the tiny config does not keep the real per-layer structure",
+            "config.json",
+            f"expected {expected}, got {got}",
+        ),
+    )
 
 
 def _list_or_none(value: Any) -> list[str] | None:

@@ -252,16 +252,53 @@ class SpecInterpreter:
         return torch.where(allowed, 0.0, float("-inf"))
 
     def mlp(self, layer: int, x: Any) -> Any:
+        if f"model.layers.{layer}.mlp.experts.down_proj" in self.params:
+            return self.moe(layer, x)
+        return self.dense_mlp(f"model.layers.{layer}.mlp.", x)
+
+    def moe(self, layer: int, x: Any) -> Any:
+        """Routed experts (the spec's router on the router's weights) plus shared experts."""
+        import torch
+        from transformers.activations import ACT2FN
+
+        from onboard.analysis.moe import route
+
+        spec = self.text.moe
+        prefix = f"model.layers.{layer}.mlp."
+        block = self.model.get_submodule(prefix.rstrip("."))
+        router = getattr(block, spec.router_name)
+        hidden = x.reshape(-1, x.shape[-1])
+        top_k = getattr(self.config, "num_experts_per_tok", None) or spec.top_k
+        weights, indices = route(hidden, router, spec.router, top_k)
+        gate_up = self.weight(prefix + "experts.gate_up_proj")
+        down = self.weight(prefix + "experts.down_proj")
+        act = ACT2FN[spec.activation]
+        out = torch.zeros_like(hidden)
+        for slot in range(indices.shape[1]):
+            for expert in range(gate_up.shape[0]):
+                rows = indices[:, slot] == expert
+                if not rows.any():
+                    continue
+                gate, up = (hidden[rows] @ gate_up[expert].T).chunk(2, dim=-1)
+                value = (act(gate) * up) @ down[expert].T
+                out[rows] += value * weights[rows, slot, None].to(value.dtype)
+        if spec.shared is not None:
+            shared = self.dense_mlp(f"{prefix}{spec.shared.name}.", hidden, gated=True)
+            if spec.shared.gated:
+                shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
+            out = out + shared
+        return out.view_as(x)
+
+    def dense_mlp(self, prefix: str, x: Any, *, gated: bool = False) -> Any:
         from transformers.activations import ACT2FN
 
         spec = self.text.mlp
-        prefix = f"model.layers.{layer}.mlp."
         act = ACT2FN[spec.activation]
         if spec.kind == "fused_gate_up":
             gate, up = self.linear(x, prefix + "gate_up_proj.").chunk(2, dim=-1)
             return self.linear(act(gate) * up, prefix + "down_proj.")
-        if spec.kind == "gated":
-            gate, up, down = spec.projections
+        if gated or spec.kind == "gated":
+            gate, up, down = ("gate_proj", "up_proj", "down_proj") if gated else spec.projections
             hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
             return self.linear(hidden, f"{prefix}{down}.")
         up, down = spec.projections

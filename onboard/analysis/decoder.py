@@ -1,4 +1,4 @@
-"""Build the ``TextDecoderSpec`` of a dense decoder from its config and a tiny-model probe.
+"""Build the ``TextDecoderSpec`` of a decoder (dense or MoE) from its config and a tiny-model probe.
 
 Each section reads the real config (normalised by transformers) for sizes and the probe for
 structure, and logs its evidence. Whatever the probe shows that no section explains (an unknown
@@ -34,6 +34,10 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|self_attn\.(q|k)_norm\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
+    r"|mlp\.experts\.(gate_up_proj|down_proj)"
+    r"|mlp\.(gate|router)\.(weight|bias|e_score_correction_bias)"
+    r"|mlp\.shared_experts?\.(gate|up|down)_proj\.weight"
+    r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
 _KNOWN_TOP_PARAMS = {"model.embed_tokens.weight", "model.norm.weight", "model.norm.bias"}
@@ -51,7 +55,7 @@ _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
-class DenseSpecBuilder:
+class DecoderSpecBuilder:
     """Reads one config + probe; ``build()`` returns the spec, evidence and deltas."""
 
     def __init__(
@@ -60,13 +64,30 @@ class DenseSpecBuilder:
         tiny_config: Any,
         probe: Probe,
         files: Sequence[SourceFile],
+        *,
+        model: Any = None,
+        real_layers: Sequence[str] = (),
     ) -> None:
         self.cfg = hf_config
         self.tiny = tiny_config
         self.probe = probe
         self.files = files
+        self.model = model
+        self.real_layers = tuple(real_layers)
         self.log = EvidenceLog()
         self.deltas: list[Delta] = []
+        layers = dict(probe.modules)
+        count = tiny_config.num_hidden_layers
+        # The first dense layer describes the dense MLP (MoE models may have none).
+        self.dense_layer = next(
+            (
+                i
+                for i in range(count)
+                if f"model.layers.{i}.mlp.experts" not in layers
+                and f"model.layers.{i}.mlp" in layers
+            ),
+            None,
+        )
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -121,7 +142,27 @@ class DenseSpecBuilder:
             tie_word_embeddings=tie,
             embedding_scale=self.embedding_scale(),
             final_logit_softcap=float(final_softcap) if final_softcap else None,
+            **self.moe(),
         )
+
+    def moe(self) -> dict[str, Any]:
+        """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones)."""
+        kinds = tuple(sig.split("|", 1)[0] for sig in self.real_layers)
+        if "moe" not in kinds or self.model is None:
+            return {}
+        from onboard.analysis.moe import find_moe
+        from onboard.checkpoint import tensors
+
+        found = find_moe(self.model, self.tiny, self.cfg, tensors(self.model))
+        for path, evidence in found.evidence:
+            self.log.add(path, evidence)
+        self.deltas.extend(found.deltas)
+        dense = [i for i, kind in enumerate(kinds) if kind == "dense"]
+        summary = f"{len(dense)} dense layer(s) {dense[:8]}" if dense else "every layer is MoE"
+        self.log.add(
+            "text.mlp_kinds", Evidence("probe", "meta-device build of the real model", summary)
+        )
+        return {"moe": found.spec, "mlp_kinds": kinds}
 
     def layer_types(self) -> tuple[str, ...]:
         cfg = self.cfg
@@ -231,7 +272,15 @@ class DenseSpecBuilder:
 
     def mlp(self) -> MLPSpec:
         cfg = self.cfg
-        prefix = LAYER0 + "mlp."
+        activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
+        act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
+        self._config("text.mlp.activation", act_key, activation)
+        if self.dense_layer is None:  # every layer is MoE: the experts are gated MLPs
+            return MLPSpec(
+                "gated", str(activation), False, cfg.intermediate_size, activation_key=act_key
+            )
+        layer = f"model.layers.{self.dense_layer}."
+        prefix = layer + "mlp."
         names = sorted(
             {
                 n.removeprefix(prefix).split(".")[0]
@@ -244,15 +293,13 @@ class DenseSpecBuilder:
         elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         else:
-            kind, projections = "plain", self._plain_projections(names)
-        self._probe("text.mlp.kind", f"{LAYER0}mlp", ", ".join(names))
-        activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
-        act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
-        self._config("text.mlp.activation", act_key, activation)
-        bias = any(self._layer_param(f"mlp.{p}.bias") is not None for p in projections)
-        self._probe("text.mlp.bias", f"{LAYER0}mlp.{projections[-1]}.bias", str(bias))
-        bias_key = self._config_key_of("text.mlp.bias", LAYER0 + "mlp", projections[-1], "bias")
-        width = cfg.intermediate_size
+            kind, projections = "plain", self._plain_projections(names, prefix)
+        self._probe("text.mlp.kind", f"{layer}mlp", ", ".join(names))
+        bias = any(self.probe.param_shape(f"{prefix}{p}.bias") is not None for p in projections)
+        self._probe("text.mlp.bias", f"{prefix}{projections[-1]}.bias", str(bias))
+        bias_key = self._config_key_of("text.mlp.bias", layer + "mlp", projections[-1], "bias")
+        width = self.probe.param_shape(f"{prefix}{projections[-1]}.weight")
+        width = _real_width(cfg, self.tiny, width[-1] if width else None)
         if isinstance(width, list):
             self._delta(
                 "MLP width differs per layer", "config.json:intermediate_size", str(width[:4])
@@ -268,14 +315,14 @@ class DenseSpecBuilder:
             activation_key=act_key,
         )
 
-    def _plain_projections(self, names: list[str]) -> tuple[str, ...]:
+    def _plain_projections(self, names: list[str], prefix: str) -> tuple[str, ...]:
         """(input projection, output projection) of a non-gated MLP, told apart by shape."""
         hidden = self.tiny.hidden_size
-        shapes = {n: self._layer_param(f"mlp.{n}.weight") for n in names}
+        shapes = {n: self.probe.param_shape(f"{prefix}{n}.weight") for n in names}
         into = [n for n, shape in shapes.items() if shape and shape[-1] == hidden]
         out = [n for n, shape in shapes.items() if shape and shape[0] == hidden and n not in into]
         if len(into) != 1 or len(out) != 1 or len(names) != 2:
-            self._delta("MLP projections not understood", f"{LAYER0}mlp", ", ".join(names))
+            self._delta("MLP projections not understood", prefix.rstrip("."), ", ".join(names))
             return tuple(names)
         return (into[0], out[0])
 
@@ -421,6 +468,14 @@ class DenseSpecBuilder:
             value = getattr(self.cfg, key, None)
             if value not in (None, 1, 1.0, 0, 0.0):
                 self._delta(f"config multiplier {key}", f"config.json:{key}", repr(value))
+
+
+def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
+    """The real MLP width: the real value of whichever config field the tiny width came from."""
+    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        if tiny_width is not None and getattr(tiny, key, None) == tiny_width:
+            return getattr(real, key)
+    return real.intermediate_size
 
 
 def _placement(names: dict[str, str]) -> str | None:

@@ -1,0 +1,39 @@
+"""What each real layer is made of, without allocating it: a meta-device build of the full model.
+
+Config fields that decide per-layer structure vary by model (``first_k_dense_replace``,
+``mlp_only_layers`` with ``decoder_sparse_step``, ``moe_layer_freq`` ...). Building the real
+model on torch's meta device runs transformers' own code for them in a fraction of a second and
+allocates nothing; the tiny config is then checked against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.errors import InvalidConfigError
+
+
+def layer_signatures(hf_config: Any) -> list[str]:
+    """``"moe|<mlp class>|<attention class>"`` or ``"dense|..."`` for every decoder layer."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config)
+    except Exception as exc:  # transformers raises many types for inconsistent configs
+        raise InvalidConfigError(
+            f"transformers cannot build a {hf_config.model_type} model from this config "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        ) from None
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        return []
+    return [_signature(layer) for layer in layers]
+
+
+def _signature(layer: Any) -> str:
+    mlp = getattr(layer, "mlp", None)
+    kind = "moe" if mlp is not None and hasattr(mlp, "experts") else "dense"
+    children = "|".join(type(child).__name__ for _, child in layer.named_children())
+    return f"{kind}|{children}"
