@@ -73,10 +73,11 @@ class AttentionSpec:
     scale: float  # multiplies q·k; head_dim ** -0.5 unless the model says otherwise
     softcap: float | None = None
     # Which values HF reads from the config at run time (the rest the architecture fixes):
-    bias_keys: tuple[
-        tuple[str, str], ...
-    ] = ()  # projection letter -> config key, e.g. q -> attention_bias
+    # projection letter -> config key, e.g. q -> attention_bias
+    bias_keys: tuple[tuple[str, str], ...] = ()
     scale_key: str | None = None  # scale = config.<key> ** -0.5 (query_pre_attn_scalar)
+    mla: MLASpec | None = None
+    yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
@@ -97,10 +98,10 @@ class MLPSpec:
 class RouterSpec:
     """How the router turns logits into (weights, expert indices).
 
-    ``softmax_topk``: score every expert (softmax or sigmoid), pick the top k, optionally renormalise
-    the picked weights; ``topk_softmax``: pick the top k logits, softmax over those. A correction
-    bias shifts only the *choice* (DeepSeek-V3); group-limited routing first keeps the best
-    ``topk_group`` of ``n_group`` groups.
+    ``softmax_topk``: score every expert (softmax or sigmoid), pick the top k, optionally
+    renormalise the picked weights; ``topk_softmax``: pick the top k logits, softmax over those.
+    A correction bias shifts only the *choice* (DeepSeek-V3); group-limited routing first keeps
+    the best ``topk_group`` of ``n_group`` groups.
     """
 
     scoring: Literal["softmax", "sigmoid"]
@@ -169,6 +170,7 @@ class RopeSpec:
     theta: float
     partial_rotary_factor: float = 1.0
     scaling: tuple[tuple[str, Any], ...] = ()  # the remaining rope_parameters, sorted
+    interleaved: bool = False  # rotate (x0, x1), (x2, x3) ... pairs (DeepSeek's rope_interleave)
 
 
 @dataclass(frozen=True)

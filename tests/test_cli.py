@@ -114,10 +114,9 @@ def test_bad_configs_are_one_line(cli_env, tmp_path, content, fragment) -> None:
 
 
 def test_unsupported_kind_in_scope_but_not_generated(cli_env, tmp_path) -> None:
-    run = onboard(
-        "new", str(fixture_config("Qwen/Qwen3-30B-A3B")), "--out", str(tmp_path / "o"), env=cli_env
-    )
-    _one_line_error(run, ExitCode.UNSUPPORTED, "moe model")
+    config = fixture_config("ai21labs/AI21-Jamba-1.5-Mini")
+    run = onboard("new", str(config), "--out", str(tmp_path / "o"), env=cli_env)
+    _one_line_error(run, ExitCode.UNSUPPORTED, "hybrid_moe model")
 
 
 def test_bad_repo_writes_nothing(cli_env, mobius_repo, tmp_path) -> None:

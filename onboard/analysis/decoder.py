@@ -20,6 +20,7 @@ from onboard.spec import (
     Delta,
     Evidence,
     EvidenceLog,
+    MLASpec,
     MLPSpec,
     NormSpec,
     RopeSpec,
@@ -32,6 +33,8 @@ LAYER0 = "model.layers.0."
 _KNOWN_LAYER_PARAMS = re.compile(
     r"^(self_attn\.(q|k|v|o)_proj\.(weight|bias)"
     r"|self_attn\.(q|k)_norm\.weight"
+    r"|self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.(weight|bias)"
+    r"|self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
     r"|mlp\.experts\.(gate_up_proj|down_proj)"
@@ -189,6 +192,8 @@ class DecoderSpecBuilder:
         return int(window) if window else None
 
     def attention(self) -> AttentionSpec:
+        if self.probe.param_shape(f"{LAYER0}self_attn.kv_a_proj_with_mqa.weight") is not None:
+            return self.mla_attention()
         cfg, probe = self.cfg, self.probe
         heads = cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
@@ -224,6 +229,50 @@ class DecoderSpecBuilder:
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
+        )
+
+    def mla_attention(self) -> AttentionSpec:
+        """Multi-head latent attention: sizes from the config, the scale from the probe."""
+        cfg = self.cfg
+        mla = MLASpec(
+            q_lora_rank=getattr(cfg, "q_lora_rank", None),
+            kv_lora_rank=cfg.kv_lora_rank,
+            qk_nope_head_dim=cfg.qk_nope_head_dim,
+            qk_rope_head_dim=cfg.qk_rope_head_dim,
+            v_head_dim=cfg.v_head_dim,
+        )
+        self._probe(
+            "text.attention.mla",
+            f"{LAYER0}self_attn.kv_a_proj_with_mqa.weight",
+            f"low-rank kv {mla.kv_lora_rank}, q {mla.q_lora_rank}",
+        )
+        self._source("text.attention.mla", r"self\.kv_a_proj_with_mqa\s*=")
+        qk_head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        tiny_qk = self.tiny.qk_nope_head_dim + self.tiny.qk_rope_head_dim
+        measured = self.probe.attention_scaling
+        yarn = False
+        if measured is not None and not math.isclose(measured, tiny_qk**-0.5, rel_tol=1e-6):
+            if math.isclose(measured, _yarn_scale(self.tiny, tiny_qk**-0.5), rel_tol=1e-6):
+                yarn = True
+                self._source("text.attention.scale", r"yarn_apply_mscale\(")
+            else:
+                self._delta(
+                    "attention scale not explained", f"{LAYER0}self_attn.scaling", f"{measured:.6g}"
+                )
+        scale = _yarn_scale(cfg, qk_head_dim**-0.5) if yarn else qk_head_dim**-0.5
+        bias = self.probe.param_shape(f"{LAYER0}self_attn.kv_a_proj_with_mqa.bias") is not None
+        return AttentionSpec(
+            num_heads=cfg.num_attention_heads,
+            num_kv_heads=cfg.num_attention_heads,
+            head_dim=qk_head_dim,
+            q_bias=bias,
+            k_bias=bias,
+            v_bias=bias,
+            o_bias=self.probe.param_shape(f"{LAYER0}self_attn.o_proj.bias") is not None,
+            qk_norm="none",
+            scale=scale,
+            mla=mla,
+            yarn_mscale=yarn,
         )
 
     def _config_key_of(self, path: str, module: str, attr: str, keyword: str) -> str | None:
@@ -403,11 +452,15 @@ class DecoderSpecBuilder:
                     if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
                 )
             )
+            interleaved = bool(getattr(self.cfg, "rope_interleave", False))
+            if interleaved:
+                self._config(f"text.rope.{kind}", "rope_interleave", True)
             spec = RopeSpec(
                 rope_type=str(per_kind.get("rope_type", "default")),
                 theta=float(per_kind.get("rope_theta", 10000.0)),
                 partial_rotary_factor=factor,
                 scaling=extra,
+                interleaved=interleaved,
             )
             self._config(f"text.rope.{kind}", "rope_parameters", per_kind)
             self._probe(
@@ -468,6 +521,17 @@ class DecoderSpecBuilder:
             value = getattr(self.cfg, key, None)
             if value not in (None, 1, 1.0, 0, 0.0):
                 self._delta(f"config multiplier {key}", f"config.json:{key}", repr(value))
+
+
+def _yarn_scale(config: Any, scale: float) -> float:
+    """DeepSeek's scale for YaRN RoPE: times mscale(factor, mscale_all_dim) squared."""
+    rope = getattr(config, "rope_parameters", None) or {}
+    mscale_all_dim = rope.get("mscale_all_dim", 0)
+    factor = rope.get("factor", 1.0)
+    if rope.get("rope_type", "default") == "default" or not mscale_all_dim or factor <= 1:
+        return scale
+    mscale = 0.1 * mscale_all_dim * math.log(factor) + 1.0
+    return scale * mscale * mscale
 
 
 def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:

@@ -210,7 +210,8 @@ def _probe_router(
     if not matches:
         return None, [], Delta("router computes something no known router does", where, "")
     spec = _with_renormalize_key(matches[0], real)
-    detail = f"{_describe(spec)}; the only match of {len(_candidates(tiny, correction is not None, bias is not None))} router variants run on the tiny router"
+    tried = len(_candidates(tiny, correction is not None, bias is not None))
+    detail = f"{_describe(spec)}; the only match of {tried} router variants run on the tiny router"
     if len(matches) > 1:
         detail = f"{_describe(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None

@@ -204,6 +204,46 @@ class SpecInterpreter:
         return emb.cos() * scaling, emb.sin() * scaling, dim
 
     def attention(self, layer: int, x: Any) -> Any:
+        if self.text.attention.mla is not None:
+            return self.mla_attention(layer, x)
+        return self.standard_attention(layer, x)
+
+    def mla_attention(self, layer: int, x: Any) -> Any:
+        """DeepSeek's MLA: low-rank q and kv, RoPE on a slice shared by every key head."""
+        import torch
+
+        mla = self.text.attention.mla
+        config = self.config
+        prefix = f"model.layers.{layer}.self_attn."
+        batch, seq, _ = x.shape
+        nope, rope_dim, v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
+        if mla.q_lora_rank:
+            q = self.linear(
+                self.norm(self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm."),
+                prefix + "q_b_proj.",
+            )
+        else:
+            q = self.linear(x, prefix + "q_proj.")
+        q = q.view(batch, seq, self.heads, nope + rope_dim).transpose(1, 2)
+        q_pass, q_rot = q.split([nope, rope_dim], dim=-1)
+        compressed = self.linear(x, prefix + "kv_a_proj_with_mqa.")
+        kv_latent, k_rot = compressed.split([config.kv_lora_rank, rope_dim], dim=-1)
+        kv = self.linear(self.norm(kv_latent, prefix + "kv_a_layernorm."), prefix + "kv_b_proj.")
+        kv = kv.view(batch, seq, self.heads, nope + v_dim).transpose(1, 2)
+        k_pass, v = kv.split([nope, v_dim], dim=-1)
+        k_rot = k_rot.view(batch, 1, seq, rope_dim)
+        kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
+        cos, sin, _ = self.rope(kind, self.positions[:seq])
+        interleaved = self.text.rope_for(kind).interleaved
+        q_rot, k_rot = _rotate(q_rot, cos, sin, interleaved), _rotate(k_rot, cos, sin, interleaved)
+        query = torch.cat((q_pass, q_rot), dim=-1)
+        key = torch.cat((k_pass, k_rot.expand(-1, self.heads, -1, -1)), dim=-1)
+        scores = (query @ key.transpose(-1, -2)) * self._scale() + self._mask(kind, seq)
+        probs = torch.softmax(scores.float(), dim=-1)
+        out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * v_dim)
+        return self.linear(out, prefix + "o_proj.")
+
+    def standard_attention(self, layer: int, x: Any) -> Any:
         import torch
 
         spec = self.text.attention
@@ -221,8 +261,9 @@ class SpecInterpreter:
         rotary = self.rope(kind, self.positions[:seq])
         if rotary is not None:
             cos, sin, dim = rotary
-            q = torch.cat((_rotate(q[..., :dim], cos, sin), q[..., dim:]), dim=-1)
-            k = torch.cat((_rotate(k[..., :dim], cos, sin), k[..., dim:]), dim=-1)
+            interleaved = self.text.rope_for(kind).interleaved
+            q = torch.cat((_rotate(q[..., :dim], cos, sin, interleaved), q[..., dim:]), dim=-1)
+            k = torch.cat((_rotate(k[..., :dim], cos, sin, interleaved), k[..., dim:]), dim=-1)
         repeat = self.heads // self.kv_heads
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
         scale = self._scale()
@@ -235,9 +276,14 @@ class SpecInterpreter:
         return self.linear(out, f"{prefix}o_proj.")
 
     def _scale(self) -> float:
-        key = self.text.attention.scale_key
-        if key:
-            return float(getattr(self.config, key)) ** -0.5
+        from onboard.analysis.decoder import _yarn_scale
+
+        spec = self.text.attention
+        if spec.scale_key:
+            return float(getattr(self.config, spec.scale_key)) ** -0.5
+        if spec.mla is not None:
+            qk = self.config.qk_nope_head_dim + self.config.qk_rope_head_dim
+            return _yarn_scale(self.config, qk**-0.5) if spec.yarn_mscale else qk**-0.5
         return self.head_dim**-0.5
 
     def _mask(self, kind: str, seq: int) -> Any:
@@ -325,9 +371,13 @@ class SpecInterpreter:
         return torch.tanh(logits / cap) * cap if cap else logits
 
 
-def _rotate(x: Any, cos: Any, sin: Any) -> Any:
+def _rotate(x: Any, cos: Any, sin: Any, interleaved: bool = False) -> Any:
+    """RoPE as HF applies it; interleaved pairs are first gathered into halves (DeepSeek)."""
     import torch
 
+    if interleaved:
+        d = x.shape[-1]
+        x = x.reshape(*x.shape[:-1], d // 2, 2).transpose(-1, -2).reshape(*x.shape)
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin

@@ -182,9 +182,9 @@ def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path) -> None:
     assert "config multiplier logits_scaling" in found
 
 
-def test_moe_is_not_generated_yet() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="moe model"):
-        analyse(load_source(str(FIXTURES / "Qwen/Qwen3-30B-A3B/config.json")))
+def test_hybrid_is_not_generated_yet() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="hybrid_moe model"):
+        analyse(load_source(str(FIXTURES / "ai21labs/AI21-Jamba-1.5-Mini/config.json")))
 
 
 @pytest.mark.parametrize(
