@@ -44,6 +44,8 @@ def environment() -> jinja2.Environment:
     env.filters["role"] = _role
     env.filters["tuple_literal"] = lambda items: repr(tuple(items))
     env.filters["bullet"] = _bullet
+    env.filters["has_role"] = lambda names, role: role in dict(names)
+    env.filters["paragraph"] = _paragraph
     return env
 
 
@@ -138,6 +140,18 @@ def _bullet(text: str, indent: int = 0) -> str:
         subsequent_indent=f"{pad}  ",
         break_on_hyphens=False,
         break_long_words=False,
+    )
+
+
+def _paragraph(text: str, indent: int = 0) -> str:
+    """Prose wrapped to the line length at ``indent`` (for docstrings)."""
+    pad = " " * indent
+    return textwrap.fill(
+        " ".join(str(text).split()),
+        width=LINE_LENGTH - 4,
+        initial_indent=pad,
+        subsequent_indent=pad,
+        break_on_hyphens=False,
     )
 
 

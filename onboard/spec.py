@@ -120,6 +120,7 @@ class SharedExpertSpec:
     intermediate_size: int
     gated: bool  # output scaled by sigmoid(shared_expert_gate(x))
     name: str  # HF attribute: shared_expert or shared_experts
+    width_expr: str = "shared_expert_intermediate_size"  # config expression for the width
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,13 @@ class MoESpec:
         ("down", "down_proj"),
     )
     router_name: str = "gate"
+    # Which layers are dense, as the HF config says it: none, first_k_dense_replace (layers below
+    # it are dense) or mlp_only_layers (listed layers dense; the rest every decoder_sparse_step).
+    dense_rule: Literal["none", "first_k_dense_replace", "mlp_only_layers"] = "none"
+    # The HF config keys of the sizes (they vary: num_local_experts, num_experts, n_routed_experts).
+    count_key: str = "num_local_experts"
+    top_k_key: str = "num_experts_per_tok"
+    width_key: str = "moe_intermediate_size"
 
     def leaf(self, role: str) -> str:
         return dict(self.expert_leaves)[role]

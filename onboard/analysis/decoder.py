@@ -7,6 +7,7 @@ parameter, a parallel block, mixed norms) becomes an unresolved ``Delta`` instea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -165,7 +166,15 @@ class DecoderSpecBuilder:
         self.log.add(
             "text.mlp_kinds", Evidence("probe", "meta-device build of the real model", summary)
         )
-        return {"moe": found.spec, "mlp_kinds": kinds}
+        rule = dense_rule(self.cfg, kinds)
+        if rule is None:
+            self._delta(
+                "which layers are dense is not explained by the config", "config.json", summary
+            )
+        elif rule != "none":
+            self._config("text.mlp_kinds", rule, getattr(self.cfg, rule))
+        spec = found.spec and dataclasses.replace(found.spec, dense_rule=rule or "none")
+        return {"moe": spec, "mlp_kinds": kinds}
 
     def layer_types(self) -> tuple[str, ...]:
         cfg = self.cfg
@@ -521,6 +530,24 @@ class DecoderSpecBuilder:
             value = getattr(self.cfg, key, None)
             if value not in (None, 1, 1.0, 0, 0.0):
                 self._delta(f"config multiplier {key}", f"config.json:{key}", repr(value))
+
+
+def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
+    """The config rule that reproduces which layers are dense, or None when none does."""
+    count = len(kinds)
+    rules = {"none": ["moe"] * count}
+    first_k = getattr(config, "first_k_dense_replace", None)
+    if isinstance(first_k, int):
+        rules["first_k_dense_replace"] = ["dense" if i < first_k else "moe" for i in range(count)]
+    step = getattr(config, "decoder_sparse_step", None)
+    if isinstance(step, int) and step > 0:
+        only = set(getattr(config, "mlp_only_layers", None) or [])
+        rules["mlp_only_layers"] = [
+            "moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(count)
+        ]
+    # A rule the config declares wins over "none", so other checkpoints of the type still work.
+    order = ("first_k_dense_replace", "mlp_only_layers", "none")
+    return next((name for name in order if rules.get(name) == list(kinds)), None)
 
 
 def _yarn_scale(config: Any, scale: float) -> float:

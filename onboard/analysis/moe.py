@@ -54,7 +54,9 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
             Evidence("probe", f"{prefix}.experts.gate_up_proj", f"shape {tuple(gate_up.shape)}"),
         )
     )
-    real_width = _real_size(width, tiny, real, ("moe_intermediate_size", "intermediate_size"))
+    width_keys = ("moe_intermediate_size", "intermediate_size")
+    width_key = _size_key(width, tiny, real, width_keys) or "moe_intermediate_size"
+    real_width = _real_size(width, tiny, real, width_keys)
     if real_width is None:
         deltas.append(Delta("expert width not explained", f"{prefix}.experts", str(width)))
         real_width = width
@@ -87,24 +89,37 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         block_name=block_name,
         expert_leaves=leaves,
         router_name="gate" if hasattr(block, "gate") else "router",
+        count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",
+        top_k_key=_first_key(real, top_k_keys) or "num_experts_per_tok",
+        width_key=width_key,
     )
     return MoEFindings(spec, tuple(evidence), tuple(deltas))
 
 
-def _first_int(config: Any, keys: tuple[str, ...]) -> int | None:
+def _first_key(config: Any, keys: tuple[str, ...]) -> str | None:
     for key in keys:
         value = getattr(config, key, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+            return key
     return None
+
+
+def _first_int(config: Any, keys: tuple[str, ...]) -> int | None:
+    key = _first_key(config, keys)
+    return getattr(config, key) if key else None
+
+
+def _size_key(tiny_value: int, tiny: Any, real: Any, keys: tuple[str, ...]) -> str | None:
+    """Which size field of the config the tiny value came from."""
+    return next(
+        (k for k in keys if getattr(tiny, k, None) == tiny_value and getattr(real, k, None)), None
+    )
 
 
 def _real_size(tiny_value: int, tiny: Any, real: Any, keys: tuple[str, ...]) -> int | None:
     """The real config's value of whichever size field the tiny value came from."""
-    for key in keys:
-        if getattr(tiny, key, None) == tiny_value and getattr(real, key, None):
-            return int(getattr(real, key))
-    return None
+    key = _size_key(tiny_value, tiny, real, keys)
+    return int(getattr(real, key)) if key else None
 
 
 def _router_parameters(router: Any) -> tuple[Any, Any, Any]:
@@ -211,9 +226,11 @@ def _probe_router(
         return None, [], Delta("router computes something no known router does", where, "")
     spec = _with_renormalize_key(matches[0], real)
     tried = len(_candidates(tiny, correction is not None, bias is not None))
-    detail = f"{_describe(spec)}; the only match of {tried} router variants run on the tiny router"
+    detail = (
+        f"{describe_router(spec)}; the only match of {tried} router variants run on the tiny router"
+    )
     if len(matches) > 1:
-        detail = f"{_describe(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
+        detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None
 
 
@@ -226,7 +243,7 @@ def _with_renormalize_key(spec: RouterSpec, real: Any) -> RouterSpec:
     return spec
 
 
-def _describe(spec: RouterSpec) -> str:
+def describe_router(spec: RouterSpec) -> str:
     if spec.order == "topk_softmax":
         text = "top-k of the logits, then softmax"
     else:
@@ -250,14 +267,14 @@ def _shared_experts(
         if module is None:
             continue
         width = module.gate_proj.weight.shape[0]
-        real_width = _real_size(
-            width, tiny, real, ("shared_expert_intermediate_size", "moe_intermediate_size")
-        )
+        width_expr = "shared_expert_intermediate_size"
+        real_width = _real_size(width, tiny, real, (width_expr,))
         shared_count = getattr(real, "n_shared_experts", None)
-        if real_width is None and shared_count:
+        if real_width is None and shared_count:  # DeepSeek: n_shared_experts experts fused in one
             tiny_moe = getattr(tiny, "moe_intermediate_size", None)
             if tiny_moe and width == tiny_moe * getattr(tiny, "n_shared_experts", 1):
                 real_width = real.moe_intermediate_size * shared_count
+                width_expr = "moe_intermediate_size * n_shared_experts"
         gated = getattr(block, "shared_expert_gate", None) is not None
         evidence.append(
             (
@@ -270,7 +287,7 @@ def _shared_experts(
             if real_width
             else [Delta("shared expert width not explained", f"{prefix}.{name}", str(width))]
         )
-        return SharedExpertSpec(real_width or width, gated, name), deltas
+        return SharedExpertSpec(real_width or width, gated, name, width_expr), deltas
     return None, []
 
 

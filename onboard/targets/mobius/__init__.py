@@ -96,6 +96,7 @@ class MobiusTarget:
             model_type=analysis.spec.model_type,
             bug_ids=bug_ids,
             device=device,
+            compare_kv=analysis.spec.text.attention.mla is None,
         )
 
 

@@ -11,9 +11,9 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from onboard.spec import ArchitectureSpec, Evidence
+from onboard.spec import ArchitectureSpec, Evidence, RouterSpec, SharedExpertSpec
 from onboard.targets.base import Candidate
-from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements
+from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 
 TEXT_FEATURES = frozenset(
     {
@@ -25,8 +25,31 @@ TEXT_FEATURES = frozenset(
         "per_kind_rope",
         "attention_scale",
         "mlp",
+        "experts",
+        "router",
+        "shared_experts",
+        "dense_layers",
+        "attention_kind",
     }
 )
+# mobius gates for the routers they compute (profiles.router_kind), and how to build them.
+GATES = {
+    "softmax_topk": (
+        "SoftmaxTopKGate",
+        "config.hidden_size, config.num_local_experts, config.num_experts_per_tok, "
+        "norm_topk_prob=config.norm_topk_prob",
+    ),
+    "topk_softmax": (
+        "TopKGate",
+        "config.hidden_size, config.num_local_experts, config.num_experts_per_tok",
+    ),
+    "sigmoid_topk": (
+        "SigmoidTopKGate",
+        "config.hidden_size, config.num_local_experts, config.num_experts_per_tok, "
+        "norm_topk_prob=config.norm_topk_prob, "
+        "routed_scaling_factor=config.routed_scaling_factor",
+    ),
+}
 NORM_CLASSES = {
     "rms": "RMSNorm",
     "rms+1": "OffsetRMSNorm",
@@ -59,6 +82,19 @@ class ExtraField:
 
 
 @dataclass(frozen=True)
+class MoEDesign:
+    """How the generated layers build their MoE block."""
+
+    gate_class: str  # a mobius gate, or the generated router
+    gate_args: str  # constructor arguments (source), reading the mobius config
+    generated_router: bool
+    router: RouterSpec
+    router_description: str
+    shared: SharedExpertSpec | None
+    dense_rule: str  # none, first_k_dense_replace, mlp_only_layers
+
+
+@dataclass(frozen=True)
 class TextDesign:
     norm_class: str
     placement: str
@@ -71,14 +107,17 @@ class TextDesign:
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
     per_kind_rope: bool
     reasons: tuple[str, ...]  # one line per feature the text model changes
+    moe: MoEDesign | None = None
+    mla: bool = False
 
     @property
     def overrides_forward(self) -> bool:
-        return self.windowed or self.per_kind_rope or len(self.layer_kinds) > 1
+        # Latent attention cannot take TextModel's GroupQueryAttention context: always own masks.
+        return self.windowed or self.per_kind_rope or len(self.layer_kinds) > 1 or self.mla
 
     @property
     def custom_layer(self) -> bool:
-        return self.placement == "sandwich"
+        return self.placement == "sandwich" or self.moe is not None or self.mla
 
 
 @dataclass(frozen=True)
@@ -221,6 +260,11 @@ def _text_design(
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
     elif needed["mlp"] == "plain":
         reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
+    moe = _moe_design(spec, prefix, reasons)
+    if spec.text.attention.mla is not None:
+        reasons.append(
+            _why("multi-head latent attention (low-rank q and kv)", spec, "text.attention.mla")
+        )
     return TextDesign(
         norm_class=norm_class,
         placement=text.norm.placement,
@@ -235,6 +279,42 @@ def _text_design(
         uniform_window=needed["sliding_window"] == "uniform",
         per_kind_rope=needed["per_kind_rope"] == "yes",
         reasons=tuple(reasons),
+        moe=moe,
+        mla=spec.text.attention.mla is not None,
+    )
+
+
+def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoEDesign | None:
+    from onboard.analysis.moe import describe_router
+
+    moe = spec.text.moe
+    if moe is None:
+        return None
+    kind = router_kind(moe.router)
+    gate_class, gate_args = GATES.get(kind, (f"{prefix}Router", "config"))
+    description = describe_router(moe.router)
+    reasons.append(
+        _why(
+            f"{moe.num_experts} routed experts, top {moe.top_k}: {description}",
+            spec,
+            "text.moe.router",
+        )
+    )
+    if moe.shared is not None:
+        gated = "behind a sigmoid gate" if moe.shared.gated else "always added"
+        reasons.append(_why(f"a shared expert {gated}", spec, "text.moe.shared"))
+    if moe.dense_rule != "none":
+        reasons.append(
+            _why(f"dense layers chosen by config.{moe.dense_rule}", spec, "text.mlp_kinds")
+        )
+    return MoEDesign(
+        gate_class=gate_class,
+        gate_args=gate_args,
+        generated_router=kind == "custom",
+        router=moe.router,
+        router_description=description,
+        shared=moe.shared,
+        dense_rule=moe.dense_rule,
     )
 
 
@@ -379,12 +459,136 @@ def _settings(
         )
     elif "final_logit_softcapping" in base_fields:
         settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
+    settings += _moe_settings(spec, extra)
+    settings += _mla_settings(spec, extra)
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
         if field not in set_fields:
             reason = f"read by {profile.class_name}.__init__ (not by the generated layers)"
             settings.append(Setting(field, expr, reason))
     return tuple(settings), tuple(extra)
+
+
+def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    moe = spec.text.moe
+    if moe is None:
+        return []
+    router = moe.router
+    settings = [
+        Setting(
+            "num_local_experts",
+            f"config.{moe.count_key}",
+            _why("routed experts", spec, "text.moe.experts"),
+        ),
+        Setting("num_experts_per_tok", f"config.{moe.top_k_key}", "experts per token"),
+        Setting(
+            "moe_intermediate_size",
+            f"config.{moe.width_key}",
+            _why("width of each expert", spec, "text.moe.experts"),
+        ),
+        _bool_setting(
+            spec,
+            "norm_topk_prob",
+            router.renormalize_key,
+            router.renormalize,
+            "text.moe.router",
+            "renormalise the top-k weights",
+        ),
+    ]
+    if router.routed_scaling_factor != 1.0:
+        settings.append(
+            Setting(
+                "routed_scaling_factor",
+                "config.routed_scaling_factor",
+                _why("routing weights scale", spec, "text.moe.router"),
+            )
+        )
+    if router.n_group > 1:
+        settings.append(
+            Setting("n_group", "config.n_group", _why("expert groups", spec, "text.moe.router"))
+        )
+        settings.append(
+            Setting(
+                "topk_group",
+                "config.topk_group",
+                _why("groups kept per token", spec, "text.moe.router"),
+            )
+        )
+    if moe.shared is not None:
+        width = " * ".join(f"config.{part.strip()}" for part in moe.shared.width_expr.split("*"))
+        settings.append(
+            Setting(
+                "shared_expert_intermediate_size",
+                width,
+                _why("shared expert width", spec, "text.moe.shared"),
+            )
+        )
+    if moe.dense_rule == "first_k_dense_replace":
+        settings.append(
+            Setting(
+                "first_k_dense_replace",
+                "config.first_k_dense_replace",
+                _why("leading dense layers", spec, "text.mlp_kinds"),
+            )
+        )
+    elif moe.dense_rule == "mlp_only_layers":
+        extra.append(
+            ExtraField("mlp_only_layers", "list[int]", "dataclasses.field(default_factory=list)")
+        )
+        extra.append(ExtraField("decoder_sparse_step", "int", "1"))
+        settings.append(
+            Setting(
+                "mlp_only_layers",
+                "list(config.mlp_only_layers or [])",
+                _why("layers kept dense", spec, "text.mlp_kinds"),
+            )
+        )
+        settings.append(
+            Setting(
+                "decoder_sparse_step",
+                "config.decoder_sparse_step",
+                _why("every n-th layer is MoE", spec, "text.mlp_kinds"),
+            )
+        )
+    return settings
+
+
+def _mla_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    attention = spec.text.attention
+    if attention.mla is None:
+        return []
+    why = _why("latent attention sizes", spec, "text.attention.mla")
+    settings = [
+        Setting(field, f"config.{field}", why)
+        for field in (
+            "q_lora_rank",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "v_head_dim",
+        )
+    ]
+    rope = spec.text.rope[0][1] if spec.text.rope else None
+    if rope is not None and rope.interleaved:
+        settings.append(
+            Setting(
+                "rope_interleave",
+                "True",
+                _why("RoPE on interleaved pairs", spec, f"text.rope.{spec.text.rope[0][0]}"),
+            )
+        )
+    extra.append(ExtraField("attention_scale", "float | None", "None"))
+    scale_why = "qk_head_dim ** -0.5" + (
+        ", times YaRN mscale squared" if attention.yarn_mscale else ""
+    )
+    settings.append(
+        Setting(
+            "attention_scale",
+            "_mla_attention_scale(config)",
+            _why(scale_why, spec, "text.attention.scale"),
+        )
+    )
+    return settings
 
 
 def _profile_config_fields(profile: ClassProfile) -> frozenset[str]:
@@ -421,13 +625,22 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
 def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
     """HF names (norms, MLP projections) that differ from the names the generated layers use."""
     renames = []
+    moe = spec.text.moe
+    if moe is not None:  # the checkpoint's per-expert names -> MoELayer's
+        if moe.block_name != "mlp":
+            renames.append((f".{moe.block_name}.", ".mlp."))
+        for role, ours in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
+            if moe.leaf(role) != ours:
+                renames.append((f".{moe.leaf(role)}.", f".{ours}."))
+        if moe.router_name != "gate":
+            renames.append((f".mlp.{moe.router_name}.", ".mlp.gate."))
     mlp = spec.text.mlp
     if mlp.kind == "plain":  # FCMLP names its projections up_proj / down_proj
         for hf_name, ours in zip(mlp.projections, ("up_proj", "down_proj"), strict=True):
             if hf_name != ours:
                 renames.append((f".mlp.{hf_name}.", f".mlp.{ours}."))
     placement = spec.text.norm.placement
-    if placement == "sandwich" and text_design is not None:
+    if text_design is not None and text_design.custom_layer:
         return tuple(renames)  # the generated layer uses the HF norm names
     expected = DECODER_LAYER_NORMS.get(placement, {})
     for role, hf_name in spec.text.norm.names:

@@ -143,13 +143,17 @@ class OnnxRunner:
         self._layers = sum(1 for n in self._inputs if n.endswith(".key"))
 
     def prefill(self, batch: Batch) -> Step:
-        past = []
-        for i in range(self._layers):
-            shape = self._inputs[f"past_key_values.{i}.key"].shape
-            kv_heads, head_dim = shape[1], shape[3]
-            empty = np.zeros((batch.input_ids.shape[0], kv_heads, 0, head_dim), np.float32)
-            past.append((empty, empty))
-        return self._run(batch, tuple(past))
+        batch_size = batch.input_ids.shape[0]
+
+        def empty(name: str) -> np.ndarray:
+            shape = self._inputs[name].shape  # [batch, kv heads, past, head dim]
+            return np.zeros((batch_size, shape[1], 0, shape[3]), np.float32)
+
+        past = tuple(
+            (empty(f"past_key_values.{i}.key"), empty(f"past_key_values.{i}.value"))
+            for i in range(self._layers)
+        )
+        return self._run(batch, past)
 
     def decode(self, previous: Step, batch: Batch) -> Step:
         return self._run(batch, previous.kv)
@@ -183,6 +187,7 @@ def run_parity(
     model_type: str,
     bug_ids: tuple[str, ...],
     device: str = "cpu",
+    compare_kv: bool = True,
 ) -> ParityReport:
     """Every check on both execution providers; failures a known bug explains become xfail."""
     start = time.perf_counter()
@@ -191,12 +196,12 @@ def run_parity(
     account: WeightAccount | None = None
     for provider in EXECUTION_PROVIDERS:
         provider_checks, provider_account = _provider_checks(
-            module_class, tiny_config, provider, device
+            module_class, tiny_config, provider, device, compare_kv
         )
         account = account or provider_account
         if any(c.status is Status.FAIL for c in provider_checks):
             provider_checks, confirmed = _blame_known_bugs(
-                module_class, tiny_config, provider, device, provider_checks, bug_ids
+                module_class, tiny_config, provider, device, provider_checks, bug_ids, compare_kv
             )
             bugs.extend(b for b in confirmed if b not in bugs)
         checks.extend(provider_checks)
@@ -213,7 +218,11 @@ def run_parity(
 
 
 def _provider_checks(
-    module_class: type, tiny_config: Mapping[str, Any], provider: str, device: str
+    module_class: type,
+    tiny_config: Mapping[str, Any],
+    provider: str,
+    device: str,
+    compare_kv: bool = True,
 ) -> tuple[list[Check], WeightAccount | None]:
     hf_config = make_hf_config(tiny_config)
     reference = build_reference(hf_config, device=device)
@@ -225,7 +234,9 @@ def _provider_checks(
             detail = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             return [Check("build", provider, Status.FAIL, detail=detail)], None
         checks = [_weights_check(built)]
-        checks += run_scenarios(HFRunner(reference), OnnxRunner(built), hf_config.vocab_size)
+        checks += run_scenarios(
+            HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, compare_kv=compare_kv
+        )
     return checks, built.account
 
 
@@ -249,6 +260,7 @@ def _blame_known_bugs(
     device: str,
     checks: list[Check],
     bug_ids: tuple[str, ...],
+    compare_kv: bool = True,
 ) -> tuple[list[Check], tuple[TargetBug, ...]]:
     """Re-run with the triggers of the applicable bugs removed; if that passes, xfail.
 
@@ -262,7 +274,7 @@ def _blame_known_bugs(
 
     def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
         rerun, _ = _provider_checks(
-            module_class, counterfactual(tiny_config, bugs), provider, device
+            module_class, counterfactual(tiny_config, bugs), provider, device, compare_kv
         )
         worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
         return not any(c.status is Status.FAIL for c in rerun), worst

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onboard.spec import ArchitectureSpec
+from onboard.spec import ArchitectureSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -24,6 +24,11 @@ FEATURES = (
     "attention_scale",  # head_dim, query_pre_attn_scalar
     "final_softcap",  # no, yes
     "mlp",  # gated, fused_gate_up, plain (up -> act -> down)
+    "experts",  # none, routed
+    "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
+    "shared_experts",  # none, gated, ungated
+    "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
+    "attention_kind",  # standard, mla
 )
 
 
@@ -52,6 +57,11 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "attention_scale": {"head_dim"},
         "final_softcap": {"no"},
         "mlp": {"gated"},
+        "experts": {"none"},
+        "router": {"none"},
+        "shared_experts": {"none"},
+        "dense_layers": {"all"},
+        "attention_kind": {"standard"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -127,6 +137,53 @@ PROFILES: dict[str, ClassProfile] = {
             init_needs=(("rope_local_base_freq", "base.rope_local_base_freq or base.rope_theta"),),
         ),
         ClassProfile(
+            "MoECausalLMModel",
+            "mobius.models.moe",
+            "CausalLMConfig",
+            _CONFIGS,
+            # MoETextModel: SoftmaxTopKGate (norm_topk_prob from the config) in every layer.
+            _can(
+                experts={"routed"},
+                router={"softmax_topk"},
+                dense_layers={"none"},
+            ),
+        ),
+        ClassProfile(
+            "Qwen2MoECausalLMModel",
+            "mobius.models.moe",
+            "CausalLMConfig",
+            _CONFIGS,
+            _can(
+                experts={"routed"},
+                router={"softmax_topk"},
+                shared_experts={"gated"},
+                dense_layers={"none"},
+            ),
+            init_needs=(
+                (
+                    "shared_expert_intermediate_size",
+                    "base.shared_expert_intermediate_size or base.moe_intermediate_size"
+                    " or base.intermediate_size",
+                ),
+            ),
+        ),
+        ClassProfile(
+            "DeepSeekV3CausalLMModel",
+            "mobius.models.deepseek",
+            "CausalLMConfig",
+            _CONFIGS,
+            # preprocess_weights only splits the fused in-memory experts: a checkpoint's
+            # per-expert tensors are never applied (M4), so routed experts are not a capability.
+            _can(
+                experts={"none"},
+                router={"custom"},
+                shared_experts={"ungated"},
+                dense_layers={"first_k_dense_replace"},
+                attention_kind={"standard", "mla"},
+            ),
+            bugs=("M4",),
+        ),
+        ClassProfile(
             "OLMo2CausalLMModel",
             "mobius.models.olmo",
             "CausalLMConfig",
@@ -147,7 +204,15 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     else:
         window = "uniform" if len(kinds) == 1 else "per_layer"
     thetas = {(r.rope_type, r.theta, r.partial_rotary_factor, r.scaling) for _, r in text.rope}
+    moe = text.moe
     return {
+        "experts": "routed" if moe else "none",
+        "router": router_kind(moe.router) if moe else "none",
+        "shared_experts": "none"
+        if not moe or not moe.shared
+        else ("gated" if moe.shared.gated else "ungated"),
+        "dense_layers": moe.dense_rule if moe else "all",
+        "attention_kind": "mla" if text.attention.mla else "standard",
         "norm": norm,
         "placement": text.norm.placement,
         "embedding_scale": text.embedding_scale,
@@ -158,6 +223,17 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "mlp": text.mlp.kind,
     }
+
+
+def router_kind(router: RouterSpec) -> str:
+    """Which stock mobius gate computes ``router`` (custom: none does; generate one)."""
+    if router.correction_bias or router.n_group > 1 or router.bias:
+        return "custom"
+    if router.order == "topk_softmax":
+        return "topk_softmax" if router.routed_scaling_factor == 1.0 else "custom"
+    if router.scoring == "sigmoid":
+        return "sigmoid_topk"
+    return "softmax_topk" if router.routed_scaling_factor == 1.0 else "custom"
 
 
 def missing_features(profile: ClassProfile, needed: dict[str, str]) -> tuple[tuple[str, str], ...]:
