@@ -14,6 +14,7 @@ from rich.text import Text
 
 from onboard.parity.report import ParityReport, Status
 from onboard.render import print_result
+from onboard.weightmap import WeightMapProof
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -178,6 +179,8 @@ def print_parity(report: ParityReport, console: Console) -> None:
             detail,
         )
     console.print(table)
+    if report.weights is not None:
+        print_weight_map(report.weights, console)
     for bug in report.bugs:
         console.print(
             f"[yellow]target-library bug {bug.id}[/]: {bug.title}\n  [dim]{bug.evidence}[/]"
@@ -185,6 +188,25 @@ def print_parity(report: ParityReport, console: Console) -> None:
     verdict = "[green]parity passed[/]" if report.passed else "[bold red]parity FAILED[/]"
     blame = " (generated code or its config is wrong)" if not report.passed else ""
     console.print(verdict + blame)
+
+
+def print_weight_map(proof: WeightMapProof, console: Console) -> None:
+    table = Table(
+        title=f"weight map: {proof.summary()}",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for column in ("group", "checkpoint tensors", "placed", ""):
+        table.add_column(column)
+    for row in proof.rows:
+        style = "green" if row.placed == row.checkpoint else "bold red"
+        table.add_row(
+            row.group, str(row.checkpoint), Text(str(row.placed), style=style), row.detail
+        )
+    console.print(table)
+    for problem in proof.problems[:12]:
+        console.print(f"  [red]-[/] {problem}", markup=True, highlight=False)
 
 
 def print_new(result: NewResult, console: Console) -> None:

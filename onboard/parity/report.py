@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from onboard.weightmap import WeightMapProof
+
 MAX_ABS_GATE = 1e-4  # fp32, every parameter perturbed; passing cases measure ~1e-6
 COSINE_FLOOR = 0.99999
 
@@ -79,21 +81,6 @@ class Check:
 
 
 @dataclass(frozen=True)
-class WeightAccount:
-    """How checkpoint tensors met target parameters."""
-
-    checkpoint_tensors: int
-    parameters: int
-    unconsumed: tuple[str, ...] = ()  # checkpoint tensors no parameter took
-    unfilled: tuple[str, ...] = ()  # parameters no tensor filled
-    derived: tuple[str, ...] = ()  # names the conversion created and the graph did not need
-
-    @property
-    def complete(self) -> bool:
-        return not self.unconsumed and not self.unfilled
-
-
-@dataclass(frozen=True)
 class TargetBug:
     id: str
     title: str
@@ -106,7 +93,7 @@ class ParityReport:
     model_type: str
     model_class: str
     checks: tuple[Check, ...]
-    weights: WeightAccount | None
+    weights: WeightMapProof | None
     bugs: tuple[TargetBug, ...] = ()
     versions: tuple[tuple[str, str], ...] = ()
     seconds: float = 0.0
@@ -135,9 +122,9 @@ class ParityReport:
             else {
                 "checkpoint_tensors": self.weights.checkpoint_tensors,
                 "parameters": self.weights.parameters,
-                "unconsumed": list(self.weights.unconsumed),
-                "unfilled": list(self.weights.unfilled),
-                "derived": list(self.weights.derived),
+                "ok": self.weights.ok,
+                "problems": list(self.weights.problems),
+                "groups": [row.__dict__.copy() for row in self.weights.rows],
             },
             "target_bugs": [b.__dict__.copy() for b in self.bugs],
             "versions": dict(self.versions),

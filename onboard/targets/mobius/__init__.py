@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -83,6 +84,8 @@ class MobiusTarget:
             # The design routes around the base class's own bugs, so only bugs of the execution
             # providers may explain a failure of generated code.
             bug_ids = PROVIDER_BUGS
+            renames = self.design(analysis.spec, proposal).renames
+            expected_name = functools.partial(_renamed, renames=renames)
         else:
             variant = proposal.already_supported
             if variant is None:
@@ -90,6 +93,7 @@ class MobiusTarget:
             module_class = getattr(importlib.import_module("mobius.models"), variant.class_name)
             profile = PROFILES.get(variant.class_name)
             bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS
+            expected_name = None
         return run_parity(
             module_class,
             analysis.tiny.config,
@@ -97,7 +101,15 @@ class MobiusTarget:
             bug_ids=bug_ids,
             device=device,
             compare_kv=analysis.spec.text.attention.mla is None,
+            expected_name=expected_name,
         )
+
+
+def _renamed(key: str, renames: tuple[tuple[str, str], ...]) -> str:
+    """The parameter a checkpoint key should fill: the design's renames, applied in order."""
+    for old, new in renames:
+        key = key.replace(old, new)
+    return key
 
 
 def _use_library(library: Library) -> None:

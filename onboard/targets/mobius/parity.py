@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,9 @@ import numpy as np
 from onboard.hf_config import make_hf_config
 from onboard.parity.harness import Batch, Step, run_scenarios
 from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
-from onboard.parity.report import Check, ParityReport, Status, TargetBug, WeightAccount
+from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.targets.mobius.bugs import KnownBug, applicable, counterfactual
+from onboard.weightmap import WeightMapProof, prove
 
 EXECUTION_PROVIDERS = ("default", "cpu")
 
@@ -34,9 +35,18 @@ class BuiltModel:
 
     provider: str
     session: Any
-    account: WeightAccount
+    proof: WeightMapProof
+    memory_layout: str  # "" when the in-memory (fused) layout converts to the same weights
     config_class: str
     build_seconds: float
+
+
+class BuildError(Exception):
+    """The graph was built and its weights proved, but onnxruntime could not load it."""
+
+    def __init__(self, message: str, proof: WeightMapProof) -> None:
+        super().__init__(message)
+        self.proof = proof
 
 
 def mobius_config(module_class: type, hf_config: Any) -> Any:
@@ -54,7 +64,15 @@ def build(
     checkpoint: Mapping[str, Any],
     provider: str,
     workdir: Path,
+    *,
+    memory_state: Mapping[str, Any] | None = None,
+    expected_name: Callable[[str], str] | None = None,
 ) -> BuiltModel:
+    """Build, prove the weight map, apply the checkpoint, save, and load in onnxruntime.
+
+    ``memory_state`` is the HF model's own state dict (transformers v5 fuses MoE experts in
+    memory); its conversion must give exactly the weights the on-disk checkpoint gives.
+    """
     import mobius
     import onnxruntime as ort
 
@@ -66,55 +84,62 @@ def build(
             module, config, "text-generation", execution_provider=provider
         )
     graph = package["model"].graph
-    initializer_names = set(graph.initializers)
+    # Read before apply_weights, which folds transposes into new initializers (notes, step 8).
+    parameters = {
+        name: tuple(int(d) for d in value.shape)
+        for name, value in graph.initializers.items()
+        if value.const_value is None
+    }
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    proof = prove(
+        {k: tuple(v.shape) for k, v in checkpoint.items()},
+        module.preprocess_weights,
+        parameters,
+        expected_name=expected_name,
+        derived_ok=("lm_head.weight",) if tied else (),
+    )
     converted = module.preprocess_weights(dict(checkpoint))
-    account = _account(checkpoint, converted, initializer_names, graph, config)
+    memory_layout = _compare_memory_layout(module, converted, memory_state, checkpoint)
     with _quiet_mobius():
         package.apply_weights(converted)
     out = workdir / provider
-    package.save(str(out), progress_bar=False, check_weights=False)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(
-        str(out / "model.onnx"), options, providers=["CPUExecutionProvider"]
-    )
-    return BuiltModel(
-        provider, session, account, type(config).__name__, time.perf_counter() - start
-    )
-
-
-def _account(
-    checkpoint: Mapping[str, Any],
-    converted: Mapping[str, Any],
-    initializer_names: set[str],
-    graph: Any,
-    config: Any,
-) -> WeightAccount:
-    """Which checkpoint tensors reached a parameter, and which parameters got a tensor.
-
-    Every name the conversion leaves must be a graph initializer; the one exception is the
-    ``lm_head.weight`` copy that tied embeddings derive (it is not in the checkpoint and the graph
-    shares the embedding's initializer instead).
-    """
-    leftover = sorted(name for name in converted if name not in initializer_names)
-    tied = bool(getattr(config, "tie_word_embeddings", False))
-    derived = tuple(n for n in leftover if tied and n == "lm_head.weight" and n not in checkpoint)
-    unconsumed = tuple(n for n in leftover if n not in derived)
-    filled = {name for name in converted if name in initializer_names}
-    unfilled = tuple(
-        sorted(
-            name
-            for name, value in graph.initializers.items()
-            if name not in filled and value.const_value is None
+    try:
+        with _quiet_mobius():
+            package.save(str(out), progress_bar=False, check_weights=False)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(out / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
+    except Exception as exc:  # onnxruntime rejects the graph: report it with the proof
+        raise BuildError(f"{type(exc).__name__}: {_first_line(exc)}", proof) from exc
+    return BuiltModel(
+        provider, session, proof, memory_layout, type(config).__name__, time.perf_counter() - start
     )
-    return WeightAccount(
-        checkpoint_tensors=len(checkpoint),
-        parameters=len(initializer_names),
-        unconsumed=unconsumed,
-        unfilled=unfilled,
-        derived=derived,
-    )
+
+
+def _compare_memory_layout(
+    module: Any,
+    converted: Mapping[str, Any],
+    memory_state: Mapping[str, Any] | None,
+    checkpoint: Mapping[str, Any],
+) -> str:
+    """Empty when converting the in-memory layout gives the on-disk conversion, else why not."""
+    import torch
+
+    if memory_state is None or set(memory_state) <= set(checkpoint) | {"lm_head.weight"}:
+        return ""
+    from_memory = module.preprocess_weights(dict(memory_state))
+    missing = sorted(set(converted) - set(from_memory))
+    extra = sorted(set(from_memory) - set(converted))
+    if missing or extra:
+        return f"missing {missing[:3]}, extra {extra[:3]}"
+    differ = [k for k in converted if not torch.equal(converted[k], from_memory[k])]
+    return f"values differ for {differ[:3]}" if differ else ""
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else ""
 
 
 @contextmanager
@@ -188,17 +213,18 @@ def run_parity(
     bug_ids: tuple[str, ...],
     device: str = "cpu",
     compare_kv: bool = True,
+    expected_name: Callable[[str], str] | None = None,
 ) -> ParityReport:
     """Every check on both execution providers; failures a known bug explains become xfail."""
     start = time.perf_counter()
     checks: list[Check] = []
     bugs: list[TargetBug] = []
-    account: WeightAccount | None = None
+    proof: WeightMapProof | None = None
     for provider in EXECUTION_PROVIDERS:
-        provider_checks, provider_account = _provider_checks(
-            module_class, tiny_config, provider, device, compare_kv
+        provider_checks, provider_proof = _provider_checks(
+            module_class, tiny_config, provider, device, compare_kv, expected_name
         )
-        account = account or provider_account
+        proof = proof or provider_proof
         if any(c.status is Status.FAIL for c in provider_checks):
             provider_checks, confirmed = _blame_known_bugs(
                 module_class, tiny_config, provider, device, provider_checks, bug_ids, compare_kv
@@ -210,7 +236,7 @@ def run_parity(
         model_type=model_type,
         model_class=module_class.__name__,
         checks=tuple(checks),
-        weights=account,
+        weights=proof,
         bugs=tuple(bugs),
         versions=_versions(),
         seconds=time.perf_counter() - start,
@@ -223,34 +249,47 @@ def _provider_checks(
     provider: str,
     device: str,
     compare_kv: bool = True,
-) -> tuple[list[Check], WeightAccount | None]:
+    expected_name: Callable[[str], str] | None = None,
+) -> tuple[list[Check], WeightMapProof | None]:
     hf_config = make_hf_config(tiny_config)
     reference = build_reference(hf_config, device=device)
     checkpoint = saved_checkpoint(reference)
+    memory_state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
     with scratch_dir() as workdir:
         try:
-            built = build(module_class, hf_config, checkpoint, provider, Path(workdir))
-        except Exception as exc:  # any build error is a failed check, reported, not raised
-            detail = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            built = build(
+                module_class,
+                hf_config,
+                checkpoint,
+                provider,
+                Path(workdir),
+                memory_state=memory_state,
+                expected_name=expected_name,
+            )
+        except BuildError as exc:
+            return [
+                _weights_check(provider, exc.proof),
+                Check("build", provider, Status.FAIL, detail=str(exc)),
+            ], exc.proof
+        except Exception as exc:  # any other build error is a failed check, reported, not raised
+            detail = f"{type(exc).__name__}: {_first_line(exc)}"
             return [Check("build", provider, Status.FAIL, detail=detail)], None
-        checks = [_weights_check(built)]
+        checks = [_weights_check(provider, built.proof)]
+        if built.memory_layout:
+            detail = f"the in-memory (fused) layout converts differently: {built.memory_layout}"
+            checks.append(Check("weights-memory", provider, Status.FAIL, detail=detail))
         checks += run_scenarios(
             HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, compare_kv=compare_kv
         )
-    return checks, built.account
+    return checks, built.proof
 
 
-def _weights_check(built: BuiltModel) -> Check:
-    account = built.account
-    detail = f"{account.checkpoint_tensors} checkpoint tensors -> {account.parameters} initializers"
-    if account.complete:
-        return Check("weights", built.provider, Status.PASS, detail=detail)
-    problems = []
-    if account.unconsumed:
-        problems.append(f"unconsumed: {', '.join(account.unconsumed[:6])}")
-    if account.unfilled:
-        problems.append(f"unfilled: {', '.join(account.unfilled[:6])}")
-    return Check("weights", built.provider, Status.FAIL, detail=f"{detail}; {'; '.join(problems)}")
+def _weights_check(provider: str, proof: WeightMapProof) -> Check:
+    if proof.ok:
+        return Check("weights", provider, Status.PASS, detail=proof.summary())
+    shown = "; ".join(proof.problems[:4])
+    more = f" (+{len(proof.problems) - 4} more)" if len(proof.problems) > 4 else ""
+    return Check("weights", provider, Status.FAIL, detail=f"{proof.summary()}; {shown}{more}")
 
 
 def _blame_known_bugs(

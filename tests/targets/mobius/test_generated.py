@@ -26,7 +26,7 @@ def test_treat_as_new_parity_passes(repo_id: str, tmp_path: Path) -> None:
     assert report is not None and report.passed, [
         c for c in report.checks if c.status is Status.FAIL
     ]
-    assert report.weights.complete
+    assert report.weights.ok
     providers = {c.provider for c in report.checks}
     assert providers == {"default", "cpu"}
     default = [c for c in report.checks if c.provider == "default"]
@@ -74,7 +74,8 @@ def test_dropped_qk_norm_is_caught_by_the_weight_account(tmp_path: Path) -> None
     assert not report.passed
     weights = [c for c in report.checks if c.name == "weights"]
     assert weights and all(c.status is Status.FAIL for c in weights)
-    assert "unconsumed: model.layers.0.self_attn.k_norm.weight" in weights[0].detail
+    dropped = "model.layers.0.self_attn.k_norm.weight"
+    assert f"{dropped} (from {dropped}) fills no parameter" in weights[0].detail
 
 
 def test_wrong_norm_offset_is_caught_by_the_numbers(tmp_path: Path) -> None:
@@ -133,3 +134,69 @@ def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expec
     assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
     assert {c.bug for c in report.checks if c.status is Status.XFAIL} == expected_xfail
     assert all(c.status is Status.PASS for c in report.checks if c.provider == "default")
+
+
+MOE = (
+    ("mistralai/Mixtral-8x7B-v0.1", "fixture"),
+    ("Qwen/Qwen3-30B-A3B", "fixture"),
+    ("allenai/OLMoE-1B-7B-0924", "fixture"),
+    ("qwen2_moe", "default config"),
+    ("deepseek-ai/DeepSeek-V3", "fixture"),
+)
+
+
+def _moe_model(source: str, kind: str, tmp_path: Path) -> str:
+    if kind == "fixture":
+        return str(fixture_config(source).parent)
+    from tests.new_types import default_config_dir
+
+    return str(default_config_dir(source, tmp_path / "models"))
+
+
+@pytest.mark.parametrize(("source", "kind"), MOE)
+def test_moe_treat_as_new_parity_passes(source: str, kind: str, tmp_path: Path) -> None:
+    result = onboard_new(
+        NewOptions(
+            model=_moe_model(source, kind, tmp_path), treat_as_new=True, out=tmp_path / "out"
+        )
+    )
+    report = result.parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert not [c for c in report.checks if c.status is Status.XFAIL]
+    assert report.weights.ok and report.weights.checkpoint_tensors == report.weights.parameters
+    experts = [row for row in report.weights.rows if row.group.endswith("experts")]
+    assert experts and all(row.placed == row.checkpoint for row in experts)
+    module = result.root / result.plan.model_file
+    assert lint_python(module.read_text(), filename=module.name) == ""
+
+
+def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:
+    """Renames that exchange experts 0 and 1 keep every name valid: only provenance shows it."""
+    swap = (
+        '(".experts.0.", ".experts.9."),\n'
+        '                (".experts.1.", ".experts.0."),\n'
+        '                (".experts.9.", ".experts.1."),\n'
+        '                (".w1.", ".gate_proj.")'
+    )
+    report = _sabotage("mistralai/Mixtral-8x7B-v0.1", tmp_path, '(".w1.", ".gate_proj.")', swap)
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert (
+        "model.layers.0.block_sparse_moe.experts.0.w1.weight landed in "
+        "model.layers.0.mlp.experts.1.gate_proj.weight, expected "
+        "model.layers.0.mlp.experts.0.gate_proj.weight" in report.weights.problems
+    )
+
+
+def test_dropped_shared_expert_is_caught_before_parity(tmp_path: Path) -> None:
+    """A MoE layer that never calls its shared expert: the graph has no parameters for it."""
+    report = _sabotage(
+        "deepseek-ai/DeepSeek-V3", tmp_path, "return op.Add(routed, shared)", "return routed"
+    )
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert (
+        "model.layers.1.mlp.shared_experts.gate_proj.weight "
+        "(from model.layers.1.mlp.shared_experts.gate_proj.weight) fills no parameter"
+        in report.weights.problems
+    )

@@ -1,0 +1,201 @@
+# Copyright (c) Microsoft Corporation.
+# Licensed under the MIT License.
+#
+# onboard 0.1.0: generated from Qwen/Qwen3-30B-A3B (revision unknown), transformers 5.18.0
+# modeling_qwen3_moe.py sha256:510cbec619d1cc66.
+# Closest mobius class: Qwen2MoECausalLMModel (registry key qwen2_moe).
+# Regenerate: onboard new Qwen/Qwen3-30B-A3B --target mobius --treat-as-new
+
+"""Qwen3Moe causal language model.
+
+Same as :class:`~mobius.models.moe.Qwen2MoECausalLMModel` except:
+
+- 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe of
+  model.layers.0.mlp router (Qwen3MoeTopKRouter))
+- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real model)
+- q_norm / k_norm over each head before RoPE (modeling_qwen3_moe.py:147)
+
+Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius.components import (
+    MLP,
+    Attention,
+    MoELayer,
+    RMSNorm,
+    SoftmaxTopKGate,
+)
+from mobius.models.base import TextModel
+from mobius.models.moe import Qwen2MoECausalLMModel
+from onnxscript import OpBuilder, nn
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+
+@dataclasses.dataclass
+class Qwen3MoeConfig(CausalLMConfig):
+    """Qwen3Moe config: mobius' extraction, with every graph-changing flag set explicitly.
+
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
+    is read from the HF config here, or fixed where the HF source fixes it.
+    """
+
+    mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
+
+    decoder_sparse_step: int = 1
+
+    @classmethod
+    def from_transformers(cls, config, parent_config=None) -> Qwen3MoeConfig:
+        base = super().from_transformers(config, parent_config)
+        return dataclasses.replace(
+            base,
+            # q_norm / k_norm on each head (modeling_qwen3_moe.py:147)
+            attn_qk_norm=True,
+            # q_norm / k_norm on each head (modeling_qwen3_moe.py:147)
+            attn_qk_norm_full=False,
+            # q/k/v bias from config.attention_bias (modeling_qwen3_moe.py:135)
+            attn_qkv_bias=bool(config.attention_bias),
+            # o_proj bias from config.attention_bias (modeling_qwen3_moe.py:144)
+            attn_o_bias=bool(config.attention_bias),
+            # MLP bias always off
+            mlp_bias=False,
+            # MLP activation (config.json:hidden_act)
+            hidden_act=config.hidden_act,
+            # norm epsilon (config.json:rms_norm_eps)
+            rms_norm_eps=config.rms_norm_eps,
+            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
+            tie_word_embeddings=bool(config.tie_word_embeddings),
+            # no layer slides
+            sliding_window=None,
+            # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
+            num_local_experts=config.num_local_experts,
+            # experts per token
+            num_experts_per_tok=config.num_experts_per_tok,
+            # width of each expert (probe of model.layers.0.mlp.experts.gate_up_proj)
+            moe_intermediate_size=config.moe_intermediate_size,
+            # renormalise the top-k weights from config.norm_topk_prob (probe of model.layers.0.mlp
+            # router (Qwen3MoeTopKRouter))
+            norm_topk_prob=bool(config.norm_topk_prob),
+            # layers kept dense (probe of meta-device build of the real model)
+            mlp_only_layers=list(config.mlp_only_layers or []),
+            # every n-th layer is MoE (probe of meta-device build of the real model)
+            decoder_sparse_step=config.decoder_sparse_step,
+            # read by Qwen2MoECausalLMModel.__init__ (not by the generated layers)
+            shared_expert_intermediate_size=base.shared_expert_intermediate_size
+            or base.moe_intermediate_size
+            or base.intermediate_size,
+        )
+
+
+def _split_fused_experts(state_dict):
+    """``experts.gate_up_proj [E, 2I, H]`` and ``experts.down_proj [E, H, I]`` -> one per expert."""
+    result = {}
+    for name, tensor in state_dict.items():
+        if name.endswith(".experts.gate_up_proj"):
+            prefix = name.removesuffix("gate_up_proj")
+            for expert, weights in enumerate(tensor):
+                gate, up = weights.chunk(2, dim=0)
+                result[f"{prefix}{expert}.gate_proj.weight"] = gate
+                result[f"{prefix}{expert}.up_proj.weight"] = up
+        elif name.endswith(".experts.down_proj"):
+            prefix = name.removesuffix("down_proj")
+            for expert, down in enumerate(tensor):
+                result[f"{prefix}{expert}.down_proj.weight"] = down
+        else:
+            result[name] = tensor
+    return result
+
+
+def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
+    step = config.decoder_sparse_step or 1
+    return index not in config.mlp_only_layers and (index + 1) % step == 0
+
+
+class Qwen3MoeDecoderLayer(nn.Module):
+    """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
+
+    def __init__(self, config: ArchitectureConfig, index: int):
+        super().__init__()
+        self.self_attn = Attention(
+            config,
+            rms_norm_class=RMSNorm,
+        )
+        if _is_moe_layer(config, index):
+            gate = SoftmaxTopKGate(
+                config.hidden_size,
+                config.num_local_experts,
+                config.num_experts_per_tok,
+                norm_topk_prob=config.norm_topk_prob,
+            )
+            self.mlp = MoELayer(config, gate=gate)
+        else:
+            self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self,
+        op: OpBuilder,
+        hidden_states: ir.Value,
+        attention_bias: ir.Value | None,
+        position_embeddings: tuple | None,
+        past_key_value: tuple | None,
+    ):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(op, hidden_states)
+        attn_output, present_key_value = self.self_attn(
+            op,
+            hidden_states=hidden_states,
+            attention_bias=attention_bias,
+            position_embeddings=position_embeddings,
+            past_key_value=past_key_value,
+        )
+        hidden_states = op.Add(residual, attn_output)
+
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(op, hidden_states)
+        hidden_states = self.mlp(op, hidden_states)
+        hidden_states = op.Add(residual, hidden_states)
+        return hidden_states, present_key_value
+
+
+class Qwen3MoeTextModel(TextModel):
+    """Same as :class:`~mobius.models.base.TextModel` except:
+
+    - 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe of
+      model.layers.0.mlp router (Qwen3MoeTopKRouter))
+    - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
+      model)
+    """
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(
+            [Qwen3MoeDecoderLayer(config, index) for index in range(config.num_hidden_layers)]
+        )
+        self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+
+class Qwen3MoeCausalLMModel(Qwen2MoECausalLMModel):
+    """Qwen3Moe causal LM built on :class:`Qwen3MoeTextModel`.
+
+    Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
+    """
+
+    config_class = Qwen3MoeConfig
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.model = Qwen3MoeTextModel(config)
+
+    def preprocess_weights(self, state_dict):
+        # transformers v5 keeps experts fused in memory; checkpoints keep one tensor per expert.
+        state_dict = _split_fused_experts(state_dict)
+        return super().preprocess_weights(state_dict)

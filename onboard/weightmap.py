@@ -1,0 +1,167 @@
+"""Prove a weight conversion before any parity run: every tensor lands once, where it belongs.
+
+Each checkpoint tensor is replaced by a tensor of its own shape filled with a unique value (its
+fingerprint) and run through the target's conversion (mobius ``preprocess_weights``, an
+AutoModel state-dict adapter). Reading the fingerprints back out of the converted tensors tells,
+for every target parameter, which checkpoint tensors filled it, even through renames, splits,
+transposes and stacks. That is enough to catch a dropped expert, two swapped experts or a
+forgotten shared expert with names, from the checkpoint's names and shapes alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Shape = tuple[int, ...]
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+_EXPERT = re.compile(r"\.experts\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class ProofRow:
+    group: str  # "embeddings and head", "layer 1 attention", "layer 1 experts" ...
+    checkpoint: int  # checkpoint tensors in the group
+    placed: int  # of those, placed exactly once where expected
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class WeightMapProof:
+    checkpoint_tensors: int
+    parameters: int
+    rows: tuple[ProofRow, ...]
+    problems: tuple[str, ...]  # each names the keys involved
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        return f"{self.checkpoint_tensors} checkpoint tensors -> {self.parameters} parameters"
+
+
+def prove(
+    checkpoint: Mapping[str, Shape],
+    convert: Callable[[dict[str, Any]], Mapping[str, Any]],
+    parameters: Mapping[str, Shape],
+    *,
+    expected_name: Callable[[str], str] | None = None,
+    derived_ok: Collection[str] = (),
+) -> WeightMapProof:
+    """Run ``convert`` on fingerprinted tensors shaped like ``checkpoint`` and check the result.
+
+    ``expected_name`` maps a checkpoint key to the parameter it should fill (when the target knows
+    its own renames); ``derived_ok`` lists converted names that may be left over because the
+    conversion derives them (a tied ``lm_head.weight``).
+    """
+    import torch
+
+    keys = sorted(checkpoint)
+    sizes = [math.prod(checkpoint[k]) for k in keys]
+    starts = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.float64)
+    # Every value of every tensor is distinct (float32 is exact far beyond tiny-model sizes).
+    tensors = {
+        key: (torch.arange(size, dtype=torch.float32) + float(starts[i])).reshape(checkpoint[key])
+        for i, (key, size) in enumerate(zip(keys, sizes, strict=True))
+    }
+    converted = dict(convert(dict(tensors)))
+
+    problems: list[str] = []
+    placements: dict[str, list[str]] = defaultdict(list)  # checkpoint key -> parameters it fills
+    seen: dict[int, list[Any]] = defaultdict(list)  # key index -> element ids found
+    for name, tensor in converted.items():
+        ids = tensor.detach().reshape(-1).to(torch.float64)
+        owners = torch.searchsorted(starts, ids, right=True) - 1
+        known = sorted({int(o) for o in owners.unique() if 0 <= int(o) < len(keys)})
+        if name not in parameters:
+            if name not in derived_ok:
+                sources = ", ".join(keys[o] for o in known) or "no checkpoint tensor"
+                problems.append(f"{name} (from {sources}) fills no parameter")
+            continue
+        if tuple(tensor.shape) != tuple(parameters[name]):
+            problems.append(
+                f"{name}: shape {tuple(tensor.shape)} != parameter {tuple(parameters[name])}"
+            )
+        for owner in known:
+            key = keys[owner]
+            placements[key].append(name)
+            if name not in derived_ok:  # a tied lm_head may repeat the embedding
+                seen[owner].append(ids[owners == owner])
+            wanted = expected_name(key) if expected_name else None
+            if wanted is not None and wanted != name and name not in derived_ok:
+                problems.append(f"{key} landed in {name}, expected {wanted}")
+    for name in sorted(set(parameters) - set(converted)):
+        problems.append(f"{name} is filled by no checkpoint tensor")
+    for index, key in enumerate(keys):
+        found = torch.cat(seen[index]) if seen[index] else torch.empty(0, dtype=torch.float64)
+        distinct = int(found.unique().numel())
+        if distinct == 0:
+            problems.append(f"{key} is not used")
+        elif distinct < sizes[index]:
+            problems.append(
+                f"{key}: only {distinct} of its {sizes[index]} values reach a parameter"
+            )
+        if found.numel() > distinct:
+            problems.append(f"{key}: some values are copied into {', '.join(placements[key])}")
+    problems += _missing_experts(parameters)
+    return WeightMapProof(
+        checkpoint_tensors=len(keys),
+        parameters=len(parameters),
+        rows=_rows(keys, placements, problems),
+        problems=tuple(dict.fromkeys(problems)),
+    )
+
+
+def _missing_experts(parameters: Mapping[str, Shape]) -> list[str]:
+    """Every layer with experts must have every index 0..E-1 (a gap means a dropped expert)."""
+    experts: dict[int, set[int]] = defaultdict(set)
+    for name in parameters:
+        layer, expert = _LAYER.search(name), _EXPERT.search(name)
+        if layer and expert:
+            experts[int(layer.group(1))].add(int(expert.group(1)))
+    problems = []
+    for layer, found in sorted(experts.items()):
+        missing = sorted(set(range(max(found) + 1)) - found)
+        if missing:
+            problems.append(f"layer {layer} has no parameters for experts {missing}")
+    return problems
+
+
+def _group(key: str) -> str:
+    layer = _LAYER.search(key)
+    if not layer:
+        return "embeddings, final norm and head"
+    parts = key.split(layer.group(0), 1)[1].split(".")
+    if _EXPERT.search(key):
+        part = "experts"
+    elif "shared" in parts[1] if len(parts) > 1 else False:
+        part = "shared experts"
+    elif parts[0] in ("mlp", "block_sparse_moe") and parts[1] in ("gate", "router"):
+        part = "router"
+    elif "norm" in parts[0]:
+        part = "norms"
+    else:
+        part = parts[0]
+    return f"layer {layer.group(1)} {part}"
+
+
+def _rows(
+    keys: list[str], placements: Mapping[str, list[str]], problems: list[str]
+) -> tuple[ProofRow, ...]:
+    blamed = Counter(k for k in keys for p in problems if k in p)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        groups[_group(key)].append(key)
+    rows = []
+    for group, members in groups.items():
+        placed = sum(1 for k in members if len(placements.get(k, ())) >= 1 and not blamed[k])
+        experts = {int(m.group(1)) for k in members if (m := _EXPERT.search(k))}
+        detail = f"experts 0..{max(experts)}" if experts else ""
+        rows.append(ProofRow(group, len(members), placed, detail))
+    return tuple(rows)
