@@ -230,6 +230,53 @@ def _model_class_in(path: Path) -> str:
     return names[-1]
 
 
+@app.command("check")
+def check_command(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Only report findings that touch these files (pre-commit passes them)."),
+    ] = None,
+    repo: Annotated[
+        Path | None, typer.Option("--repo", help="The library checkout (default: current directory).")
+    ] = None,
+    installed: Annotated[
+        bool, typer.Option("--installed", help="Lint the installed package of --target.")
+    ] = False,
+    target: Annotated[
+        str | None, typer.Option("--target", "-t", help="mobius or automodel (default: detected).")
+    ] = None,
+    select: Annotated[
+        list[str] | None, typer.Option("--select", help="Codes, prefixes or ALL (comma lists ok).")
+    ] = None,
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Codes or prefixes.")] = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Apply the mechanical fixes.")] = False,
+    explain: Annotated[
+        str | None,
+        typer.Option("--explain", metavar="CODE", help="Print a rule's documentation."),
+    ] = None,
+    show_rules: Annotated[bool, typer.Option("--show-rules", help="List every rule.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Lint a target library's model registry (static, fast enough for pre-commit)."""
+    from onboard.lint import CheckOptions, run_check
+
+    options = CheckOptions(
+        files=tuple(files or ()),
+        repo=repo,
+        installed=installed,
+        target=target,
+        select=tuple(select or ()),
+        ignore=tuple(ignore or ()),
+        fix=fix,
+        as_json=as_json,
+        explain=explain,
+        show_rules=show_rules,
+    )
+    code = run_check(options, out)
+    if code:
+        raise typer.Exit(code)
+
+
 @app.command()
 def targets(as_json: JsonOpt = False) -> None:
     """List installed targets and where their library is."""

@@ -1,0 +1,106 @@
+"""``onboard check`` as a plain function, plus a dependency-free ``main(argv)``.
+
+``run_check(options, out)`` is what the typer command in ``onboard/cli.py`` calls; ``main`` parses
+the same options with argparse so ``python -m onboard.lint`` works on its own (pre-commit's
+``language: system`` hooks, tests). Exit codes: 0 no error left (warnings allowed), 1 errors,
+2 bad usage or an unreadable repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+
+from onboard.errors import BadInputError, ExitCode, OnboardError
+from onboard.lint.report import print_findings, rules_table, to_json
+from onboard.lint.runner import check
+from onboard.lint.selection import explain, split_selectors
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Every option of ``onboard check``."""
+
+    files: tuple[Path, ...] = ()  # restrict findings to these files (relative to the repo root)
+    repo: Path | None = None  # the checkout; default: the current directory
+    installed: bool = False  # lint the installed package of --target instead of a checkout
+    target: str | None = None  # mobius or automodel; detected from the checkout when not given
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    fix: bool = False
+    as_json: bool = False
+    explain: str | None = None
+    show_rules: bool = False
+
+
+def run_check(options: CheckOptions, out: Console) -> int:
+    """Run one ``onboard check`` and print its result; returns the exit code."""
+    if options.explain is not None:
+        out.print(explain(options.explain), markup=False, highlight=False, soft_wrap=True)
+        return ExitCode.OK
+    if options.show_rules:
+        out.print(rules_table())
+        return ExitCode.OK
+    if options.installed and options.repo is not None:
+        raise BadInputError("--installed and --repo are exclusive: lint one or the other")
+    root = None if options.installed else (options.repo or Path.cwd())
+    result = check(
+        root,
+        options.target,
+        options.files,
+        split_selectors(options.select),
+        split_selectors(options.ignore),
+        options.fix,
+    )
+    if options.as_json:
+        sys.stdout.write(json.dumps(to_json(result), indent=2, sort_keys=True) + "\n")
+    else:
+        print_findings(result, out)
+    return result.exit_code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onboard check", description="Lint a target library's model registry."
+    )
+    parser.add_argument("files", nargs="*", type=Path, help="only report findings for these files")
+    parser.add_argument("--repo", type=Path, help="the library checkout (default: .)")
+    parser.add_argument("--installed", action="store_true", help="lint the installed package")
+    parser.add_argument("--target", "-t", choices=("mobius", "automodel"))
+    parser.add_argument("--select", action="append", default=[], help="codes, prefixes or ALL")
+    parser.add_argument("--ignore", action="append", default=[], help="codes or prefixes")
+    parser.add_argument("--fix", action="store_true", help="apply the mechanical fixes")
+    parser.add_argument("--json", dest="as_json", action="store_true", help="one JSON document")
+    parser.add_argument("--explain", metavar="CODE", help="print a rule's documentation")
+    parser.add_argument("--show-rules", action="store_true", help="list every rule")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    args = _parser().parse_args(argv)  # usage errors exit 2
+    options = CheckOptions(
+        files=tuple(args.files),
+        repo=args.repo,
+        installed=args.installed,
+        target=args.target,
+        select=tuple(args.select),
+        ignore=tuple(args.ignore),
+        fix=args.fix,
+        as_json=args.as_json,
+        explain=args.explain,
+        show_rules=args.show_rules,
+    )
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    try:
+        code = run_check(options, out)
+    except OnboardError as exc:
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {exc.message}")
+        sys.exit(int(exc.exit_code))
+    sys.exit(int(code))
