@@ -167,6 +167,44 @@ def inspect(
     print_proposal(proposal, out)
 
 
+@app.command()
+def diff(
+    left: Annotated[
+        str, typer.Argument(help="A model type, Hub id, checkpoint dir or config.json.")
+    ],
+    right: Annotated[str, typer.Argument(help="The model to compare it with.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two architectures feature by feature (model types or model ids)."""
+    from onboard.analysis import analyse
+    from onboard.analysis.compare import compare
+    from onboard.report import print_comparison
+
+    with _status(not as_json) as progress:
+        analyses = []
+        for model in (left, right):
+            progress(f"analysing {model}")
+            analyses.append(analyse(_load_model_or_type(model)))
+    comparison = compare(*analyses)
+    if as_json:
+        _emit_json(comparison.to_dict())
+    else:
+        print_comparison(comparison, out)
+
+
+def _load_model_or_type(model: str):
+    """A source for a model id or path; a bare transformers model type uses its default config."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    from onboard.source import load_source
+
+    if "/" not in model and model in CONFIG_MAPPING_NAMES and not Path(model).exists():
+        from onboard.source import default_config_source
+
+        return default_config_source(model)
+    return load_source(model)
+
+
 @app.command("parity")
 def parity_command(
     model: ModelArg,
@@ -234,10 +272,13 @@ def _model_class_in(path: Path) -> str:
 def check_command(
     files: Annotated[
         list[Path] | None,
-        typer.Argument(help="Only report findings that touch these files (pre-commit passes them)."),
+        typer.Argument(
+            help="Only report findings that touch these files (pre-commit passes them)."
+        ),
     ] = None,
     repo: Annotated[
-        Path | None, typer.Option("--repo", help="The library checkout (default: current directory).")
+        Path | None,
+        typer.Option("--repo", help="The library checkout (default: current directory)."),
     ] = None,
     installed: Annotated[
         bool, typer.Option("--installed", help="Lint the installed package of --target.")

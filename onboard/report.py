@@ -18,6 +18,7 @@ from onboard.weightmap import WeightMapProof
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
+    from onboard.analysis.compare import Comparison
     from onboard.pipeline import NewResult
     from onboard.source import ModelSource
     from onboard.targets.base import Proposal
@@ -40,98 +41,41 @@ def print_source(source: ModelSource, console: Console) -> None:
 
 
 def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = False) -> None:
+    from onboard.analysis.features import features
+
     classification = analysis.classification
     spec = analysis.spec
+    text = spec.text
     console.print(
         f"kind [bold]{classification.kind}[/] ({spec.source.architecture}): "
         + "; ".join(classification.reasons)
     )
     for warning in classification.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    att = text.attention
+    console.print(
+        f"[dim]hidden {text.hidden_size}, {text.num_layers} layers, vocab {text.vocab_size}, "
+        f"{att.num_heads} heads / {att.num_kv_heads} kv heads of {att.head_dim}, "
+        f"MLP {text.mlp.intermediate_size}"
+        + (f", {text.moe.num_experts} experts top-{text.moe.top_k}" if text.moe else "")
+        + "[/]"
+    )
     table = Table(title="features", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("feature", style="cyan", no_wrap=True)
     table.add_column("value")
     if evidence:
         table.add_column("evidence", style="dim")
-    for name, value, path in feature_rows(analysis):
-        row = [name, value]
+    for feature in features(spec):
+        row = [feature.name, str(feature.value)]
         if evidence:
-            row.append("\n".join(e.cite() for e in spec.evidence_for(path)) or "-")
+            row.append("\n".join(e.cite() for e in feature.evidence[:2]) or "-")
         table.add_row(*row)
     console.print(table)
     if spec.unresolved:
         console.print("[bold red]unresolved[/] (a human must look):")
         for delta in spec.unresolved:
-            console.print(
-                f"  - {delta.what} at {delta.where}" + (f": {delta.detail}" if delta.detail else "")
-            )
-
-
-def feature_rows(analysis: Analysis) -> list[tuple[str, str, str]]:
-    """(feature, value, evidence path) rows summarising the spec."""
-    text = analysis.spec.text
-    att, mlp, norm = text.attention, text.mlp, text.norm
-    kinds = ", ".join(f"{text.layer_types.count(k)} x {k}" for k in text.distinct_layer_types)
-    ropes = "; ".join(
-        f"{kind}: {r.rope_type or 'none'} theta={r.theta:g}"
-        + (f" partial={r.partial_rotary_factor:g}" if r.partial_rotary_factor != 1 else "")
-        + (f" {dict(r.scaling)}" if r.scaling else "")
-        for kind, r in text.rope
-    )
-    biases = "".join(
-        p
-        for p, on in zip("qkvo", (att.q_bias, att.k_bias, att.v_bias, att.o_bias), strict=True)
-        if on
-    )
-    return [
-        (
-            "sizes",
-            f"hidden {text.hidden_size}, {text.num_layers} layers, vocab {text.vocab_size}",
-            "text.attention.head_dim",
-        ),
-        (
-            "attention",
-            f"{att.num_heads} heads, {att.num_kv_heads} kv heads, head_dim {att.head_dim}",
-            "text.attention.head_dim",
-        ),
-        ("qk-norm", att.qk_norm, "text.attention.qk_norm"),
-        ("attention bias", biases or "none", "text.attention.q_bias"),
-        (
-            "attention scale",
-            f"{att.scale:.6g}" + (f" ({att.scale_key} ** -0.5)" if att.scale_key else ""),
-            "text.attention.scale",
-        ),
-        (
-            "attention softcap",
-            f"{att.softcap:g}" if att.softcap else "none",
-            "text.attention.softcap",
-        ),
-        (
-            "mlp",
-            f"{mlp.kind} {mlp.activation}, bias {mlp.bias}, width {mlp.intermediate_size}",
-            "text.mlp.kind",
-        ),
-        (
-            "norm",
-            f"{norm.kind} eps={norm.eps:g}" + (" (1 + w)" if norm.weight_offset else ""),
-            "text.norm.weight_offset",
-        ),
-        ("norm placement", norm.placement, "text.norm.placement"),
-        ("layer kinds", kinds, "text.layer_types"),
-        (
-            "sliding window",
-            str(text.sliding_window) if text.sliding_window else "none",
-            "text.sliding_window",
-        ),
-        ("rope", ropes, f"text.rope.{text.rope[0][0]}" if text.rope else ""),
-        ("embedding scale", text.embedding_scale, "text.embedding_scale"),
-        (
-            "final softcap",
-            f"{text.final_logit_softcap:g}" if text.final_logit_softcap else "none",
-            "text.final_logit_softcap",
-        ),
-        ("tied embeddings", str(text.tie_word_embeddings), "text.tie_word_embeddings"),
-    ]
+            detail = f": {delta.detail}" if delta.detail else ""
+            console.print(f"  - {delta.what} at {delta.where}{detail}", markup=False)
 
 
 def print_proposal(proposal: Proposal, console: Console, *, limit: int = 3) -> None:
@@ -153,6 +97,9 @@ def print_proposal(proposal: Proposal, console: Console, *, limit: int = 3) -> N
             deltas += f" [dim]({'; '.join(candidate.notes)})[/]"
         table.add_row(candidate.variant.class_name, candidate.variant.key, deltas)
     console.print(table)
+    if proposal.by_role:
+        roles = ", ".join(f"{role}: {v.key} ({v.class_name})" for role, v in proposal.by_role)
+        console.print(f"[dim]nearest registered HF ancestor per role: {roles}[/]")
     for blocker in proposal.blockers:
         console.print(f"[bold red]cannot generate:[/] {blocker}")
 
@@ -188,6 +135,26 @@ def print_parity(report: ParityReport, console: Console) -> None:
     verdict = "[green]parity passed[/]" if report.passed else "[bold red]parity FAILED[/]"
     blame = " (generated code or its config is wrong)" if not report.passed else ""
     console.print(verdict + blame)
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    table = Table(
+        title=f"{comparison.left} vs {comparison.right}",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for column in ("feature", comparison.left, comparison.right):
+        table.add_column(column)
+    for feature, left, right in comparison.rows:
+        style = "bold yellow" if left != right else "dim"
+        table.add_row(Text(feature, style=style), str(left), str(right))
+    console.print(table)
+    console.print(
+        f"{len(comparison.differences)} of {len(comparison.rows)} features differ; ancestry "
+        f"{' -> '.join(comparison.left_chain)} | {' -> '.join(comparison.right_chain)}"
+        + (f"; common ancestor {comparison.common_ancestor}" if comparison.common_ancestor else "")
+    )
 
 
 def print_weight_map(proof: WeightMapProof, console: Console) -> None:
@@ -252,6 +219,7 @@ def proposal_to_dict(proposal: Proposal) -> dict[str, Any]:
         else None,
         "hidden": list(proposal.hidden),
         "blockers": list(proposal.blockers),
+        "by_role": {role: {"key": v.key, "class": v.class_name} for role, v in proposal.by_role},
         "candidates": [
             {
                 "class": c.variant.class_name,

@@ -30,6 +30,7 @@ class Origin(StrEnum):
     CACHE = "cache"
     HUB = "hub"
     BUNDLED = "bundled"
+    DEFAULT = "transformers-default"
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,36 @@ def _finish(
         revision=revision,
         hf_files=transformers_source_files(config["model_type"]),
         notices=notices,
+    )
+
+
+def default_config_source(model_type: str) -> ModelSource:
+    """A source built from transformers' default config of ``model_type`` (for ``onboard diff``).
+
+    Default configs are not always representative (the landscape notes list cases), so the
+    origin says so: ``transformers-default``.
+    """
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    try:
+        config = CONFIG_MAPPING[model_type]().to_dict()
+    except Exception as exc:  # some default configs do not build
+        raise InvalidConfigError(
+            f"transformers' default {model_type} config does not build ({type(exc).__name__})"
+        ) from None
+    architecture = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    if architecture:
+        config["architectures"] = [architecture]
+    config["model_type"] = model_type
+    return ModelSource(
+        model_id=model_type,
+        origin=Origin.DEFAULT,
+        config_path=Path(f"<transformers default {model_type} config>"),
+        config=config,
+        revision=None,
+        hf_files=transformers_source_files(model_type),
+        notices=(f"{model_type}: transformers' default config, not a real checkpoint's",),
     )
 
 

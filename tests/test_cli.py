@@ -136,3 +136,12 @@ def test_help_and_version(cli_env) -> None:
     help_text = onboard("--help", env=cli_env).stdout
     for command in ("new", "inspect", "parity", "targets"):
         assert command in help_text
+
+
+def test_diff_of_two_model_types(cli_env) -> None:
+    run = onboard("diff", "qwen3", "llama", "--json", env=cli_env)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    differing = [row["feature"] for row in report["features"] if row["differs"]]
+    assert differing == ["attention.qk_norm"]
+    assert report["common_ancestor"] == "llama"

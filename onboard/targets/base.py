@@ -68,6 +68,9 @@ class Proposal:
     hidden: tuple[str, ...] = ()  # registry keys hidden by --treat-as-new
     already_supported: Variant | None = None  # the model_type is registered (and not hidden)
     blockers: tuple[str, ...] = field(default=())  # why no code can be generated
+    # Per role (attention, mlp, norm ...): the nearest HF ancestor the library registers, and
+    # the class it is registered to (from transformers' modular files).
+    by_role: tuple[tuple[str, Variant], ...] = ()
 
     @property
     def chosen(self) -> Candidate | None:

@@ -46,7 +46,23 @@ def propose(spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> 
         hidden=hidden,
         already_supported=None if treat_as_new else own,
         blockers=blockers(spec),
+        by_role=tuple(
+            (role, variant)
+            for role, variant in _by_role(spec.model_type, visible)
+            if role != "moe" or spec.text.moe is not None
+        ),
     )
+
+
+def _by_role(model_type: str, visible: list[Variant]) -> tuple[tuple[str, Variant], ...]:
+    from onboard.analysis.ancestry import closest_per_role
+
+    variants = {v.key: v for v in visible}
+    try:
+        roles = closest_per_role(model_type, frozenset(variants))
+    except Exception:  # model types transformers does not know have no ancestry
+        return ()
+    return tuple((role, variants[key]) for role, key in roles.items())
 
 
 def _representative(variants: list[Variant]) -> Variant:

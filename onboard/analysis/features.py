@@ -1,0 +1,151 @@
+"""The feature catalogue: a flat, comparable view of an ``ArchitectureSpec``.
+
+``inspect`` lists these with their evidence, ``diff`` compares two models on them, and the
+labelled table in the tests checks them against hand-read HF source. Each entry is one small
+function of the spec, so adding a feature is adding one line to ``CATALOGUE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from onboard.spec import ArchitectureSpec, Evidence
+
+Value = str | bool | int | float | None
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    value: Value
+    evidence: tuple[Evidence, ...]
+    confidence: float  # 1.0 measured or read; lower when the value is a default nothing confirmed
+
+
+def _qk_norm(s: ArchitectureSpec) -> Value:
+    return s.text.attention.qk_norm
+
+
+def _window(s: ArchitectureSpec) -> Value:
+    kinds = s.text.distinct_layer_types
+    if "sliding_attention" not in kinds or not s.text.sliding_window:
+        return "none"
+    return "uniform" if len(kinds) == 1 else "per_layer"
+
+
+def _scale(s: ArchitectureSpec) -> Value:
+    attention = s.text.attention
+    if attention.scale_key:
+        return attention.scale_key
+    if attention.mla is not None:
+        return "qk_head_dim_yarn" if attention.yarn_mscale else "qk_head_dim"
+    return "head_dim"
+
+
+def _norm(s: ArchitectureSpec) -> Value:
+    return s.text.norm.kind + ("+1" if s.text.norm.weight_offset else "")
+
+
+def _rope_type(s: ArchitectureSpec) -> Value:
+    types = {r.rope_type or "none" for _, r in s.text.rope}
+    return "/".join(sorted(types))
+
+
+def _partial_rotary(s: ArchitectureSpec) -> Value:
+    return any(r.partial_rotary_factor < 1.0 for _, r in s.text.rope)
+
+
+def _per_layer_theta(s: ArchitectureSpec) -> Value:
+    return len({r.theta for _, r in s.text.rope}) > 1
+
+
+def _router(s: ArchitectureSpec) -> Value:
+    moe = s.text.moe
+    if moe is None:
+        return "none"
+    r = moe.router
+    if r.order == "topk_softmax":
+        return "topk_then_softmax"
+    name = f"{r.scoring}_then_topk"
+    if r.correction_bias:
+        name += "+bias"
+    if r.n_group > 1:
+        name += "+groups"
+    return name
+
+
+def _shared(s: ArchitectureSpec) -> Value:
+    moe = s.text.moe
+    if moe is None or moe.shared is None:
+        return "none"
+    return "gated" if moe.shared.gated else "ungated"
+
+
+CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
+    # name, evidence path in the spec, value
+    (
+        "attention.kind",
+        "text.attention.mla",
+        lambda s: "mla" if s.text.attention.mla else "standard",
+    ),
+    ("attention.qk_norm", "text.attention.qk_norm", _qk_norm),
+    ("attention.qkv_bias", "text.attention.q_bias", lambda s: s.text.attention.q_bias),
+    ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),
+    ("attention.scale", "text.attention.scale", _scale),
+    ("attention.softcap", "text.attention.softcap", lambda s: s.text.attention.softcap is not None),
+    ("attention.sliding_window", "text.sliding_window", _window),
+    ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind),
+    ("mlp.activation", "text.mlp.activation", lambda s: s.text.mlp.activation),
+    ("mlp.bias", "text.mlp.bias", lambda s: s.text.mlp.bias),
+    ("norm.kind", "text.norm.weight_offset", _norm),
+    ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
+    ("embedding.scale", "text.embedding_scale", lambda s: s.text.embedding_scale),
+    (
+        "logits.final_softcap",
+        "text.final_logit_softcap",
+        lambda s: s.text.final_logit_softcap is not None,
+    ),
+    ("rope.type", "text.rope", _rope_type),
+    ("rope.partial", "text.rope", _partial_rotary),
+    ("rope.per_layer_theta", "text.rope", _per_layer_theta),
+    ("rope.interleaved", "text.rope", lambda s: any(r.interleaved for _, r in s.text.rope)),
+    ("embeddings.tied", "text.tie_word_embeddings", lambda s: s.text.tie_word_embeddings),
+    ("moe.router", "text.moe.router", _router),
+    (
+        "moe.renormalize",
+        "text.moe.router",
+        lambda s: bool(s.text.moe and s.text.moe.router.renormalize),
+    ),
+    (
+        "moe.routed_scaling",
+        "text.moe.router",
+        lambda s: bool(s.text.moe and s.text.moe.router.routed_scaling_factor != 1.0),
+    ),
+    ("moe.shared_experts", "text.moe.shared", _shared),
+    (
+        "moe.dense_layers",
+        "text.mlp_kinds",
+        lambda s: s.text.moe.dense_rule if s.text.moe else "all",
+    ),
+)
+
+
+def features(spec: ArchitectureSpec) -> tuple[Feature, ...]:
+    found = []
+    for name, path, read in CATALOGUE:
+        evidence = _evidence(spec, path)
+        found.append(Feature(name, read(spec), evidence, 1.0 if evidence else 0.5))
+    return tuple(found)
+
+
+def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
+    return {f.name: f.value for f in features(spec)}
+
+
+def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
+    if path == "text.rope":
+        return tuple(
+            e for key, items in spec.evidence if key.startswith("text.rope.") for e in items
+        )
+    return spec.evidence_for(path)
