@@ -238,7 +238,7 @@ def parity_command(
         if generated is not None:
             if not generated.is_file():
                 raise BadInputError(f"--generated {generated} is not a file")
-            module = (generated, _model_class_in(generated))
+            module = (generated, chosen_target.model_class_in(generated))
         elif proposal.already_supported is None:
             raise BadInputError(
                 f"{analysis.spec.model_type} is not registered in {target}; "
@@ -252,20 +252,6 @@ def parity_command(
         print_parity(report, out)
     if not report.passed:
         raise typer.Exit(ExitCode.FAILED)
-
-
-def _model_class_in(path: Path) -> str:
-    import ast
-
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = [
-        n.name
-        for n in tree.body
-        if isinstance(n, ast.ClassDef) and n.name.endswith("CausalLMModel")
-    ]
-    if not names:
-        raise BadInputError(f"{path} defines no *CausalLMModel class")
-    return names[-1]
 
 
 @app.command("check")

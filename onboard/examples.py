@@ -29,6 +29,7 @@ EXAMPLES = (
     # Qwen3 is already in mobius; --treat-as-new rebuilds it from the closest other class.
     Example("Qwen/Qwen3-0.6B", "mobius", "qwen3/mobius", ("--treat-as-new",)),
     Example("Qwen/Qwen3-30B-A3B", "mobius", "qwen3_moe/mobius", ("--treat-as-new",)),
+    Example("Qwen/Qwen3-0.6B", "automodel", "qwen3/automodel", ("--treat-as-new",)),
 )
 
 

@@ -118,14 +118,16 @@ def print_parity(report: ParityReport, console: Console) -> None:
         detail = check.detail + (f" [bug {check.bug}]" if check.bug else "")
         table.add_row(
             check.provider,
-            check.name,
+            Text(check.name),
             Text(str(check.status), style=STATUS_STYLE[check.status]),
             f"{m.max_abs:.1e}" if m else "",
             f"{m.cosine:.8f}" if m else "",
             f"{m.argmax_agree:.0%}" if m else "",
-            detail,
+            Text(detail),
         )
     console.print(table)
+    for note in report.notes:
+        console.print(Text(note, style="dim"))
     if report.weights is not None:
         print_weight_map(report.weights, console)
     for bug in report.bugs:

@@ -47,6 +47,8 @@ class SourceRef:
     architecture: str
     transformers_version: str
     hf_files: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
+    # The checkpoint's own code (auto_map), (file name, sha256): what parity may import.
+    remote_files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

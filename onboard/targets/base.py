@@ -97,11 +97,15 @@ class Target(Protocol):
         name: str | None = None,
     ) -> Plan: ...
 
+    def model_class_in(self, path: Path) -> str:
+        """The model class a generated module defines (for ``onboard parity --generated``)."""
+        ...
+
     def parity(
         self,
         analysis: Analysis,
         proposal: Proposal,
-        generated: Path | None,
+        generated: tuple[Path, str] | None,
         library: Library,
         *,
         device: str = "cpu",

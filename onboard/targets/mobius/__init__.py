@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from onboard.errors import OnboardError, TargetRepoError, UnsupportedFeatureError
+from onboard.errors import BadInputError, OnboardError, TargetRepoError, UnsupportedFeatureError
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius import design as _design
 from onboard.targets.mobius import plan as _plan
@@ -64,6 +65,21 @@ class MobiusTarget:
     ) -> Plan:
         design = self.design(analysis.spec, proposal, name)
         return _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
+
+    def model_class_in(self, path: Path) -> str:
+        """The last ``*CausalLMModel`` class the module defines (read, not imported)."""
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise BadInputError(f"{path} cannot be read as Python: {exc}") from None
+        names = [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.ClassDef) and n.name.endswith("CausalLMModel")
+        ]
+        if not names:
+            raise BadInputError(f"{path} defines no *CausalLMModel class")
+        return names[-1]
 
     def parity(
         self,

@@ -7,10 +7,9 @@ writes as a comment next to the code it justifies.
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import dataclass
 
+from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec, Evidence, RouterSpec, SharedExpertSpec
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
@@ -150,20 +149,6 @@ class ModelDesign:
     @property
     def decoder_layer_class(self) -> str:
         return f"{self.prefix}DecoderLayer"
-
-
-def module_name(model_type: str) -> str:
-    name = re.sub(r"\W", "_", model_type).strip("_").lower() or "model"
-    if name[0].isdigit() or keyword.iskeyword(name):
-        name = f"model_{name}"
-    return name
-
-
-def class_prefix(architecture: str, model_type: str) -> str:
-    stem = re.sub(r"(ForCausalLM|LMHeadModel|Model)$", "", architecture)
-    if not stem or not stem.isidentifier():
-        stem = "".join(part.capitalize() for part in re.split(r"\W|_", model_type) if part)
-    return stem if stem[:1].isalpha() else f"Model{stem}"
 
 
 def design_model(

@@ -9,7 +9,6 @@ the plan writes a folder laid out like the repo, with the registry edits as ``on
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from pathlib import Path
 
 from onboard import STAMP
@@ -23,6 +22,7 @@ from onboard.codemods import (
 )
 from onboard.errors import TargetRepoError
 from onboard.plan import FileChange, Plan
+from onboard.provenance import header_for
 from onboard.spec import ArchitectureSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
@@ -32,25 +32,6 @@ MODELS_INIT = "models/__init__.py"
 REGISTRY = "_registry.py"
 TEST_CONFIGS = "tests/_test_configs.py"
 CASES_DIR = "testdata/cases/causal-lm"
-
-
-@dataclass(frozen=True)
-class Header:
-    generator: str
-    model_id: str
-    revision: str
-    hf_source: str
-    command: str
-
-
-def header_for(spec: ArchitectureSpec, command: str) -> Header:
-    source = spec.source
-    modeling = next((h for n, h in source.hf_files if n.startswith("modeling_")), None)
-    modeling_name = next((n for n, _ in source.hf_files if n.startswith("modeling_")), "")
-    hf = f"transformers {source.transformers_version}"
-    if modeling:
-        hf += f" {modeling_name} sha256:{modeling[:16]}"
-    return Header(STAMP, source.model_id, source.revision or "unknown", hf, command)
 
 
 def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:

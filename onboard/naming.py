@@ -1,0 +1,24 @@
+"""How a model_type and architecture become a Python module name and a class prefix.
+
+Every target names generated code the same way, so a model onboarded into two libraries is
+recognisable in both.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+
+def module_name(model_type: str) -> str:
+    name = re.sub(r"\W", "_", model_type).strip("_").lower() or "model"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = f"model_{name}"
+    return name
+
+
+def class_prefix(architecture: str, model_type: str) -> str:
+    stem = re.sub(r"(ForCausalLM|LMHeadModel|Model)$", "", architecture)
+    if not stem or not stem.isidentifier():
+        stem = "".join(part.capitalize() for part in re.split(r"\W|_", model_type) if part)
+    return stem if stem[:1].isalpha() else f"Model{stem}"

@@ -1,0 +1,34 @@
+"""What every generated file says about where it came from.
+
+A reviewer must be able to tell, from the file alone, which checkpoint revision and which exact
+source text (transformers' modeling file, or the checkpoint's own remote code) it was derived from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onboard import STAMP
+from onboard.spec import ArchitectureSpec
+
+
+@dataclass(frozen=True)
+class Header:
+    generator: str
+    model_id: str
+    revision: str
+    hf_source: str
+    command: str
+
+
+def header_for(spec: ArchitectureSpec, command: str) -> Header:
+    source = spec.source
+    if source.remote_files:
+        hashes = ", ".join(f"{name} sha256:{digest[:16]}" for name, digest in source.remote_files)
+        hf = f"remote code {hashes} (transformers {source.transformers_version})"
+    else:
+        modeling = next(((n, h) for n, h in source.hf_files if n.startswith("modeling_")), None)
+        hf = f"transformers {source.transformers_version}"
+        if modeling:
+            hf += f" {modeling[0]} sha256:{modeling[1][:16]}"
+    return Header(STAMP, source.model_id, source.revision or "unknown", hf, command)

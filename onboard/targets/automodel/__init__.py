@@ -1,0 +1,78 @@
+"""The NeMo AutoModel target (NVIDIA-NeMo/Automodel, PyPI ``nemo-automodel``): torch models.
+
+Known variants come from ``MODEL_ARCH_MAPPING``, read statically. The generated package keeps
+HF's module tree, so it is proven by its own generated tests (adapter round trip, every layer and
+the logits against HF, a short training run) plus onboard's shared prefill / decode / padding /
+KV-cache scenarios, all run in a subprocess that imports the generated package as the library
+would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from onboard.targets.automodel import design as _design
+from onboard.targets.automodel import plan as _plan
+from onboard.targets.automodel.propose import propose as _propose
+from onboard.targets.automodel.registry import open_library as _open_library
+from onboard.targets.base import Library, Proposal
+
+if TYPE_CHECKING:
+    from onboard.analysis import Analysis
+    from onboard.parity.report import ParityReport
+    from onboard.plan import Plan
+    from onboard.spec import ArchitectureSpec
+
+
+class AutomodelTarget:
+    name = "automodel"
+
+    def open_library(self, repo: Path | None) -> Library:
+        return _open_library(repo)
+
+    def propose(self, spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal:
+        return _propose(spec, library, treat_as_new=treat_as_new)
+
+    def design(
+        self, analysis: Analysis, proposal: Proposal, name: str | None = None
+    ) -> _design.ModelDesign:
+        design = _design.design_model(analysis.spec, proposal, analysis.tiny.config, analysis.probe)
+        return _design.with_name(design, name)
+
+    def plan(
+        self,
+        analysis: Analysis,
+        proposal: Proposal,
+        library: Library,
+        *,
+        out: Path | None,
+        name: str | None = None,
+        command: str = "",
+    ) -> Plan:
+        design = self.design(analysis, proposal, name)
+        return _plan.plan_files(
+            design, analysis.spec, analysis.tiny.config, library, out=out, command=command
+        )
+
+    def model_class_in(self, path: Path) -> str:
+        """The class a generated ``model.py`` registers: AutoModel's ``ModelClass = X``."""
+        return _plan.model_class_in(path)
+
+    def parity(
+        self,
+        analysis: Analysis,
+        proposal: Proposal,
+        generated: tuple[Path, str] | None,
+        library: Library,
+        *,
+        device: str = "cpu",
+    ) -> ParityReport:
+        """The generated package's own tests plus the shared scenarios, or, with ``generated``
+        None, the scenarios on the class the registry maps the architecture to."""
+        from onboard.targets.automodel.parity import run_parity
+
+        return run_parity(analysis, proposal, generated, library, device=device)
+
+
+TARGET = AutomodelTarget()

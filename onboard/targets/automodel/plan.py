@@ -1,0 +1,277 @@
+"""Turn a ``ModelDesign`` into the files of an AutoModel pull request.
+
+With ``--repo`` the plan edits the checkout: the new model package, its generated tests, an
+example recipe, the model-coverage page, and a libcst upsert of the ``MODEL_ARCH_MAPPING`` entry.
+Without it the plan writes a folder laid out like the repo, with the registry edit as
+``onboard.patch`` (against the installed package) and the remaining steps in ``ONBOARD.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import pprint
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onboard import STAMP
+from onboard.codegen import format_python, render_template
+from onboard.codemods import CodemodError, upsert_ordereddict_entry
+from onboard.errors import BadInputError, TargetRepoError, UnsupportedFeatureError
+from onboard.plan import FileChange, Plan
+from onboard.provenance import header_for
+from onboard.spec import ArchitectureSpec
+from onboard.targets.automodel.design import ModelDesign
+from onboard.targets.automodel.registry import (
+    ARCH_MAPPING,
+    REGISTRY,
+    custom_config_types,
+    library_version,
+)
+from onboard.targets.base import Library
+
+DEVICE_ENV = "AUTOMODEL_TEST_DEVICE"
+MODELS_DIR = "nemo_automodel/components/models"
+TESTS_DIR = "tests/unit_tests/models"
+# Fields of onboard's tiny config.json the generated tests set themselves, or that only describe
+# the file the config came from.
+_TEST_CONFIG_DROP = frozenset(
+    {
+        "architectures",
+        "auto_map",
+        "dtype",
+        "model_type",
+        "torch_dtype",
+        "transformers_version",
+        "use_cache",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where each generated file goes, relative to the repo root."""
+
+    package: str
+    tests: str
+    recipe: str
+    card: str
+
+    @property
+    def model(self) -> str:
+        return f"{self.package}/model.py"
+
+
+@dataclass(frozen=True)
+class HubName:
+    """How docs and recipes name the checkpoint: a Hub id, or a local folder."""
+
+    repo_id: str  # org/name for the Hub, or the local path
+    org: str
+    name: str
+
+
+def paths_for(design: ModelDesign, hub: HubName) -> Paths:
+    slug = re.sub(r"[^a-z0-9]+", "_", hub.name.lower().replace(".", "p")).strip("_")
+    return Paths(
+        package=f"{MODELS_DIR}/{design.module}",
+        tests=f"{TESTS_DIR}/{design.module}",
+        recipe=f"examples/llm_finetune/{design.module}/{slug or design.module}_hellaswag.yaml",
+        card=f"docs/model-coverage/llm/{hub.org}/{hub.name}.mdx",
+    )
+
+
+def hub_name(spec: ArchitectureSpec) -> HubName:
+    source = spec.source
+    if source.origin != "local" and re.fullmatch(r"[\w.-]+/[\w.-]+", source.model_id):
+        org, name = source.model_id.split("/")
+        return HubName(source.model_id, org.lower(), name)
+    folder = Path(source.model_id)
+    folder = folder.parent if folder.name == "config.json" else folder
+    return HubName(str(folder), "local", folder.name or spec.model_type)
+
+
+def plan_files(
+    design: ModelDesign,
+    spec: ArchitectureSpec,
+    tiny_config: dict[str, Any],
+    library: Library,
+    *,
+    out: Path | None,
+    command: str,
+) -> Plan:
+    """Every file of the pull request; ``out`` None means edit the checkout's registry."""
+    if spec.model_type in custom_config_types(library.root):
+        raise UnsupportedFeatureError(
+            f"{spec.model_type} has a custom config class in AutoModel's "
+            "_CUSTOM_CONFIG_REGISTRATIONS; onboard does not generate config classes yet"
+        )
+    hub = hub_name(spec)
+    paths = paths_for(design, hub)
+    header = _header(spec, design, command, library_version(library.root))
+    owned = _owned_files(design, spec, tiny_config, paths, hub, header)
+    registry = registry_with_entry(
+        library, design.arch, f"{design.package}.model", design.model_class
+    )
+    notes = (f"registered as {design.arch!r} -> {design.package}.model.{design.model_class}",)
+    if out is None:
+        changes = (*owned, FileChange(REGISTRY, registry, False, "MODEL_ARCH_MAPPING entry"))
+    else:
+        patch = registry_patch(library, registry)
+        readme = render_template(
+            "automodel/ONBOARD.md.j2",
+            d=design,
+            spec=spec,
+            stamp=STAMP,
+            command=command,
+            automodel_version=library_version(library.root),
+            registry=REGISTRY,
+            patched=bool(patch),
+            paths=paths,
+            device_env=DEVICE_ENV,
+        )
+        # No patch file when the registry already maps the architecture to this class.
+        patch_file = (FileChange("onboard.patch", patch, True, "registry edit"),) if patch else ()
+        changes = (
+            *owned,
+            *patch_file,
+            FileChange("ONBOARD.md", readme, True, "summary and manual steps"),
+        )
+    return Plan("automodel", design.model_type, changes, notes, paths.model, design.model_class)
+
+
+def _header(spec: ArchitectureSpec, design: ModelDesign, command: str, version: str) -> str:
+    h = header_for(spec, command)
+    closest = design.closest.variant.key if design.closest else "none"
+    text = (
+        f"{h.generator}: generated from {h.model_id} (revision {h.revision}), {h.hf_source}, "
+        f"for nemo-automodel {version}. Closest AutoModel class: {closest}."
+    )
+    return f"{text} Regenerate: {h.command}" if h.command else text
+
+
+def _owned_files(
+    design: ModelDesign,
+    spec: ArchitectureSpec,
+    tiny_config: dict[str, Any],
+    paths: Paths,
+    hub: HubName,
+    header: str,
+) -> tuple[FileChange, ...]:
+    def python(template: str, path: str, why: str, **extra: Any) -> FileChange:
+        text = render_template(f"automodel/{template}", d=design, header=header, **extra)
+        return FileChange(path, format_python(text, filename=Path(path).name), True, why)
+
+    layer_summary = _layer_summary(spec.text.layer_types)
+    files = [
+        python("__init__.py.j2", f"{paths.package}/__init__.py", "package exports"),
+        python("model.py.j2", paths.model, "model"),
+        python(
+            "state_dict_adapter.py.j2",
+            f"{paths.package}/state_dict_adapter.py",
+            "HF checkpoint adapter",
+        ),
+    ]
+    if design.has_layers_module:
+        files.append(python("layers.py.j2", f"{paths.package}/layers.py", "scaled embedding"))
+    if design.per_kind_rope:
+        files.append(python("rope_utils.py.j2", f"{paths.package}/rope_utils.py", "RoPE per kind"))
+    files.append(
+        python(
+            "test_model.py.j2",
+            f"{paths.tests}/test_{design.module}_model.py",
+            "generated tests",
+            tiny=_literal(test_config(tiny_config)),
+            norms=_literal(list(norm_attributes(spec))),
+            layer_summary=_layer_summary(tiny_config.get("layer_types") or ()) or "full attention",
+            device_env=DEVICE_ENV,
+        )
+    )
+    context = {
+        "d": design,
+        "spec": spec,
+        "header": header,
+        "hub_id": hub.repo_id,
+        "org": hub.org,
+        "model_name": hub.name,
+        "layer_summary": layer_summary,
+        "recipe_path": paths.recipe,
+        "path": paths.recipe,
+    }
+    files.append(
+        FileChange(
+            paths.recipe, render_template("automodel/recipe.yaml.j2", **context), True, "recipe"
+        )
+    )
+    files.append(
+        FileChange(
+            paths.card, render_template("automodel/model_card.mdx.j2", **context), True, "docs"
+        )
+    )
+    return tuple(files)
+
+
+def test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in tiny_config.items() if k not in _TEST_CONFIG_DROP}
+
+
+def norm_attributes(spec: ArchitectureSpec) -> tuple[str, ...]:
+    """Every norm of a decoder layer, by attribute path (the layer norms, then q/k norms)."""
+    names = tuple(name for _, name in spec.text.norm.names)
+    if spec.text.attention.qk_norm != "none":
+        names += ("self_attn.q_norm", "self_attn.k_norm")
+    return names
+
+
+def registry_with_entry(library: Library, arch: str, module: str, class_name: str) -> str:
+    """The registry's text with ``arch -> (module, class_name)`` upserted (libcst)."""
+    path = library.root / REGISTRY
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TargetRepoError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return upsert_ordereddict_entry(source, ARCH_MAPPING, arch, f'("{module}", "{class_name}")')
+    except CodemodError as exc:
+        raise TargetRepoError(f"cannot edit {REGISTRY}: {exc.message}") from None
+
+
+def registry_patch(library: Library, new: str) -> str:
+    old = (library.root / REGISTRY).read_text(encoding="utf-8")
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{REGISTRY}",
+            tofile=f"b/{REGISTRY}",
+        )
+    )
+
+
+def _layer_summary(kinds: Any) -> str:
+    counts = Counter(kinds)
+    return ", ".join(f"{n} x {kind}" for kind, n in counts.items())
+
+
+def _literal(value: Any) -> str:
+    return pprint.pformat(value, width=88, sort_dicts=False)
+
+
+def model_class_in(path: Path) -> str:
+    """The name bound by ``ModelClass = X`` in a model file, read without importing it."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"cannot read {path}: {exc}") from None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "ModelClass" for t in node.targets)
+            and isinstance(node.value, ast.Name)
+        ):
+            return node.value.id
+    raise BadInputError(f"{path} has no `ModelClass = <class>` (AutoModel's model-file convention)")

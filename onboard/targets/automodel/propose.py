@@ -1,0 +1,160 @@
+"""Rank AutoModel's dense classes by how much generated code each would need, and say what the
+generator cannot express.
+
+Generated AutoModel code does not inherit from another AutoModel model: it subclasses the HF
+modules of the architecture itself (as 0.7.0's ``qwen3`` does). The closest registered class is
+still worth naming: its conventions are the ones the generated module follows, and the features
+it lacks are what a reviewer should read first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onboard.analysis.features import Value, feature_values
+from onboard.spec import ArchitectureSpec
+from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
+
+# RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
+# ``longrope`` recompute with the sequence length in HF and would be silently wrong here.
+SUPPORTED_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
+
+
+@dataclass(frozen=True)
+class ClassProfile:
+    """What one AutoModel 0.7.0 dense class computes, in the shared feature catalogue's terms."""
+
+    arch: str
+    can: dict[str, frozenset[Value]]
+
+
+def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
+    """A profile's capabilities: the catalogue features a candidate is compared on."""
+    base: dict[str, set[Value]] = {
+        "attention.kind": {"standard"},
+        "attention.qk_norm": {"none"},
+        "attention.qkv_bias": {False},
+        "attention.o_bias": {False},
+        "attention.scale": {"head_dim"},
+        "attention.softcap": {False},
+        "attention.sliding_window": {"none"},
+        "mlp.kind": {"gated"},
+        "mlp.bias": {False},
+        "norm.kind": {"rms"},
+        "norm.placement": {"pre"},
+        "embedding.scale": {"none"},
+        "logits.final_softcap": {False},
+        "rope.per_layer_theta": {False},
+    }
+    return {k: frozenset(v) for k, v in {**base, **overrides}.items()}
+
+
+_ANY_BIAS = {False, True}  # read from config.attention_bias / config.mlp_bias
+_ANY_WINDOW = {"none", "uniform", "per_layer"}
+
+# components/models/{qwen3,qwen2,llama,mistral3}/model.py in nemo-automodel 0.7.0.
+PROFILES = {
+    p.arch: p
+    for p in (
+        ClassProfile(
+            "Qwen3ForCausalLM",
+            _can(
+                {
+                    "attention.qk_norm": {"per_head"},
+                    "attention.qkv_bias": _ANY_BIAS,
+                    "attention.o_bias": _ANY_BIAS,
+                    "attention.sliding_window": _ANY_WINDOW,
+                }
+            ),
+        ),
+        ClassProfile(
+            "Qwen2ForCausalLM",
+            _can(
+                {
+                    "attention.qkv_bias": {True},
+                    "attention.sliding_window": _ANY_WINDOW,
+                    "mlp.bias": _ANY_BIAS,
+                }
+            ),
+        ),
+        ClassProfile(
+            "LlamaForCausalLM",
+            _can(
+                {
+                    "attention.qkv_bias": _ANY_BIAS,
+                    "attention.o_bias": _ANY_BIAS,
+                    "mlp.bias": _ANY_BIAS,
+                }
+            ),
+        ),
+        ClassProfile(
+            "Ministral3ForCausalLM", _can({"attention.sliding_window": {"none", "uniform"}})
+        ),
+    )
+}
+
+
+def propose(spec: ArchitectureSpec, library: Library, *, treat_as_new: bool) -> Proposal:
+    arch = spec.source.architecture
+    own = library.variant(arch)
+    hidden: tuple[str, ...] = ()
+    if treat_as_new and own is not None:
+        hidden = tuple(v.key for v in library.variants if v.class_name == own.class_name)
+    visible = [v for v in library.variants if v.key not in hidden and v.key in PROFILES]
+    wanted = feature_values(spec)
+    candidates = sorted(
+        (_candidate(v, wanted) for v in visible),
+        key=lambda c: (len(c.deltas), c.variant.key),
+    )
+    return Proposal(
+        model_type=spec.model_type,
+        candidates=tuple(candidates),
+        hidden=hidden,
+        already_supported=None if treat_as_new else own,
+        blockers=blockers(spec),
+    )
+
+
+def _candidate(variant: Variant, wanted: dict[str, Value]) -> Candidate:
+    can = PROFILES[variant.key].can
+    deltas = tuple(
+        Delta(feature, str(wanted[feature]), "/".join(sorted(map(str, can[feature]))))
+        for feature in can
+        if wanted[feature] not in can[feature]
+    )
+    return Candidate(variant, deltas)
+
+
+def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
+    """What the AutoModel generator cannot express for ``spec``, each with where it was seen."""
+    text = spec.text
+    found = [
+        f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
+    ]
+    if spec.kind != "dense" or getattr(text, "moe", None) is not None:
+        found.append(
+            f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
+            "dense decoders only so far (MoE needs an MoEConfig, a grouped-experts adapter and "
+            "expert-parallel tests)"
+        )
+    if getattr(text.attention, "mla", None) is not None:
+        found.append("multi-head latent attention (config.json:kv_lora_rank)")
+    if getattr(text.attention, "yarn_mscale", False):
+        found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
+    for kind, rope in text.rope:
+        where = f"for {kind} layers (config.json:rope_parameters)"
+        if rope.rope_type is None:
+            found.append(f"layers without RoPE {where}")
+        elif rope.rope_type not in SUPPORTED_ROPE:
+            found.append(
+                f"RoPE type {rope.rope_type!r} {where}: NeMo's rotary tables are computed once, "
+                "HF recomputes them with the sequence length"
+            )
+        if rope.partial_rotary_factor != 1.0:
+            found.append(
+                f"partial RoPE (factor {rope.partial_rotary_factor:g}) {where}: NeMo's "
+                "apply_rotary_pos_emb rotates the whole head"
+            )
+        if getattr(rope, "interleaved", False):
+            found.append(f"interleaved RoPE pairs {where}")
+    return tuple(found)

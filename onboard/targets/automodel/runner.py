@@ -1,0 +1,260 @@
+"""The parity subprocess: ``python -m onboard.targets.automodel.runner REQUEST.json RESULT.json``.
+
+Generated code runs here, never in onboard's process: the overlay makes the generated package
+importable under its library name, pytest runs the generated tests in-process, and onboard's
+shared scenarios (prefill, decode, padding, KV cache) compare the model with the HF reference.
+Everything comes back as plain JSON, so a crash in generated code cannot take onboard down.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onboard.targets.automodel.overlay import install
+
+LM_HEAD = "lm_head.weight"
+EMBEDDINGS = "model.embed_tokens.weight"
+
+
+@dataclass(frozen=True)
+class Request:
+    module: str  # the module of the class to check
+    class_name: str
+    tiny_config: dict[str, Any]
+    device: str = "cpu"
+    overlay: tuple[str, ...] = ()  # roots holding generated nemo_automodel/... files
+    checkout: str | None = None  # an Automodel checkout to import instead of the installed one
+    tests: str | None = None  # the generated tests' directory
+    device_env: str = "AUTOMODEL_TEST_DEVICE"
+
+
+@dataclass
+class Result:
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    weights: dict[str, Any] | None = None
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path = (Path(a) for a in argv)
+    data = json.loads(request_path.read_text(encoding="utf-8"))
+    request = Request(**{**data, "overlay": tuple(data.get("overlay", ()))})
+    if request.checkout:
+        sys.path.insert(0, request.checkout)
+    install([Path(root) for root in request.overlay])
+    os.environ[request.device_env] = request.device
+    result = Result()
+    if request.tests:
+        result.tests = run_tests(Path(request.tests))
+    result.checks, result.weights = run_scenarios_on(request)
+    result_path.write_text(json.dumps(asdict(result)), encoding="utf-8")
+    return 0
+
+
+# -- generated tests --------------------------------------------------------------------------
+
+
+class _Outcomes:
+    """A pytest plugin that keeps one outcome per test (a failed setup counts as the test)."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        name = report.nodeid.split("::", 1)[-1]
+        if report.when == "call" or report.outcome != "passed":
+            if name in self.outcomes and self.outcomes[name]["outcome"] != "passed":
+                return  # keep the first failure (a teardown error must not hide it)
+            self.outcomes[name] = {
+                "name": name,
+                "outcome": report.outcome,
+                "detail": _failure_line(report),
+                "seconds": round(report.duration, 3),
+            }
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.outcomes[report.nodeid or "collection"] = {
+                "name": f"collect {Path(report.nodeid).name}",
+                "outcome": "failed",
+                "detail": _failure_line(report),
+                "seconds": 0.0,
+            }
+
+
+def _failure_line(report: Any) -> str:
+    if report.passed:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[0][:240] if lines else ""
+
+
+def run_tests(directory: Path) -> list[dict[str, Any]]:
+    """Run the generated tests in this process (the overlay is active) and keep each outcome."""
+    import pytest
+
+    plugin = _Outcomes()
+    pytest.main(
+        [
+            str(directory),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(directory),
+            "-c",
+            os.devnull,  # the generated tests need no configuration; ignore any pyproject
+            "-W",
+            "ignore::DeprecationWarning",
+        ],
+        plugins=[plugin],
+    )
+    if not plugin.outcomes:
+        return [{"name": "collect", "outcome": "failed", "detail": "no tests ran", "seconds": 0}]
+    return list(plugin.outcomes.values())
+
+
+# -- shared scenarios ---------------------------------------------------------------------------
+
+
+def run_scenarios_on(request: Request) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    from onboard.parity.report import Check, Status
+
+    try:
+        cls = getattr(importlib.import_module(request.module), request.class_name)
+    except Exception as exc:  # reported as a failed check, the way a user would meet it
+        return [_check_dict(Check("import", request.device, Status.FAIL, detail=_error(exc)))], None
+    try:
+        return _scenarios(cls, request)
+    except Exception as exc:
+        return [_check_dict(Check("build", request.device, Status.FAIL, detail=_error(exc)))], None
+
+
+def _scenarios(cls: type, request: Request) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import torch
+
+    from onboard.hf_config import make_hf_config
+    from onboard.parity.harness import run_scenarios
+    from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
+
+    reference = build_reference(make_hf_config(request.tiny_config), device=request.device)
+    checkpoint = saved_checkpoint(reference)
+    config = make_hf_config(request.tiny_config)
+    config._attn_implementation = "eager"  # as the reference runs
+    config.dtype = torch.float32
+    model = _construct(cls, config).to(request.device).eval()
+    weights, proof = _load(model, checkpoint)
+    runner = HFRunner(model)
+    runner.provider = request.device
+    checks = [weights]
+    if proof["problems"]:
+        return [_check_dict(c) for c in checks], proof
+    checks += run_scenarios(HFRunner(reference), runner, config.vocab_size)
+    return [_check_dict(c) for c in checks], proof
+
+
+def _construct(cls: type, config: Any) -> Any:
+    """The class with AutoModel's CPU backend spelt out (T14), if its __init__ takes one."""
+    from nemo_automodel.components.models.common import BackendConfig
+
+    if "backend" not in inspect.signature(cls.__init__).parameters:
+        return cls(copy.deepcopy(config))
+    backend = BackendConfig(attn="sdpa", linear="torch", rms_norm="torch_fp32", rope_fusion=False)
+    return cls(copy.deepcopy(config), backend=backend)
+
+
+def _load(model: Any, checkpoint: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Prove the adapter's weight map, load the checkpoint through it, check the export."""
+    from onboard.parity.report import Check, Status
+    from onboard.weightmap import prove
+
+    adapter = getattr(model, "state_dict_adapter", None)
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+
+    def convert(tensors: dict[str, Any]) -> dict[str, Any]:
+        native = adapter.from_hf(tensors) if adapter else dict(tensors)
+        if tied and LM_HEAD not in native and EMBEDDINGS in native:
+            native[LM_HEAD] = native[EMBEDDINGS]  # what AutoModel's checkpointer does
+        return native
+
+    state = model.state_dict()
+    # A tied head is the embedding's own tensor under a second name: not a parameter to fill.
+    aliases = {n for n, _ in model.named_parameters(remove_duplicate=False)} - {
+        n for n, _ in model.named_parameters()
+    }
+    proof = prove(
+        {k: tuple(v.shape) for k, v in checkpoint.items()},
+        convert,
+        {k: tuple(v.shape) for k, v in state.items() if k not in aliases},
+        derived_ok=aliases,
+    )
+    problems = list(proof.problems)
+    if proof.ok:
+        model.load_state_dict(convert(dict(checkpoint)), strict=True)
+        state = model.state_dict()
+        exported = adapter.to_hf(state) if adapter else _without_tied_head(state, tied)
+        differ = _export_differences(exported, checkpoint)
+        if differ:
+            problems.append(f"to_hf(state_dict) differs from the checkpoint: {differ}")
+    via = f" via {type(adapter).__name__}" if adapter else " (no adapter)"
+    detail = f"{proof.summary()}{via}; " + (
+        "; ".join(problems[:4]) if problems else "every tensor placed once, export is exact"
+    )
+    status = Status.FAIL if problems else Status.PASS
+    device = str(next(model.parameters()).device)
+    return Check("weights", device, status, detail=detail), {**asdict(proof), "problems": problems}
+
+
+def _without_tied_head(state: dict[str, Any], tied: bool) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if not (tied and k == LM_HEAD)}
+
+
+def _export_differences(exported: dict[str, Any], checkpoint: dict[str, Any]) -> str:
+    import torch
+
+    missing = sorted(set(checkpoint) - set(exported))
+    extra = sorted(set(exported) - set(checkpoint))
+    if missing or extra:
+        return f"missing {missing[:3]}, extra {extra[:3]}"
+    for name, tensor in checkpoint.items():
+        value = exported[name].detach().cpu()
+        if value.shape != tensor.shape or value.dtype != tensor.dtype:
+            got, want = (f"{tuple(t.shape)} {t.dtype}" for t in (value, tensor))
+            return f"{name}: {got} != {want}"
+        if not torch.equal(value, tensor):
+            return f"{name}: values differ"
+    return ""
+
+
+def _check_dict(check: Any) -> dict[str, Any]:
+    out = {
+        "name": check.name,
+        "provider": check.provider,
+        "status": str(check.status),
+        "detail": check.detail,
+        "bug": check.bug,
+    }
+    if check.metrics is not None:
+        out["metrics"] = asdict(check.metrics)
+    return out
+
+
+def _error(exc: BaseException) -> str:
+    first = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+"""Generated AutoModel code: lint-clean, its own tests pass, and they catch a broken adapter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onboard.codegen import lint_python
+from onboard.parity.report import ParityReport, Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.render import Action
+from onboard.targets.automodel import TARGET
+from tests.hub_cache import fixture_config
+
+COMMITTED = Path(__file__).parents[3] / "generated_examples" / "qwen3" / "automodel"
+# What the generated tests cover, by test function (parameters aside).
+GENERATED_TESTS = {
+    "test_forward_shapes",
+    "test_class_contract",
+    "test_registry_resolves_to_generated_class",
+    "test_adapter_round_trip_is_exact",
+    "test_adapter_export_matches_checkpoint",
+    "test_convert_single_tensor_matches_to_hf",
+    "test_tie_word_embeddings",
+    "test_rotary_embedding_matches_hf",
+    "test_attention_matches_hf",
+    "test_mlp_matches_hf",
+    "test_norms_match_hf",
+    "test_decoder_layer_matches_hf",
+    "test_logits_match_hf",
+    "test_loss_and_gradients_match_hf",
+    "test_training_loss_decreases",
+}
+SCENARIOS = {"weights", "prefill", "kv-cache", "decode", "pad-left", "pad-right"}
+
+
+def _new(model: str, **options):
+    return onboard_new(NewOptions(model=model, target="automodel", treat_as_new=True, **options))
+
+
+def _fixture(repo_id: str) -> str:
+    return str(fixture_config(repo_id).parent)
+
+
+def _assert_all_pass(report: ParityReport) -> None:
+    failures = [(c.name, c.detail) for c in report.checks if c.status is not Status.PASS]
+    assert report.passed and not failures, failures
+    names = {c.name for c in report.checks}
+    assert {n.split("(")[0] for n in names} >= GENERATED_TESTS
+    assert names >= SCENARIOS
+    assert report.weights is not None and report.weights.ok
+    for check in report.checks:
+        if check.metrics is not None:
+            assert check.metrics.max_abs <= 1e-6, (check.name, check.metrics)
+
+
+def _lint(root: Path, result) -> None:
+    for change in result.plan.changes:
+        if change.path.endswith(".py"):
+            text = (root / change.path).read_text()
+            assert lint_python(text, filename=Path(change.path).name) == "", change.path
+
+
+def test_qwen3_from_the_bundled_snapshot(hf_cache, automodel_target, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _new("Qwen/Qwen3-0.6B", out=out)
+    assert result.source.origin == "bundled"
+    _assert_all_pass(result.parity)
+    prefill = next(c for c in result.parity.checks if c.name == "prefill")
+    assert prefill.metrics.max_abs == 0.0  # fp32, HF's own modules: bit-exact
+    assert result.plan.model_file == "nemo_automodel/components/models/qwen3/model.py"
+    _lint(out, result)
+    again = _new("Qwen/Qwen3-0.6B", out=out, parity=False)
+    assert not again.rendered.changed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "repo_id", ["meta-llama/Llama-3.2-1B", "mistralai/Mistral-7B-v0.1", "google/gemma-3-1b-it"]
+)
+def test_treat_as_new_generated_tests_pass(automodel_target, tmp_path: Path, repo_id) -> None:
+    result = _new(_fixture(repo_id), out=tmp_path / "out")
+    _assert_all_pass(result.parity)
+    _lint(tmp_path / "out", result)
+
+
+SABOTAGE = {
+    "drop-key": (
+        "native = dict(hf_state_dict)",
+        "native = {k: v for k, v in hf_state_dict.items() if 'layers.0.mlp.up_proj' not in k}",
+    ),
+    "transpose": (
+        "return [(fqn, tensor)]",
+        "return [(fqn, tensor.T if fqn.endswith('o_proj.weight') else tensor)]",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SABOTAGE))
+def test_broken_adapter_fails_the_round_trip(automodel_target, tmp_path: Path, how) -> None:
+    out = tmp_path / "out"
+    result = _new(_fixture("Qwen/Qwen3-0.6B"), out=out, parity=False)
+    adapter = out / "nemo_automodel/components/models/qwen3/state_dict_adapter.py"
+    old, new = SABOTAGE[how]
+    assert old in adapter.read_text()
+    adapter.write_text(adapter.read_text().replace(old, new, 1))
+    model = (out / result.plan.model_file, result.plan.model_class)
+    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
+    failed = {c.name for c in report.failures}
+    assert not report.passed
+    assert "test_adapter_round_trip_is_exact" in failed
+    assert "weights" in failed  # onboard's own weight-map proof / export check agrees
+
+
+@pytest.mark.slow
+def test_repo_mode_registers_the_model_in_the_checkout(automodel_target, automodel_repo) -> None:
+    result = onboard_new(
+        NewOptions(
+            model=_fixture("mistralai/Mistral-7B-v0.1"), target="automodel", repo=automodel_repo
+        )
+    )
+    _assert_all_pass(result.parity)
+    actions = {f.path: f.action for f in result.rendered.files}
+    assert actions["nemo_automodel/_transformers/registry.py"] is Action.UPDATE
+    assert actions["nemo_automodel/components/models/mistral/model.py"] is Action.CREATE
+    registry = (automodel_repo / "nemo_automodel/_transformers/registry.py").read_text()
+    assert '"MistralForCausalLM",' in registry
+    assert "nemo_automodel.components.models.mistral.model" in registry
+    # The checkout itself (no overlay) now resolves the architecture to the generated class.
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from nemo_automodel._transformers.registry import ModelRegistry; "
+            "cls = ModelRegistry.get_model_cls_from_model_arch('MistralForCausalLM'); "
+            "print(cls.__module__, sys.modules[cls.__module__].__file__)",
+            str(automodel_repo),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+    module, path = probe.stdout.split()
+    assert module == "nemo_automodel.components.models.mistral.model"
+    assert Path(path).is_relative_to(automodel_repo)
+    again = onboard_new(
+        NewOptions(
+            model=_fixture("mistralai/Mistral-7B-v0.1"),
+            target="automodel",
+            repo=automodel_repo,
+            parity=False,
+        )
+    )
+    assert not again.rendered.changed  # a model onboard wrote is regenerated identically
+
+
+@pytest.mark.slow
+def test_registered_class_parity(automodel_target) -> None:
+    result = onboard_new(NewOptions(model=_fixture("Qwen/Qwen3-0.6B"), target="automodel"))
+    assert result.plan is None and result.proposal.already_supported is not None
+    report = result.parity
+    assert report.passed and report.model_class == "Qwen3ForCausalLM"
+    assert {c.name for c in report.checks} == SCENARIOS

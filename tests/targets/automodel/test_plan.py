@@ -1,0 +1,97 @@
+"""The files an AutoModel plan writes, and the registry edit, without running parity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.errors import BadInputError
+from onboard.targets.automodel import TARGET
+from onboard.targets.automodel.registry import REGISTRY, open_library
+from tests.analyses import analysis_of
+
+
+def _plan(repo_id: str, out: Path | None, library=None, **options):
+    library = library or open_library(None)
+    analysis = analysis_of(repo_id)
+    proposal = TARGET.propose(analysis.spec, library, treat_as_new=True)
+    return TARGET.plan(analysis, proposal, library, out=out, **options)
+
+
+def test_out_folder_is_laid_out_like_the_repo(tmp_path: Path) -> None:
+    plan = _plan("google/gemma-3-1b-it", tmp_path)
+    package = "nemo_automodel/components/models/gemma3_text"
+    assert set(plan.paths()) == {
+        f"{package}/__init__.py",
+        f"{package}/model.py",
+        f"{package}/state_dict_adapter.py",
+        f"{package}/layers.py",  # the scaled embedding
+        f"{package}/rope_utils.py",  # one RoPE table per layer kind
+        "tests/unit_tests/models/gemma3_text/test_gemma3_text_model.py",
+        "examples/llm_finetune/gemma3_text/gemma_3_1b_it_hellaswag.yaml",
+        "docs/model-coverage/llm/local/gemma-3-1b-it.mdx",
+        "onboard.patch",
+        "ONBOARD.md",
+    }
+    assert (plan.model_file, plan.model_class) == (f"{package}/model.py", "Gemma3ForCausalLM")
+    patch = plan.content_of("onboard.patch")
+    assert patch.startswith(f"--- a/{REGISTRY}\n+++ b/{REGISTRY}\n")
+    assert (
+        '+        ("Gemma3ForCausalLM", ("nemo_automodel.components.models.gemma3_text.model"'
+        in patch
+    )
+    assert "git apply onboard.patch" in plan.content_of("ONBOARD.md")
+
+
+def test_generated_code_cites_the_hf_source() -> None:
+    model = _plan("google/gemma-3-1b-it", Path("out")).content_of(
+        "nemo_automodel/components/models/gemma3_text/model.py"
+    )
+    header = " ".join(line.removeprefix("#").strip() for line in model.split('"""')[0].splitlines())
+    assert "onboard 0.1.0: generated from" in header
+    assert "modeling_gemma3.py sha256:" in header and "for nemo-automodel 0.7.0" in header
+    for citation in (
+        "(modeling_gemma3.py:338)",  # q_norm / k_norm
+        "(modeling_gemma3.py:496)",  # embedding scale
+        "(modeling_gemma3.py:149)",  # (1 + w) norm
+        "(modeling_gemma3.py:644)",  # final logit soft-cap, applied when a config sets it
+    ):
+        assert citation in model, citation
+    assert 'UNSUPPORTED_SWITCHES = ("use_bidirectional_attention",)' in model
+
+
+def test_no_patch_when_the_registry_already_maps_the_class(tmp_path: Path) -> None:
+    plan = _plan("Qwen/Qwen3-0.6B", tmp_path)  # 0.7.0 maps Qwen3ForCausalLM to qwen3.model
+    assert "onboard.patch" not in plan.paths()
+    assert "Nothing to register" in plan.content_of("ONBOARD.md")
+
+
+def test_checkout_gets_a_libcst_registry_edit(automodel_repo: Path) -> None:
+    library = open_library(automodel_repo)
+    plan = _plan("mistralai/Mistral-7B-v0.1", None, library)
+    assert "onboard.patch" not in plan.paths() and "ONBOARD.md" not in plan.paths()
+    before = (automodel_repo / REGISTRY).read_text()
+    after = plan.content_of(REGISTRY)
+    added = [line for line in after.splitlines() if line not in before.splitlines()]
+    assert added == [
+        '        ("MistralForCausalLM", ("nemo_automodel.components.models.mistral.model", '
+        '"MistralForCausalLM")),'
+    ]
+
+
+def test_name_option_renames_package_and_classes(tmp_path: Path) -> None:
+    plan = _plan("Qwen/Qwen3-0.6B", tmp_path, name="my_qwen")
+    assert plan.model_file == "nemo_automodel/components/models/my_qwen/model.py"
+    assert plan.model_class == "MyQwenForCausalLM"
+    assert "nemo_automodel.components.models.my_qwen.model" in plan.content_of("onboard.patch")
+
+
+def test_model_class_is_read_from_the_model_file(tmp_path: Path) -> None:
+    plan = _plan("Qwen/Qwen3-0.6B", tmp_path)
+    path = tmp_path / "model.py"
+    path.write_text(plan.content_of(plan.model_file))
+    assert TARGET.model_class_in(path) == "Qwen3ForCausalLM"
+    path.write_text("class X: ...\n")
+    with pytest.raises(BadInputError, match="no `ModelClass = <class>`"):
+        TARGET.model_class_in(path)

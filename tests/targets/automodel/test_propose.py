@@ -1,0 +1,96 @@
+"""Which AutoModel class is closest, what is hidden, and what the generator refuses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from onboard.errors import UnsupportedFeatureError
+from onboard.spec import Delta
+from onboard.targets.automodel import TARGET
+from onboard.targets.automodel.propose import propose
+from onboard.targets.automodel.registry import open_library
+from tests.analyses import analysis_of
+
+
+@pytest.fixture(scope="module")
+def library():
+    return open_library(None)
+
+
+def _with_arch(spec, arch: str):
+    return dataclasses.replace(spec, source=dataclasses.replace(spec.source, architecture=arch))
+
+
+def test_registered_architecture_is_already_supported(library) -> None:
+    proposal = propose(analysis_of("Qwen/Qwen3-0.6B").spec, library, treat_as_new=False)
+    assert proposal.already_supported.key == "Qwen3ForCausalLM"
+    assert proposal.chosen.variant.key == "Qwen3ForCausalLM"
+    assert proposal.chosen.deltas == ()
+
+
+def test_treat_as_new_hides_the_architecture(library) -> None:
+    proposal = propose(analysis_of("Qwen/Qwen3-0.6B").spec, library, treat_as_new=True)
+    assert proposal.already_supported is None
+    assert proposal.hidden == ("Qwen3ForCausalLM",)
+    assert "Qwen3ForCausalLM" not in {c.variant.key for c in proposal.candidates}
+    assert [(d.feature, d.wanted) for d in proposal.chosen.deltas] == [
+        ("attention.qk_norm", "per_head")
+    ]
+
+
+def test_treat_as_new_hides_every_key_of_the_same_class(library) -> None:
+    spec = _with_arch(analysis_of("Qwen/Qwen3-0.6B").spec, "BagelForConditionalGeneration")
+    proposal = propose(spec, library, treat_as_new=True)
+    assert proposal.hidden == ("BagelForUnifiedMultimodal", "BagelForConditionalGeneration")
+
+
+def test_new_architecture_ranks_the_closest_classes(library) -> None:
+    proposal = propose(analysis_of("mistralai/Mistral-7B-v0.1").spec, library, treat_as_new=False)
+    assert proposal.already_supported is None
+    assert proposal.chosen.variant.key == "Ministral3ForCausalLM"  # uniform sliding window
+    assert proposal.blockers == ()
+    gemma = propose(analysis_of("google/gemma-3-1b-it").spec, library, treat_as_new=False)
+    features = {d.feature for d in gemma.chosen.deltas}
+    assert {"norm.kind", "norm.placement", "embedding.scale", "rope.per_layer_theta"} <= features
+
+
+def _refused(spec, library) -> UnsupportedFeatureError:
+    analysis = dataclasses.replace(analysis_of("Qwen/Qwen3-0.6B"), spec=spec)
+    proposal = propose(spec, library, treat_as_new=True)
+    with pytest.raises(UnsupportedFeatureError) as raised:
+        TARGET.plan(analysis, proposal, library, out=None)
+    return raised.value
+
+
+def test_unresolved_deltas_are_refused_with_their_location(library) -> None:
+    spec = analysis_of("Qwen/Qwen3-0.6B").spec
+    delta = Delta("parameter with no role in the spec", "modeling_x.py:12", "qkv_proj (288, 96)")
+    error = _refused(dataclasses.replace(spec, unresolved=(delta,)), library)
+    assert error.items == (
+        "parameter with no role in the spec at modeling_x.py:12 (qkv_proj (288, 96))",
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"rope_type": "dynamic"}, "RoPE type 'dynamic' for full_attention layers"),
+        ({"partial_rotary_factor": 0.5}, "partial RoPE (factor 0.5) for full_attention layers"),
+        ({"rope_type": None}, "layers without RoPE for full_attention layers"),
+    ],
+)
+def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -> None:
+    spec = analysis_of("Qwen/Qwen3-0.6B").spec
+    rope = dataclasses.replace(spec.text.rope_for("full_attention"), **change)
+    text = dataclasses.replace(spec.text, rope=(("full_attention", rope),))
+    error = _refused(dataclasses.replace(spec, text=text), library)
+    assert len(error.items) == 1 and error.items[0].startswith(expected)
+    assert "config.json:rope_parameters" in error.items[0]
+
+
+def test_moe_is_refused(library) -> None:
+    spec = dataclasses.replace(analysis_of("Qwen/Qwen3-0.6B").spec, kind="moe")
+    error = _refused(spec, library)
+    assert "dense decoders only" in error.items[0]
