@@ -1,0 +1,735 @@
+"""Hand-checked labels of the feature catalogue for causal-LM types of transformers 5.18.
+
+Every label was read from the transformers 5.18 source installed in ``.venv``
+(``transformers/models/<type>/modeling_<type>.py`` and the config class in
+``configuration_<type>.py``), never from onboard's output. Each entry is one dict:
+
+- ``type``: the ``model_type``;
+- ``config``: the real Hub fixture under ``tests/fixtures/hub`` (``org/name``; its ``auto_map``,
+  if any, is dropped, since the labels describe transformers' own class) or ``DEFAULT``:
+  transformers' default config written the way ``tests.new_types.default_config_dir`` writes it,
+  with the entry's ``overrides`` (only where transformers' own default config cannot build or run
+  a model, said in a comment);
+- a key per catalogue feature whose value differs from ``BASELINE`` (what a plain Llama has),
+  each with the ``file:line`` that proves it; features not listed were read too and equal the
+  baseline;
+- ``Unresolved("substring")`` as a feature's value where the HF code does something the catalogue
+  cannot express (NoPE layers not tied to a layer kind, parallel attention and MLP, interleaved
+  RoPE without a config flag ...): onboard must then report a delta containing the substring
+  (matched against ``"<what> <where> <detail>"``) instead of emitting a value;
+- ``unresolved``: further delta substrings onboard must report for things no catalogue feature
+  covers (attention sinks, logit multipliers, extra norms ...). An entry that expects nothing
+  unresolved expects a complete spec;
+- ``bugs``: where the detector disagrees with a label that the source proves right, the precise
+  detector bug, per feature (``"unresolved"`` for the unresolved/complete check, ``"*"`` for
+  every check of the type, when the analysis itself fails). The tests mark those cases
+  ``xfail(strict=True)``.
+
+Conventions: for a model whose every layer is MoE, ``mlp.*`` describe the routed experts (onboard
+builds its MLPSpec from them); ``moe.dense_layers`` names the config rule the HF decoder layer
+applies (``none``: every layer is MoE whatever the config says). onboard runs its numerical spec
+check (``spec_check``) only on a spec with no other delta, so a behavioural mismatch ("<Class>
+computes something the spec does not describe") is expected only on otherwise complete specs;
+where another delta hides it, the feature's disagreement is recorded in ``bugs``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT = "default"  # transformers' default config for the type
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """The catalogue cannot express what HF does: expect a delta containing ``reason``."""
+
+    reason: str
+
+
+Value = str | bool | int | float | None | Unresolved
+
+BASELINE: dict[str, Value] = {
+    "attention.kind": "standard",
+    "attention.qk_norm": "none",
+    "attention.qkv_bias": False,
+    "attention.o_bias": False,
+    "attention.scale": "head_dim",
+    "attention.softcap": False,
+    "attention.sliding_window": "none",
+    "mlp.kind": "gated",
+    "mlp.activation": "silu",
+    "mlp.bias": False,
+    "norm.kind": "rms",
+    "norm.placement": "pre",
+    "embedding.scale": "none",
+    "logits.final_softcap": False,
+    "rope.type": "default",
+    "rope.partial": False,
+    "rope.per_layer_theta": False,
+    "rope.interleaved": False,
+    "embeddings.tied": False,
+    "moe.router": "none",
+    "moe.renormalize": False,
+    "moe.routed_scaling": False,
+    "moe.shared_experts": "none",
+    "moe.dense_layers": "all",
+}
+
+# Detector bugs shared by several entries (the per-entry ``bugs`` say where).
+HIDDEN_BY_OTHER_DELTAS = (
+    "check_spec runs only when the builder found no delta (onboard/analysis/__init__.py:62), and "
+    "decoder.py rope() reads the rotation layout only from config.rope_interleave, so this "
+    "interleaved RoPE is neither expressed nor reported"
+)
+EQUIVALENT_ROUTER = (
+    "top-k of the logits then softmax equals softmax, top-k, renormalise; moe.py _probe_router "
+    "keeps matches[0] and _candidates lists softmax_topk before topk_softmax, so the HF order "
+    "({where}) is reported as softmax_then_topk with renormalize"
+)
+ROPE_PER_KIND = (
+    "decoder.py rope() gives every layer kind a RopeSpec from the shared rotary_emb buffers; it "
+    "never sees that HF skips RoPE in full-attention layers ({where}), so full_attention should "
+    "get RopeSpec(None) ('default/none')"
+)
+
+LABELS: list[dict[str, Any]] = [
+    # ---------------------------------------------------------------- dense ----------------
+    {
+        "type": "llama",
+        "config": "meta-llama/Llama-3.2-1B",
+        "rope.type": "llama3",  # fixture rope_scaling.rope_type llama3
+        "embeddings.tied": True,  # fixture tie_word_embeddings true; modeling_llama.py:422
+    },
+    {
+        "type": "mistral",
+        "config": "mistralai/Mistral-7B-v0.1",
+        # fixture sliding_window 4096; modeling_mistral.py:172 sliding_window in every layer
+        "attention.sliding_window": "uniform",
+    },
+    {
+        "type": "ministral",
+        "config": DEFAULT,
+        # MinistralConfig.head_dim defaults to None and modeling_ministral.py:147 computes
+        # head_dim ** -0.5: the default config cannot build, so head_dim = 4096 / 32.
+        "overrides": {"head_dim": 128},
+        # configuration_ministral.py:83,92 sliding_window 4096, every layer sliding_attention;
+        # modeling_ministral.py:155
+        "attention.sliding_window": "uniform",
+    },
+    {
+        "type": "ministral3",
+        "config": DEFAULT,
+        "rope.type": "yarn",  # configuration_ministral3.py:97 "type": "yarn"
+        # modeling_ministral3.py:147-151 multiplies q by 1 + beta * log(1 + floor(pos /
+        # original_max_position_embeddings)) (llama_4_scaling_beta): a position-dependent query
+        # scale the catalogue has no field for.
+        "attention.scale": Unresolved("Ministral3Attention"),
+        "bugs": {
+            "attention.scale": "spec_check.py compares at positions POSITION_OFFSET (3000) + 9, "
+            "below original_max_position_embeddings (16384), where floor(pos / 16384) = 0 and the "
+            "llama_4 query scale of modeling_ministral3.py:105-107,147-151 is 1; nothing reads "
+            "rope_parameters.llama_4_scaling_beta, so the spec is reported complete",
+        },
+    },
+    {
+        "type": "qwen2",
+        "config": "Qwen/Qwen2.5-0.5B",
+        "attention.qkv_bias": True,  # modeling_qwen2.py:189-191 bias=True; o_proj :192 bias=False
+        "embeddings.tied": True,  # fixture tie_word_embeddings true
+    },
+    {
+        "type": "qwen3",
+        "config": "Qwen/Qwen3-0.6B",
+        "attention.qk_norm": "per_head",  # modeling_qwen3.py:237 Qwen3RMSNorm(self.head_dim)
+        "embeddings.tied": True,  # fixture tie_word_embeddings true
+    },
+    {
+        "type": "gemma",
+        "config": DEFAULT,
+        "mlp.activation": "gelu_pytorch_tanh",  # configuration_gemma.py:74; modeling_gemma.py:93
+        "norm.kind": "rms+1",  # modeling_gemma.py:77 output * (1.0 + self.weight.float())
+        "embedding.scale": "sqrt_hidden",  # modeling_gemma.py:374 embed_scale=hidden_size**0.5
+        "embeddings.tied": True,  # configuration_gemma.py:82
+    },
+    {
+        "type": "gemma2",
+        "config": DEFAULT,
+        "attention.scale": "query_pre_attn_scalar",  # modeling_gemma2.py:229
+        "attention.softcap": True,  # modeling_gemma2.py:245,282; configuration_gemma2.py:91 50.0
+        # configuration_gemma2.py:95-97 alternating sliding/full; modeling_gemma2.py:246
+        "attention.sliding_window": "per_layer",
+        "mlp.activation": "gelu_pytorch_tanh",  # modeling_gemma2.py:78 config.hidden_activation
+        "norm.kind": "rms+1",  # modeling_gemma2.py:62
+        "norm.placement": "sandwich",  # modeling_gemma2.py:298-302, forward 316-333
+        "embedding.scale": "sqrt_hidden",  # modeling_gemma2.py:388
+        "logits.final_softcap": True,  # modeling_gemma2.py:527-530; configuration_gemma2.py:90
+        "embeddings.tied": True,  # configuration_gemma2.py:83
+    },
+    {
+        "type": "gemma3_text",
+        "config": "google/gemma-3-1b-it",
+        "attention.qk_norm": "per_head",  # modeling_gemma3.py:338 Gemma3RMSNorm(dim=head_dim)
+        "attention.scale": "query_pre_attn_scalar",  # modeling_gemma3.py:318
+        # fixture attn_logit_softcapping null (modeling_gemma3.py:334): no attention softcap
+        "attention.sliding_window": "per_layer",  # configuration_gemma3.py:111-113 pattern 6
+        "mlp.activation": "gelu_pytorch_tanh",  # modeling_gemma3.py:129
+        "norm.kind": "rms+1",  # modeling_gemma3.py:149
+        "norm.placement": "sandwich",  # modeling_gemma3.py:394-397
+        "embedding.scale": "sqrt_hidden",  # modeling_gemma3.py:496
+        # fixture final_logit_softcapping null: no final softcap
+        # fixture rope_theta 1e6 (full), rope_local_base_freq 1e4 (sliding):
+        # configuration_gemma3.py:152-158
+        "rope.per_layer_theta": True,
+        "embeddings.tied": True,  # configuration_gemma3.py:92 (fixture does not set it)
+    },
+    {
+        "type": "vaultgemma",
+        "config": DEFAULT,
+        "attention.scale": "query_pre_attn_scalar",  # modeling_vaultgemma.py:172
+        "attention.softcap": True,  # modeling_vaultgemma.py:188,225; configuration :90 50.0
+        "attention.sliding_window": "per_layer",  # configuration_vaultgemma.py:93-95
+        "mlp.activation": "gelu_pytorch_tanh",  # modeling_vaultgemma.py:75
+        "norm.kind": "rms+1",  # modeling_vaultgemma.py:59
+        # modeling_vaultgemma.py:241,243 input + pre_feedforward only: pre-norm
+        "embedding.scale": "sqrt_hidden",  # modeling_vaultgemma.py:379
+        "logits.final_softcap": True,  # modeling_vaultgemma.py:518-521
+        "embeddings.tied": True,  # configuration_vaultgemma.py:82
+    },
+    {
+        "type": "olmo2",
+        "config": "allenai/OLMo-2-0425-1B",
+        # modeling_olmo2.py:221 q_norm = Olmo2RMSNorm(num_attention_heads * head_dim)
+        "attention.qk_norm": "full_width",
+        "norm.placement": "post",  # modeling_olmo2.py:292-293 post_attention/post_feedforward only
+    },
+    {
+        "type": "olmo3",
+        "config": DEFAULT,
+        "attention.qk_norm": "full_width",  # modeling_olmo3.py:162
+        # configuration_olmo3.py:95 3 sliding + 1 full; modeling_olmo3.py:165
+        "attention.sliding_window": "per_layer",
+        "norm.placement": "post",  # modeling_olmo3.py:236-237
+        # configuration_olmo3.py:117-120: both kinds get the same default theta (500000)
+    },
+    {
+        "type": "stablelm",
+        "config": DEFAULT,
+        "norm.kind": "layer",  # modeling_stablelm.py:337 nn.LayerNorm
+        # use_parallel_residual False (configuration_stablelm.py:60): modeling_stablelm.py:375-381
+        "rope.partial": True,  # configuration_stablelm.py:68 0.25; modeling_stablelm.py:88-90
+    },
+    {
+        "type": "arcee",
+        "config": DEFAULT,
+        "mlp.kind": "plain",  # modeling_arcee.py:56-57 up_proj / down_proj only
+        "mlp.activation": "relu2",  # configuration_arcee.py:68
+    },
+    {
+        "type": "nemotron",
+        "config": DEFAULT,
+        "mlp.kind": "plain",  # modeling_nemotron.py:189-190
+        "mlp.activation": "relu2",  # configuration_nemotron.py:53
+        "norm.kind": "layer+1",  # modeling_nemotron.py:62,77 F.layer_norm(..., self.weight + 1.0)
+        "rope.partial": True,  # configuration_nemotron.py:69 0.5; modeling_nemotron.py:116-118
+    },
+    {
+        "type": "seed_oss",
+        "config": DEFAULT,
+        # modeling_seed_oss.py:171-177 bias=config.attention_bias (True, configuration :79);
+        # o_proj :180 bias=config.attention_out_bias (False, configuration :80)
+        "attention.qkv_bias": True,
+    },
+    {
+        "type": "helium",
+        "config": DEFAULT,
+        # modeling_helium.py:174-177 rotate_half on x[..., 0::2] / x[..., 1::2] and :203-204
+        # repeat_interleave: interleaved RoPE with no config flag
+        "rope.interleaved": Unresolved("HeliumAttention"),
+    },
+    {
+        "type": "ernie4_5",
+        "config": DEFAULT,
+        # modeling_ernie4_5.py:117-118, 184-185: interleaved RoPE, no config flag
+        "rope.interleaved": Unresolved("Ernie4_5Attention"),
+        "embeddings.tied": True,  # configuration_ernie4_5.py:78
+    },
+    {
+        "type": "exaone4",
+        "config": DEFAULT,
+        "attention.qk_norm": "per_head",  # modeling_exaone4.py:217 Exaone4RMSNorm(self.head_dim)
+        # configuration_exaone4.py:96-106 window 4096, pattern 4: 3 sliding + 1 full
+        "attention.sliding_window": "per_layer",
+        "norm.placement": "post",  # modeling_exaone4.py:291-292, forward 314-321
+        # modeling_exaone4.py:241 RoPE only in sliding layers (global NoPE)
+        "rope.type": "default/none",
+        "bugs": {
+            "rope.type": ROPE_PER_KIND.format(where="modeling_exaone4.py:241"),
+            "unresolved": "Exaone4Attention is reported as computing something the spec does not "
+            "describe because of the same missing NoPE-per-kind (modeling_exaone4.py:241)",
+        },
+    },
+    {
+        "type": "smollm3",
+        "config": "HuggingFaceTB/SmolLM3-3B",
+        # fixture no_rope_layers [1, 1, 1, 0, ...] on all-full layers; modeling_smollm3.py:200,221
+        # skip RoPE every 4th layer: NoPE not tied to a layer kind
+        "rope.type": Unresolved("SmolLM3Attention"),
+        "embeddings.tied": True,  # configuration_smollm3.py:95 (fixture does not set it)
+    },
+    {
+        "type": "glm",
+        "config": DEFAULT,
+        "attention.qkv_bias": True,  # modeling_glm.py:223-229; configuration_glm.py:74 True
+        # o_proj modeling_glm.py:231 bias=False
+        "mlp.kind": "fused_gate_up",  # modeling_glm.py:53 gate_up_proj
+        "rope.partial": True,  # configuration_glm.py:77 0.5; modeling_glm.py:97-99
+        # modeling_glm.py:164-165, 191-192 interleaved RoPE, no config flag
+        "rope.interleaved": Unresolved("GlmAttention"),
+    },
+    {
+        "type": "glm4",
+        "config": DEFAULT,
+        "attention.qkv_bias": True,  # modeling_glm4.py:211-217; configuration_glm4.py:74 True
+        "mlp.kind": "fused_gate_up",  # modeling_glm4.py:54
+        # modeling_glm4.py:74-77, forward 101-109: input, post_self_attn, post_attention, post_mlp
+        "norm.placement": "sandwich",
+        "rope.partial": True,  # configuration_glm4.py:77 0.5
+        "rope.interleaved": Unresolved("Glm4Attention"),  # modeling_glm4.py:152-153, 179-180
+    },
+    {
+        "type": "granite",
+        "config": DEFAULT,
+        # modeling_granite.py:124 scaling = config.attention_multiplier (1.0 by default): a
+        # scale given directly, not head_dim ** -0.5 nor query_pre_attn_scalar ** -0.5.
+        # (embedding/residual/logits multipliers are 1.0 in the default config: no effect)
+        "attention.scale": Unresolved("attention scale not explained"),
+    },
+    {
+        "type": "cohere",
+        "config": DEFAULT,
+        "norm.kind": "layer",  # modeling_cohere.py:51-66 CohereLayerNorm subtracts the mean
+        # modeling_cohere.py:343-344 residual + attention + mlp of one normed input
+        "norm.placement": Unresolved("parallel attention"),
+        # modeling_cohere.py:115 repeat_interleave(freqs, 2) and :177-178 x[..., ::2]
+        "rope.interleaved": Unresolved("CohereAttention"),
+        "embeddings.tied": True,  # configuration_cohere.py:82
+        "unresolved": ("logit_scale",),  # modeling_cohere.py:503 logits * logit_scale (0.0625)
+        "bugs": {"rope.interleaved": HIDDEN_BY_OTHER_DELTAS},
+    },
+    {
+        "type": "cohere2",
+        "config": DEFAULT,
+        # configuration_cohere2.py:96-100 pattern 4; modeling_cohere2.py:198
+        "attention.sliding_window": "per_layer",
+        "norm.kind": "layer",  # modeling_cohere2.py:96-112
+        "norm.placement": Unresolved("parallel attention"),  # modeling_cohere2.py:317-318
+        "rope.type": "default/none",  # modeling_cohere2.py:229 RoPE only if sliding_window
+        "rope.interleaved": Unresolved("Cohere2Attention"),  # modeling_cohere2.py:89, 152-153
+        "embeddings.tied": True,  # configuration_cohere2.py:81
+        "unresolved": ("logit_scale",),  # modeling_cohere2.py:481
+        "bugs": {
+            "rope.type": ROPE_PER_KIND.format(where="modeling_cohere2.py:229"),
+            "rope.interleaved": HIDDEN_BY_OTHER_DELTAS,
+        },
+    },
+    {
+        "type": "apertus",
+        "config": DEFAULT,
+        "attention.qk_norm": "per_head",  # modeling_apertus.py:233 ApertusRMSNorm(self.head_dim)
+        "mlp.kind": "plain",  # modeling_apertus.py:49-50
+        # configuration_apertus.py:70 xielu; modeling_apertus.py:52-53 ACT2CLS["xielu"] has
+        # learnable alpha_p / alpha_n the catalogue cannot hold
+        "mlp.activation": Unresolved("alpha_p"),
+        # modeling_apertus.py:287-288 attention_layernorm / feedforward_layernorm before each block
+        "rope.type": "llama3",  # configuration_apertus.py:89
+    },
+    {
+        "type": "cwm",
+        "config": DEFAULT,
+        # configuration_cwm.py:84,98-101 window 8192, every 4th layer full; modeling_cwm.py:187
+        "attention.sliding_window": "per_layer",
+        "rope.type": "llama3",  # configuration_cwm.py:95
+    },
+    {
+        "type": "jais2",
+        "config": DEFAULT,
+        "attention.qkv_bias": True,  # modeling_jais2.py:143-149; configuration_jais2.py:78 True
+        "attention.o_bias": True,  # modeling_jais2.py:152 bias=config.attention_bias
+        "mlp.kind": "plain",  # modeling_jais2.py:50-51
+        "mlp.activation": "relu2",  # configuration_jais2.py:69
+        "mlp.bias": True,  # modeling_jais2.py:50-51 mlp_bias (True, configuration_jais2.py:80)
+        "norm.kind": "layer",  # modeling_jais2.py:204 nn.LayerNorm
+    },
+    {
+        "type": "hyperclovax",
+        "config": DEFAULT,
+        # modeling_hyperclovax.py:203 scaling = config.attention_multiplier (0.0884 by default,
+        # not recomputed from head_dim)
+        # use_post_norm True by default (configuration_hyperclovax.py:108): post_norm1 / post_norm2
+        # after each sub-block (modeling_hyperclovax.py:288-293, forward 336-344) besides
+        # input_layernorm / post_attention_layernorm
+        "norm.placement": "sandwich",
+        "attention.scale": Unresolved("attention scale not explained"),
+        "unresolved": ("attention_multiplier",),
+    },
+    {
+        "type": "diffllama",
+        "config": DEFAULT,
+        # modeling_diffllama.py:200-203, 249-253: differential attention with lambda parameters
+        "attention.kind": Unresolved("lambda_q1"),
+    },
+    {
+        "type": "phi3",
+        "config": DEFAULT,
+        "mlp.kind": "fused_gate_up",  # modeling_phi3.py:54 gate_up_proj
+        # configuration_phi3.py:81 sliding_window None; partial_rotary_factor 1.0
+        "unresolved": ("qkv_proj",),  # modeling_phi3.py:216 one fused qkv_proj
+    },
+    {
+        "type": "starcoder2",
+        "config": DEFAULT,
+        # modeling_starcoder2.py:153-156 bias=config.use_bias (True, configuration :80)
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        "mlp.kind": "plain",  # modeling_starcoder2.py:57-58 c_fc / c_proj
+        "mlp.activation": "gelu_pytorch_tanh",  # configuration_starcoder2.py:67
+        "mlp.bias": True,  # modeling_starcoder2.py:57-58 bias=config.use_bias
+        "norm.kind": "layer",  # modeling_starcoder2.py:211 nn.LayerNorm
+        "embeddings.tied": True,  # configuration_starcoder2.py:81
+        "bugs": {
+            "unresolved": "decoder.py _KNOWN_LAYER_PARAMS only knows "
+            "mlp.(gate|up|down)_proj, so c_fc / c_proj (modeling_starcoder2.py:57-58), which "
+            "decoder.py mlp() itself resolves as the plain MLP via _plain_projections, are "
+            "reported as 'parameter with no role in the spec'",
+        },
+    },
+    {
+        "type": "youtu",
+        "config": DEFAULT,
+        "attention.kind": "mla",  # modeling_youtu.py:272 MLA, kv_a_proj_with_mqa
+        # modeling_youtu.py:327 yarn_apply_mscale: default rope_type, so qk_head_dim ** -0.5
+        "attention.scale": "qk_head_dim",
+        "rope.interleaved": True,  # configuration_youtu.py:92; modeling_youtu.py:374-375
+        "embeddings.tied": True,  # configuration_youtu.py:90
+    },
+    {
+        "type": "bitnet",
+        "config": DEFAULT,
+        "mlp.activation": "relu2",  # configuration_bitnet.py:50
+        # modeling_bitnet.py:177 attn_sub_norm before o_proj, :74 ffn_sub_norm before down_proj
+        "unresolved": ("attn_sub_norm", "ffn_sub_norm"),
+    },
+    {
+        "type": "hunyuan_v1_dense",
+        "config": DEFAULT,
+        # HunYuanDenseV1Config.head_dim defaults to None and modeling :164 computes
+        # head_dim ** -0.5: the default config cannot build, so head_dim = 4096 / 32.
+        "overrides": {"head_dim": 128},
+        # modeling_hunyuan_v1_dense.py:180-181 query_layernorm / key_layernorm per head, applied
+        # after RoPE (forward: apply_rotary_pos_emb, then query_layernorm): a qk norm order the
+        # catalogue's qk_norm (before RoPE) does not express
+        "attention.qk_norm": Unresolved("query_layernorm"),
+    },
+    # ---------------------------------------------------------------- MoE ------------------
+    {
+        "type": "mixtral",
+        "config": "mistralai/Mixtral-8x7B-v0.1",
+        # fixture sliding_window null
+        "moe.router": "softmax_then_topk",  # modeling_mixtral.py:106-107 softmax, topk
+        "moe.renormalize": True,  # modeling_mixtral.py:108 router_top_value /= sum
+        "moe.dense_layers": "none",  # modeling_mixtral.py:119 every layer MixtralSparseMoeBlock
+    },
+    {
+        "type": "qwen2_moe",
+        "config": DEFAULT,
+        # modeling_qwen2_moe.py:230-232 bias=config.qkv_bias (True, configuration :103);
+        # o_proj :233 bias=False
+        "attention.qkv_bias": True,
+        "moe.router": "softmax_then_topk",  # modeling_qwen2_moe.py:330-331
+        # norm_topk_prob False by default (modeling_qwen2_moe.py:332): no renormalisation
+        "moe.shared_experts": "gated",  # modeling_qwen2_moe.py:344-345, 354 sigmoid gate
+        "moe.dense_layers": "mlp_only_layers",  # modeling_qwen2_moe.py:365-366
+    },
+    {
+        "type": "qwen3_moe",
+        "config": "Qwen/Qwen3-30B-A3B",
+        "attention.qk_norm": "per_head",  # modeling_qwen3_moe.py:147
+        "moe.router": "softmax_then_topk",  # modeling_qwen3_moe.py:261-262
+        "moe.renormalize": True,  # fixture norm_topk_prob true; modeling_qwen3_moe.py:263
+        "moe.dense_layers": "mlp_only_layers",  # modeling_qwen3_moe.py:309-310
+    },
+    {
+        "type": "olmoe",
+        "config": "allenai/OLMoE-1B-7B-0924",
+        "attention.qk_norm": "full_width",  # modeling_olmoe.py:233 OlmoeRMSNorm(hidden_size)
+        "moe.router": "softmax_then_topk",  # modeling_olmoe.py:340-341
+        # fixture norm_topk_prob false (modeling_olmoe.py:342)
+        "moe.dense_layers": "none",  # modeling_olmoe.py:370 every layer OlmoeSparseMoeBlock
+    },
+    {
+        "type": "flex_olmo",
+        "config": DEFAULT,
+        "attention.qk_norm": "full_width",  # modeling_flex_olmo.py:233
+        "norm.placement": "post",  # modeling_flex_olmo.py:364-365
+        "moe.router": "softmax_then_topk",  # modeling_flex_olmo.py:293-294
+        # norm_topk_prob False by default (modeling_flex_olmo.py:295)
+        "moe.dense_layers": "none",  # modeling_flex_olmo.py:363 every layer sparse
+    },
+    {
+        "type": "deepseek_v2",
+        "config": DEFAULT,
+        # DeepseekV2Config.num_experts_per_tok defaults to None and modeling :103 calls
+        # torch.topk(k=None): the default config cannot run; 6 is DeepSeek-V2's value.
+        "overrides": {"num_experts_per_tok": 6},
+        "attention.kind": "mla",  # modeling_deepseek_v2.py:336-342 kv_a_proj_with_mqa
+        "attention.scale": "qk_head_dim",  # modeling_deepseek_v2.py:355, default rope: no mscale
+        # modeling_deepseek_v2.py:272-279 view_as_complex on (x0, x1) pairs, no config flag
+        "rope.interleaved": Unresolved("DeepseekV2Attention"),
+        "moe.router": "softmax_then_topk",  # modeling_deepseek_v2.py:101-103 (greedy)
+        # the router never renormalises (modeling_deepseek_v2.py:86-117); routed_scaling 1.0
+        "moe.shared_experts": "ungated",  # modeling_deepseek_v2.py:126-136
+        # modeling_deepseek_v2.py:436 layer_idx >= first_k_dense_replace (0 by default)
+        "moe.dense_layers": "first_k_dense_replace",
+    },
+    {
+        "type": "deepseek_v3",
+        "config": "deepseek-ai/DeepSeek-V3",
+        "attention.kind": "mla",  # modeling_deepseek_v3.py:396-404
+        # modeling_deepseek_v3.py:417 yarn_apply_mscale: fixture yarn factor 40, mscale_all_dim 1
+        "attention.scale": "qk_head_dim_yarn",
+        "rope.type": "yarn",  # fixture rope_scaling.type yarn
+        # configuration_deepseek_v3.py:114 rope_interleave True; modeling_deepseek_v3.py:464
+        "rope.interleaved": True,
+        # modeling_deepseek_v3.py:147-163 sigmoid, + e_score_correction_bias, group top-k
+        "moe.router": "sigmoid_then_topk+bias+groups",
+        "moe.renormalize": True,  # fixture norm_topk_prob true; modeling_deepseek_v3.py:165
+        "moe.routed_scaling": True,  # fixture 2.5; modeling_deepseek_v3.py:168
+        "moe.shared_experts": "ungated",  # modeling_deepseek_v3.py:222, 232
+        "moe.dense_layers": "first_k_dense_replace",  # modeling_deepseek_v3.py:504
+    },
+    {
+        "type": "glm4_moe",
+        "config": DEFAULT,
+        # attention_bias False by default; o_proj modeling_glm4_moe.py:208 bias=False
+        # use_qk_norm False by default (modeling_glm4_moe.py:209-212)
+        "rope.partial": True,  # configuration_glm4_moe.py:123 0.5; modeling_glm4_moe.py:77-79
+        # n_group 1: no group-limited choice; modeling_glm4_moe.py:290-311
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,  # norm_topk_prob True by default; modeling_glm4_moe.py:313
+        # routed_scaling_factor 1.0 by default
+        "moe.shared_experts": "ungated",  # modeling_glm4_moe.py:391, 401
+        "moe.dense_layers": "first_k_dense_replace",  # modeling_glm4_moe.py:412
+    },
+    {
+        "type": "gpt_oss",
+        "config": "openai/gpt-oss-20b",
+        "attention.qkv_bias": True,  # fixture attention_bias true; modeling_gpt_oss.py:281-287
+        "attention.o_bias": True,  # modeling_gpt_oss.py:290
+        "attention.sliding_window": "per_layer",  # fixture layer_types; modeling_gpt_oss.py:292
+        # modeling_gpt_oss.py:82-87 experts: gate.clamp(max=7), up.clamp(+-7),
+        # gate * sigmoid(1.702 gate) * (up + 1): not config.hidden_act
+        "mlp.activation": Unresolved("GptOssExperts"),
+        "mlp.bias": True,  # modeling_gpt_oss.py:76,78 gate_up_proj_bias / down_proj_bias
+        "rope.type": "yarn",  # fixture rope_scaling.rope_type yarn
+        "moe.router": "topk_then_softmax",  # modeling_gpt_oss.py:128-129
+        "moe.dense_layers": "none",  # every layer GptOssMLP
+        "unresolved": ("sinks",),  # modeling_gpt_oss.py:293 attention sinks
+        "bugs": {
+            "mlp.activation": "decoder.py mlp() reads the activation from config.hidden_act for "
+            "all-MoE models; nothing reports that GptOssExperts ignores it "
+            "(modeling_gpt_oss.py:82-87)",
+            "mlp.bias": "decoder.py mlp() hard-codes bias False when every layer is MoE "
+            "(dense_layer is None) instead of reading the experts' gate_up_proj_bias",
+            "moe.router": EQUIVALENT_ROUTER.format(where="modeling_gpt_oss.py:128-129"),
+            "moe.renormalize": EQUIVALENT_ROUTER.format(where="modeling_gpt_oss.py:128-129"),
+        },
+    },
+    {
+        "type": "phimoe",
+        "config": DEFAULT,
+        "norm.kind": "layer",  # modeling_phimoe.py:538 nn.LayerNorm
+        # modeling_phimoe.py:472-489 sparsemixer (:349-440): masked top-2 with jitter threshold
+        "moe.router": Unresolved("no known router"),
+        "moe.dense_layers": "none",  # every layer PhimoeSparseMoeBlock
+    },
+    {
+        "type": "mellum",
+        "config": DEFAULT,
+        "attention.qk_norm": "per_head",  # modeling_mellum.py:237
+        # configuration_mellum.py:112-113 all layers full_attention (window unused)
+        "moe.router": "softmax_then_topk",  # modeling_mellum.py:335-336
+        "moe.renormalize": True,  # configuration_mellum.py:101 True; modeling_mellum.py:337
+        # configuration_mellum.py:114-115 mlp_layer_types all "sparse"; modeling_mellum.py:379
+        "moe.dense_layers": "none",
+    },
+    {
+        "type": "cohere2_moe",
+        "config": DEFAULT,
+        # configuration_cohere2_moe.py:140-150 pattern 4; modeling_cohere2_moe.py:285
+        "attention.sliding_window": "per_layer",
+        # rms_norm_eps None by default (configuration :126): modeling_cohere2_moe.py:356-360
+        # Cohere2MoeLayerNorm, which subtracts the mean (:68-82)
+        "norm.kind": "layer",
+        "norm.placement": Unresolved("parallel attention"),  # modeling_cohere2_moe.py:399-400
+        # modeling_cohere2_moe.py:319-320 RoPE only if sliding (force_rope only for dense layers)
+        "rope.type": "default/none",
+        "rope.interleaved": Unresolved("Cohere2MoeAttention"),  # modeling_cohere2_moe.py:239, 451
+        "embeddings.tied": True,  # configuration_cohere2_moe.py:110
+        "moe.router": "topk_then_softmax",  # modeling_cohere2_moe.py:152-154 (softmax default)
+        # num_shared_experts 0 by default (configuration :118): no shared expert
+        # configuration_cohere2_moe.py:154-156 mlp_layer_types all sparse (first_k_dense 0)
+        "moe.dense_layers": "none",
+        "unresolved": ("logit_scale",),  # modeling_cohere2_moe.py:632
+        "bugs": {
+            "rope.type": ROPE_PER_KIND.format(where="modeling_cohere2_moe.py:319-320"),
+            "rope.interleaved": HIDDEN_BY_OTHER_DELTAS,
+            "moe.router": EQUIVALENT_ROUTER.format(where="modeling_cohere2_moe.py:152-154"),
+            "moe.renormalize": EQUIVALENT_ROUTER.format(where="modeling_cohere2_moe.py:152-154"),
+        },
+    },
+    {
+        "type": "exaone_moe",
+        "config": DEFAULT,
+        "attention.qk_norm": "per_head",  # modeling_exaone_moe.py:160
+        "attention.sliding_window": "per_layer",  # configuration_exaone_moe.py:130-133
+        "rope.type": "default/none",  # modeling_exaone_moe.py:184-185 RoPE only when sliding
+        # modeling_exaone_moe.py:243-259 sigmoid + e_score_correction_bias, n_group 1
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,  # configuration_exaone_moe.py:118; modeling :261
+        "moe.routed_scaling": True,  # routed_scaling_factor 2.5; modeling_exaone_moe.py:264
+        "moe.shared_experts": "ungated",  # modeling_exaone_moe.py:318-319, 328
+        # configuration_exaone_moe.py:124-126 mlp_layer_types from first_k_dense_replace (1)
+        "moe.dense_layers": "first_k_dense_replace",
+        "bugs": {
+            "rope.type": ROPE_PER_KIND.format(where="modeling_exaone_moe.py:184-185"),
+            "unresolved": "moe.py _shared_experts explains the shared width only through "
+            "shared_expert_intermediate_size or n_shared_experts; ExaoneMoe's is "
+            "moe_intermediate_size * num_shared_experts (modeling_exaone_moe.py:318-319), so it "
+            "reports 'shared expert width not explained'",
+        },
+    },
+    {
+        "type": "ernie4_5_moe",
+        "config": DEFAULT,
+        # use_bias False by default (configuration_ernie4_5_moe.py:108): no projection biases
+        # modeling_ernie4_5_moe.py:142-143, 172-173 interleaved RoPE, no config flag
+        "rope.interleaved": Unresolved("Ernie4_5_MoeAttention"),
+        "embeddings.tied": True,  # configuration_ernie4_5_moe.py:106
+        # modeling_ernie4_5_moe.py:359-365 softmax, top-k on probs + moe_statics bias, gather,
+        # divide by clamp(sum, norm_min)
+        "moe.router": "softmax_then_topk+bias",
+        "moe.renormalize": True,
+        "moe.shared_experts": "ungated",  # modeling_ernie4_5_moe.py:379-392
+        # modeling_ernie4_5_moe.py:406-409 moe_layer_start_index / interval / end: no
+        # catalogue rule says it
+        "moe.dense_layers": Unresolved("which layers are dense"),
+        "bugs": {
+            "*": "tiny.py _TINY_SIZES shrinks num_experts_per_tok but not moe_k (the key "
+            "Ernie4_5_MoeConfig uses, configuration_ernie4_5_moe.py:61,110), so the tiny model "
+            "keeps top-6 of 4 experts and topk fails: the analysis refuses "
+            "('does not run at the tiny sizes')",
+        },
+    },
+    {
+        "type": "minimax_m2",
+        "config": DEFAULT,
+        # modeling_minimax_m2.py:303 q_norm = RMSNorm(num_attention_heads * head_dim)
+        "attention.qk_norm": "full_width",
+        # modeling_minimax_m2.py:58-62 sigmoid, + e_score_correction_bias (held by the block,
+        # :114, passed in :121), gather, /= sum
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,
+        "moe.dense_layers": "none",  # modeling_minimax_m2.py:358 every layer sparse
+        "bugs": {
+            "*": "moe.py _probe_router (line 207) calls router(hidden) with one argument; "
+            "MiniMaxM2TopKRouter.forward also takes e_score_correction_bias "
+            "(modeling_minimax_m2.py:54): TypeError, a crash instead of a delta",
+        },
+    },
+    {
+        "type": "granitemoe",
+        "config": DEFAULT,
+        # modeling_granitemoe.py:283 scaling = config.attention_multiplier
+        "attention.scale": Unresolved("attention scale not explained"),
+        "moe.router": "topk_then_softmax",  # modeling_granitemoe.py:141-142
+        "moe.dense_layers": "none",  # modeling_granitemoe.py:348 every layer block_sparse_moe
+        "bugs": {
+            "moe.router": "layers.py _signature and moe.py find_moe look for the MoE block at "
+            "layer.mlp only; GraniteMoe's is layer.block_sparse_moe "
+            "(modeling_granitemoe.py:348), so no MoE is found",
+            "moe.dense_layers": "same: block_sparse_moe (modeling_granitemoe.py:348) is not "
+            "found, every layer counts as dense ('all')",
+        },
+    },
+]
+
+
+# -- helpers shared by the tests and benchmarks/feature_accuracy.py ---------------------------
+
+_SPECIAL_KEYS = {"type", "config", "overrides", "unresolved", "bugs"}
+
+
+def expected_features(entry: dict[str, Any]) -> dict[str, Value]:
+    """Every catalogue feature of ``entry``: the baseline with the entry's own labels on top."""
+    unknown = set(entry) - _SPECIAL_KEYS - set(BASELINE)
+    if unknown:
+        raise KeyError(f"{entry['type']}: unknown label keys {sorted(unknown)}")
+    return {name: entry.get(name, base) for name, base in BASELINE.items()}
+
+
+def expected_unresolved(entry: dict[str, Any]) -> tuple[str, ...]:
+    """Every delta substring the entry expects: per-feature ``Unresolved`` and ``unresolved``."""
+    reasons = [v.reason for v in expected_features(entry).values() if isinstance(v, Unresolved)]
+    return tuple(dict.fromkeys([*reasons, *entry.get("unresolved", ())]))
+
+
+def delta_texts(spec: Any) -> list[str]:
+    return [f"{d.what} {d.where} {d.detail}" for d in spec.unresolved]
+
+
+def reported(spec: Any, reason: str) -> bool:
+    return any(reason in text for text in delta_texts(spec))
+
+
+def detected_features(spec: Any, entry: dict[str, Any]) -> dict[str, Value]:
+    """The detector's catalogue values, with ``Unresolved`` where an expected delta was reported."""
+    from onboard.analysis.features import feature_values
+
+    values: dict[str, Value] = dict(feature_values(spec))
+    for name, label in expected_features(entry).items():
+        if isinstance(label, Unresolved) and reported(spec, label.reason):
+            values[name] = label
+    return values
+
+
+def source_for(entry: dict[str, Any]) -> Any:
+    """The ``ModelSource`` of the entry's config (a fixture, or a default config written out).
+
+    ``load_source`` reads config.json into memory, so the temporary folder can go at once.
+    """
+    from onboard.source import load_source
+
+    with tempfile.TemporaryDirectory(prefix="onboard-labels-") as tmp:
+        if entry["config"] == DEFAULT:
+            from tests.new_types import default_config_dir
+
+            folder = default_config_dir(entry["type"], Path(tmp), **entry.get("overrides", {}))
+            return load_source(str(folder))
+        from tests.hub_cache import fixture_config
+
+        path = fixture_config(entry["config"])
+        config = json.loads(path.read_text())
+        if "auto_map" not in config:
+            return load_source(str(path))
+        # The labels were read from transformers' own modeling file, not from the checkpoint's
+        # remote code (which the fixture folder does not carry): analyse it as transformers does
+        # without trust_remote_code.
+        del config["auto_map"]
+        copy = Path(tmp) / "config.json"
+        copy.write_text(json.dumps(config))
+        return load_source(str(copy))
