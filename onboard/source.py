@@ -8,10 +8,12 @@ transformers; nothing here imports or runs model code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -57,6 +59,12 @@ class ModelSource:
     revision: str | None
     hf_files: tuple[SourceFile, ...]
     notices: tuple[str, ...] = ()
+    # The checkpoint's own code (config.json auto_map), read as text and never imported here.
+    remote_files: tuple[SourceFile, ...] = ()
+
+    @property
+    def is_remote_code(self) -> bool:
+        return bool(self.remote_files)
 
     @property
     def model_type(self) -> str:
@@ -79,7 +87,9 @@ def load_source(model: str, *, revision: str | None = None) -> ModelSource:
         config_path = path / "config.json" if path.is_dir() else path
         if not config_path.is_file():
             raise ModelNotFoundError(f"{path} has no config.json")
-        return _finish(model, Origin.LOCAL, config_path, revision=None, notices=())
+        return _finish(
+            model, Origin.LOCAL, config_path, revision=None, notices=(), folder=config_path.parent
+        )
     if not _REPO_ID.match(model):
         raise ModelNotFoundError(
             f"{model!r} is neither an existing path nor a Hugging Face model id (org/name)"
@@ -103,7 +113,9 @@ def _resolve_hub_id(repo_id: str, revision: str | None) -> ModelSource:
         cached = None
     if cached is not None:
         cached_path = Path(cached)
-        return _finish(repo_id, Origin.CACHE, cached_path, cached_path.parent.name, ())
+        commit = cached_path.parent.name
+        fetch = _hub_fetcher(repo_id, commit, local_only=True)
+        return _finish(repo_id, Origin.CACHE, cached_path, commit, (), fetch=fetch)
 
     why_not_hub = _hub_unreachable_reason(constants)
     if why_not_hub is None:
@@ -121,7 +133,9 @@ def _resolve_hub_id(repo_id: str, revision: str | None) -> ModelSource:
         except OSError as exc:
             why_not_hub = f"the Hub request failed ({type(exc).__name__})"
         else:
-            return _finish(repo_id, Origin.HUB, downloaded, downloaded.parent.name, ())
+            commit = downloaded.parent.name
+            fetch = _hub_fetcher(repo_id, commit, local_only=False)
+            return _finish(repo_id, Origin.HUB, downloaded, commit, (), fetch=fetch)
 
     bundled = BUNDLED_ROOT / repo_id / "config.json"
     if bundled.is_file():
@@ -154,17 +168,113 @@ def _finish(
     config_path: Path,
     revision: str | None,
     notices: tuple[str, ...],
+    *,
+    folder: Path | None = None,
+    fetch: Callable[[str], Path] | None = None,
 ) -> ModelSource:
     config = read_config(config_path)
+    hf_files = transformers_source_files(config["model_type"])
+    remote: tuple[SourceFile, ...] = ()
+    if "auto_map" in config and hf_files:
+        notices = (
+            *notices,
+            f"config.json auto_map ignored: transformers {_transformers_version()} implements "
+            f"{config['model_type']} itself, and that implementation is what onboard analyses",
+        )
+    elif "auto_map" in config:
+        if fetch is None and folder is not None:
+            fetch = functools.partial(_local_file, folder)
+        remote = _remote_files(config, fetch)
     return ModelSource(
         model_id=model_id,
         origin=origin,
         config_path=config_path,
         config=config,
         revision=revision,
-        hf_files=transformers_source_files(config["model_type"]),
+        hf_files=hf_files,
         notices=notices,
+        remote_files=remote,
     )
+
+
+def _transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+_AUTO_CLASSES = ("AutoConfig", "AutoModelForCausalLM", "AutoModel")
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w{0,100}$")
+
+
+def remote_modules(config: dict[str, Any]) -> dict[str, str]:
+    """auto_map's ``{auto class: "module.Class"}`` for the classes onboard reads, validated."""
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict):
+        raise InvalidConfigError("config.json auto_map must be an object")
+    found = {}
+    for auto_class in _AUTO_CLASSES:
+        reference = auto_map.get(auto_class)
+        if reference is None:
+            continue
+        if not isinstance(reference, str) or "--" in reference:
+            raise InvalidConfigError(
+                f"auto_map {auto_class} = {reference!r}: onboard reads code from the checkpoint's "
+                "own repository only"
+            )
+        module, _, class_name = reference.rpartition(".")
+        if not (_MODULE_NAME.match(module) and _MODULE_NAME.match(class_name)):
+            raise InvalidConfigError(f"auto_map {auto_class} = {reference!r} is not module.Class")
+        found[auto_class] = reference
+    if "AutoConfig" not in found:
+        raise InvalidConfigError("config.json auto_map has no AutoConfig entry")
+    return found
+
+
+def _remote_files(
+    config: dict[str, Any], fetch: Callable[[str], Path] | None
+) -> tuple[SourceFile, ...]:
+    if fetch is None:  # the bundled snapshots never carry remote code
+        raise ModelNotFoundError("remote code cannot be read from onboard's bundled snapshot")
+    names = sorted(
+        {reference.rpartition(".")[0] + ".py" for reference in remote_modules(config).values()}
+    )
+    return tuple(_read_remote(fetch(name)) for name in names)
+
+
+_REMOTE_FILE_LIMIT = 4 * 1024 * 1024
+
+
+def _read_remote(path: Path) -> SourceFile:
+    if path.stat().st_size > _REMOTE_FILE_LIMIT:
+        raise InvalidConfigError(f"{path.name} is over 4 MiB: not a modeling file onboard reads")
+    try:
+        return SourceFile.read(path)
+    except UnicodeDecodeError:
+        raise InvalidConfigError(f"{path.name} is not UTF-8 text") from None
+
+
+def _local_file(folder: Path, name: str) -> Path:
+    path = folder / name
+    if not path.is_file():
+        raise ModelNotFoundError(f"config.json auto_map names {name}, which is not in {folder}")
+    return path
+
+
+def _hub_fetcher(repo_id: str, commit: str, *, local_only: bool) -> Callable[[str], Path]:
+    from huggingface_hub import hf_hub_download
+
+    def fetch(name: str) -> Path:
+        try:
+            return Path(
+                hf_hub_download(repo_id, name, revision=commit, local_files_only=local_only)
+            )
+        except Exception as exc:  # missing file, offline cache without it
+            raise ModelNotFoundError(
+                f"{repo_id}@{commit[:12]} has no {name} ({type(exc).__name__})"
+            ) from None
+
+    return fetch
 
 
 def default_config_source(model_type: str) -> ModelSource:
