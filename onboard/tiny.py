@@ -27,16 +27,23 @@ TINY_TOP_K = 2
 TINY_EXPERT_WIDTH = 32
 # MoE and MLA sizes, by the field names transformers uses (first found wins).
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+# Top-k goes by several names (Ernie 4.5: moe_k, Hunyuan: moe_topk); never more than the experts.
+_TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "moe_k")
 _TINY_SIZES = {
-    "num_experts_per_tok": TINY_TOP_K,
     "moe_intermediate_size": TINY_EXPERT_WIDTH,
     "shared_expert_intermediate_size": TINY_EXPERT_WIDTH,
+    "ffn_hidden_size": TINY_INTERMEDIATE,  # LongcatFlash's names for the two widths
+    "expert_ffn_hidden_size": TINY_EXPERT_WIDTH,
     "q_lora_rank": 32,
     "kv_lora_rank": 16,
     "qk_nope_head_dim": 16,
     "qk_rope_head_dim": 16,
     "v_head_dim": 16,
 }
+
+# The decoder layer count; most configs store num_hidden_layers, LongcatFlash stores num_layers
+# (its num_hidden_layers is a property, 2 x num_layers).
+_LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 
 # Per-layer lists whose entries make a layer's signature (and are subsampled together).
 PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
@@ -88,7 +95,8 @@ def shrink_config(
     _remap_token_ids(tiny)
     _shrink_moe_and_mla(tiny, heads, kv_heads)
 
-    num_layers = _int(config.get("num_hidden_layers"), 1)
+    count_key = _layer_count_key(config, layer_classes)
+    num_layers = _int(config.get(count_key), 1)
     per_layer = _per_layer_lists(tiny, layer_types, num_layers)
     signature_lists = dict(per_layer)
     if layer_classes is not None and len(layer_classes) == num_layers:
@@ -96,12 +104,23 @@ def shrink_config(
     indices = _representative_layers(signature_lists, num_layers)
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
-    tiny["num_hidden_layers"] = len(indices)
+    tiny[count_key] = len(indices)
+    if count_key != "num_hidden_layers":  # derived from count_key by the config class
+        tiny.pop("num_hidden_layers", None)
     if "max_window_layers" in tiny:
         tiny["max_window_layers"] = len(indices)
     if layer_classes is not None and len(layer_classes) == num_layers:
         _remap_dense_layers(tiny, [layer_classes[i] for i in indices])
     return TinyConfig(tiny, indices)
+
+
+def _layer_count_key(config: Mapping[str, Any], layer_classes: list[str] | None) -> str:
+    """The key that stores the decoder layer count: the one matching the real model's layers."""
+    present = [k for k in _LAYER_COUNT_KEYS if _int(config.get(k), 0) > 0]
+    if layer_classes:
+        matching = [k for k in present if config[k] == len(layer_classes)]
+        present = matching or present
+    return present[0] if present else "num_hidden_layers"
 
 
 def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None:
@@ -110,12 +129,18 @@ def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None
         tiny[experts_key] = TINY_EXPERTS
         if isinstance(tiny.get("n_group"), int) and tiny["n_group"] > 1:
             tiny["n_group"], tiny["topk_group"] = 2, 1  # still group-limited, on 2 + 2 experts
+    for key in _TOP_K_KEYS:
+        if _int(tiny.get(key), 0) > 0:
+            # top-2 of the 4 tiny experts; without shrunk experts, never more than before
+            tiny[key] = TINY_TOP_K if experts_key else min(TINY_TOP_K, tiny[key])
     for key, value in _TINY_SIZES.items():
         if _int(tiny.get(key), 0) > 0:
             tiny[key] = value
     if _int(tiny.get("kv_lora_rank"), 0) > 0:  # MLA: full heads, head_dim is the RoPE part
         tiny["num_key_value_heads"] = tiny["num_attention_heads"]
         tiny["head_dim"] = tiny["qk_rope_head_dim"]
+        if "qk_head_dim" in tiny:  # stored, not derived, in LongcatFlash
+            tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
 
 
 def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:

@@ -7,13 +7,14 @@ parameter, a parallel block, mixed norms) becomes an unresolved ``Delta`` instea
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from onboard.analysis.probe import NormProbe, Probe
+from onboard.analysis.probe import NormProbe, Probe, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.source import SourceFile
 from onboard.spec import (
@@ -38,7 +39,7 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
-    r"|mlp\.experts\.(gate_up_proj|down_proj)"
+    r"|mlp\.experts\.(gate_up_proj|down_proj)(_bias)?"
     r"|mlp\.(gate|router)\.(weight|bias|e_score_correction_bias)"
     r"|mlp\.shared_experts?\.(gate|up|down)_proj\.weight"
     r"|mlp\.shared_expert_gate\.weight"
@@ -55,6 +56,10 @@ _MULTIPLIER_KEYS = (
     "scale_depth",
     "output_multiplier",
 )
+_EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
+# rope_parameters keys that scale the query by position (Ministral 3, Mistral 4): the spec check
+# runs at positions where the scale is still 1, so the config says it.
+_POSITION_SCALE_KEYS = ("llama_4_scaling_beta",)
 _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
@@ -80,6 +85,8 @@ class DecoderSpecBuilder:
         self.real_layers = tuple(real_layers)
         self.log = EvidenceLog()
         self.deltas: list[Delta] = []
+        # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
+        self.mlp_projections: tuple[str, ...] = ()
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -122,6 +129,7 @@ class DecoderSpecBuilder:
     def build(self) -> TextDecoderSpec:
         cfg = self.cfg
         layer_types = self.layer_types()
+        mlp = self.mlp()
         self._check_parameters()
         self._check_multipliers()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -132,7 +140,7 @@ class DecoderSpecBuilder:
         if final_softcap:
             self._config("text.final_logit_softcap", "final_logit_softcapping", final_softcap)
             self._source("text.final_logit_softcap", r"final_logit_softcapping")
-        return TextDecoderSpec(
+        text = TextDecoderSpec(
             vocab_size=cfg.vocab_size,
             hidden_size=cfg.hidden_size,
             num_layers=cfg.num_hidden_layers,
@@ -140,7 +148,7 @@ class DecoderSpecBuilder:
             layer_types=layer_types,
             sliding_window=self.sliding_window(layer_types),
             attention=self.attention(),
-            mlp=self.mlp(),
+            mlp=mlp,
             norm=self.norm(),
             rope=self.rope(layer_types),
             tie_word_embeddings=tie,
@@ -148,6 +156,23 @@ class DecoderSpecBuilder:
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
+        if self.deltas:  # the full spec check will not run: check the attention on its own
+            self.deltas.extend(self._attention_mismatches(text))
+        return text
+
+    def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:
+        """What the attention computes beyond the spec (Cohere's interleaved RoPE), even when
+        other deltas keep the full spec check (``spec_check.check_spec``) from running."""
+        if self.model is None:
+            return ()
+        from onboard.analysis.spec_check import check_attention
+        from onboard.tiny_model import perturb
+
+        try:
+            model = perturb(copy.deepcopy(self.model))  # the probe's model stays as HF built it
+        except Exception:  # a model that cannot be copied is not checked; it is incomplete anyway
+            return ()
+        return check_attention(text, model, self.tiny)
 
     def moe(self) -> dict[str, Any]:
         """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones)."""
@@ -201,6 +226,7 @@ class DecoderSpecBuilder:
         return int(window) if window else None
 
     def attention(self) -> AttentionSpec:
+        self._check_position_scale()
         if self.probe.param_shape(f"{LAYER0}self_attn.kv_a_proj_with_mqa.weight") is not None:
             return self.mla_attention()
         cfg, probe = self.cfg, self.probe
@@ -328,15 +354,29 @@ class DecoderSpecBuilder:
         )
         return head_dim**-0.5, None
 
+    def _check_position_scale(self) -> None:
+        """A query scale that grows with the position is not in the spec: report it."""
+        params = _rope_parameters(self.cfg)
+        attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "the attention")
+        for key in _POSITION_SCALE_KEYS:
+            value = params.get(key)
+            if value is None:
+                continue
+            found = find_line(self.files, re.escape(key))
+            self._delta(
+                "position-dependent query scale",
+                found.where if found else f"config.json:rope_parameters.{key}",
+                f"{attention} scales q by position with rope_parameters.{key} = {value!r}"
+                + (f": {found.detail}" if found else ""),
+            )
+
     def mlp(self) -> MLPSpec:
         cfg = self.cfg
         activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
         act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
         self._config("text.mlp.activation", act_key, activation)
         if self.dense_layer is None:  # every layer is MoE: the experts are gated MLPs
-            return MLPSpec(
-                "gated", str(activation), False, cfg.intermediate_size, activation_key=act_key
-            )
+            return self._expert_mlp(str(activation), act_key)
         layer = f"model.layers.{self.dense_layer}."
         prefix = layer + "mlp."
         names = sorted(
@@ -352,6 +392,11 @@ class DecoderSpecBuilder:
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         else:
             kind, projections = "plain", self._plain_projections(names, prefix)
+        if projections is None:
+            self._delta("MLP projections not understood", f"{layer}mlp", ", ".join(names))
+            projections = tuple(names)
+        else:
+            self.mlp_projections = projections
         self._probe("text.mlp.kind", f"{layer}mlp", ", ".join(names))
         bias = any(self.probe.param_shape(f"{prefix}{p}.bias") is not None for p in projections)
         self._probe("text.mlp.bias", f"{prefix}{projections[-1]}.bias", str(bias))
@@ -373,15 +418,27 @@ class DecoderSpecBuilder:
             activation_key=act_key,
         )
 
-    def _plain_projections(self, names: list[str], prefix: str) -> tuple[str, ...]:
+    def _expert_mlp(self, activation: str, act_key: str) -> MLPSpec:
+        """Every layer is MoE: describe the routed experts (gated; biased in GPT-OSS)."""
+        biases = [name for name, _ in self.probe.parameters if _EXPERT_BIAS.match(name)]
+        if biases:
+            self._probe("text.mlp.bias", biases[0], "present")
+        width = getattr(self.cfg, "intermediate_size", None)
+        if width is None and getattr(self.cfg, "moe_intermediate_size", None):  # Solar Open
+            width = self.cfg.moe_intermediate_size
+            self._config("text.mlp.intermediate_size", "moe_intermediate_size", width)
+        if width is None:
+            self._delta("expert width not found", "config.json", "no intermediate_size")
+        return MLPSpec("gated", activation, bool(biases), width or 0, activation_key=act_key)
+
+    def _plain_projections(self, names: list[str], prefix: str) -> tuple[str, ...] | None:
         """(input projection, output projection) of a non-gated MLP, told apart by shape."""
         hidden = self.tiny.hidden_size
         shapes = {n: self.probe.param_shape(f"{prefix}{n}.weight") for n in names}
         into = [n for n, shape in shapes.items() if shape and shape[-1] == hidden]
         out = [n for n, shape in shapes.items() if shape and shape[0] == hidden and n not in into]
         if len(into) != 1 or len(out) != 1 or len(names) != 2:
-            self._delta("MLP projections not understood", prefix.rstrip("."), ", ".join(names))
-            return tuple(names)
+            return None
         return (into[0], out[0])
 
     def norm(self) -> NormSpec:
@@ -442,16 +499,21 @@ class DecoderSpecBuilder:
         self._probe("text.norm.kind", f"model.{norm.name} ({norm.class_name})", kind)
 
     def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
-        params = getattr(self.cfg, "rope_parameters", None) or {}
+        params = _rope_parameters(self.cfg)
         dims = dict(self.probe.rotary_dims)
         tiny_head_dim = self._tiny_head_dim
+        applied = self._rope_applied()
         result = []
         for kind in dict.fromkeys(layer_types):
             per_kind = params.get(kind) if isinstance(params.get(kind), dict) else params
+            theta = float(per_kind.get("rope_theta", 10000.0))
             dim = dims.get(kind, dims.get("default"))
             if dim is None:
                 result.append((kind, RopeSpec(None, 0.0)))
                 self._probe(f"text.rope.{kind}", "model.rotary_emb", "no rotary embedding")
+                continue
+            if applied.get(kind) is False:  # the rotary embedding exists, these layers skip it
+                result.append((kind, RopeSpec(None, theta)))
                 continue
             factor = dim / tiny_head_dim
             extra = tuple(
@@ -466,7 +528,7 @@ class DecoderSpecBuilder:
                 self._config(f"text.rope.{kind}", "rope_interleave", True)
             spec = RopeSpec(
                 rope_type=str(per_kind.get("rope_type", "default")),
-                theta=float(per_kind.get("rope_theta", 10000.0)),
+                theta=theta,
                 partial_rotary_factor=factor,
                 scaling=extra,
                 interleaved=interleaved,
@@ -477,6 +539,47 @@ class DecoderSpecBuilder:
             )
             result.append((kind, spec))
         return tuple(result)
+
+    def _rope_applied(self) -> dict[str, bool | None]:
+        """Per layer kind, whether its attention applies RoPE (None: the probe cannot tell).
+
+        EXAONE 4 and Cohere 2 skip it in full-attention layers; a kind whose layers differ
+        (SmolLM3's ``no_rope_layers``) is a delta.
+        """
+        flags = self.probe.rope_layers
+        declared = getattr(self.tiny, "layer_types", None)
+        sliding = "sliding_attention" if getattr(self.tiny, "sliding_window", None) else None
+        kinds = (
+            [str(k) for k in declared] if declared else [sliding or "full_attention"] * len(flags)
+        )
+        by_kind: dict[str, set[bool | None]] = {}
+        for kind, flag in zip(kinds, flags, strict=False):
+            by_kind.setdefault(kind, set()).add(flag)
+        applied: dict[str, bool | None] = {}
+        for kind, found in by_kind.items():
+            layers = [i for i, k in enumerate(kinds) if k == kind and i < len(flags)]
+            module = f"model.layers.{layers[0]}.self_attn"
+            if found == {False}:
+                self._probe(f"text.rope.{kind}", module, "output unchanged with RoPE as identity")
+                applied[kind] = False
+            elif found == {False, True}:
+                self._rope_per_layer_delta(kind, layers)
+                applied[kind] = True
+            else:
+                applied[kind] = True if found == {True} else None
+        return applied
+
+    def _rope_per_layer_delta(self, kind: str, layers: list[int]) -> None:
+        module = f"model.layers.{layers[0]}.self_attn"
+        class_name = dict(self.probe.modules).get(module, "attention")
+        attention = self.model.get_submodule(module) if self.model is not None else None
+        where = source_location(type(attention).forward) if attention is not None else None
+        plain = [i for i in layers if self.probe.rope_layers[i] is False]
+        self._delta(
+            "RoPE skipped in some layers of one kind",
+            where or module,
+            f"{class_name}: tiny {kind} layers {plain} of {layers} do not rotate q and k",
+        )
 
     def embedding_scale(self) -> str:
         measured = self.probe.embed_scale
@@ -494,6 +597,8 @@ class DecoderSpecBuilder:
     def _check_parameters(self) -> None:
         """Every parameter must have a role; report each unknown one once, with its source line."""
         modules = dict(self.probe.modules)
+        names = "|".join(re.escape(p) for p in self.mlp_projections) or "(?!)"
+        mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow
         placed_norms = set(flow.attn_in + flow.attn_out + flow.mlp_in + flow.mlp_out)
@@ -504,6 +609,7 @@ class DecoderSpecBuilder:
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
             if match and (
                 _KNOWN_LAYER_PARAMS.match(match.group(1))
+                or mlp_param.match(match.group(1))
                 or match.group(1).rpartition(".")[0] in placed_norms
             ):
                 continue
@@ -548,6 +654,20 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
     # A rule the config declares wins over "none", so other checkpoints of the type still work.
     order = ("first_k_dense_replace", "mlp_only_layers", "none")
     return next((name for name in order if rules.get(name) == list(kinds)), None)
+
+
+def _rope_parameters(config: Any) -> dict[str, Any]:
+    """``rope_parameters``; for a config without it, its ``rope_theta`` and
+    ``partial_rotary_factor`` attributes."""
+    params = getattr(config, "rope_parameters", None)
+    if params:
+        return params
+    legacy = {}
+    for key in ("rope_theta", "partial_rotary_factor"):
+        value = getattr(config, key, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            legacy[key] = value
+    return legacy
 
 
 def _yarn_scale(config: Any, scale: float) -> float:

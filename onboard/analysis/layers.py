@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Where decoder layers keep their feed-forward block (GraniteMoe: block_sparse_moe).
+FFN_BLOCK_NAMES = ("mlp", "block_sparse_moe")
+
 
 def layer_signatures(hf_config: Any) -> list[str]:
     """``"moe|<mlp class>|<attention class>"`` or ``"dense|..."`` for every decoder layer."""
@@ -27,8 +30,12 @@ def layer_signatures(hf_config: Any) -> list[str]:
     return [_signature(layer) for layer in layers]
 
 
+def moe_block_name(layer: Any) -> str | None:
+    """The attribute of ``layer`` that holds an MoE block (a module with ``experts``), if any."""
+    return next((n for n in FFN_BLOCK_NAMES if hasattr(getattr(layer, n, None), "experts")), None)
+
+
 def _signature(layer: Any) -> str:
-    mlp = getattr(layer, "mlp", None)
-    kind = "moe" if mlp is not None and hasattr(mlp, "experts") else "dense"
+    kind = "moe" if moe_block_name(layer) else "dense"
     children = "|".join(type(child).__name__ for _, child in layer.named_children())
     return f"{kind}|{children}"

@@ -9,15 +9,24 @@ never resolved by a guess.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import itertools
+import math
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.layers import moe_block_name
+from onboard.analysis.probe import source_location
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+_SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+_GATED_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ROUTER_TOLERANCE = 1e-6
+EXPERTS_TOLERANCE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -30,24 +39,27 @@ class MoEFindings:
 def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> MoEFindings:
     """Describe the MoE block of the first MoE layer of the tiny ``model``."""
     layers = model.model.layers
-    index = next((i for i, layer in enumerate(layers) if hasattr(layer.mlp, "experts")), None)
-    if index is None:
+    found = next(
+        ((i, name) for i, layer in enumerate(layers) if (name := moe_block_name(layer))), None
+    )
+    if found is None:
         return MoEFindings(None, (), ())
-    block = layers[index].mlp
-    prefix = f"model.layers.{index}.mlp"
+    index, attr = found
+    block = getattr(layers[index], attr)
+    prefix = f"model.layers.{index}.{attr}"
     evidence: list[tuple[str, Evidence]] = []
     deltas: list[Delta] = []
 
     experts = block.experts
-    gate_up = getattr(experts, "gate_up_proj", None)
-    down = getattr(experts, "down_proj", None)
-    if gate_up is None or down is None or gate_up.dim() != 3:
+    layout = expert_layout(experts)
+    if layout is None:
         return MoEFindings(
             None,
             (),
             (Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__),),
         )
-    num_experts, width = gate_up.shape[0], gate_up.shape[1] // 2
+    num_experts, width = layout.num_experts, layout.width
+    gate_up = experts.gate_up_proj
     evidence.append(
         (
             "text.moe.experts",
@@ -67,8 +79,12 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     top_k_keys = ("num_experts_per_tok", "moe_topk", "moe_k")
     top_k = _first_int(real, top_k_keys)
     tiny_top_k = _first_int(tiny, top_k_keys) or 1
+    activation = getattr(real, "hidden_act", None) or getattr(real, "hidden_activation", "silu")
+    experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix)
+    if experts_delta:
+        deltas.append(experts_delta)
     router_spec, router_evidence, router_delta = _probe_router(
-        router, tiny, real, tiny_top_k, prefix
+        router, block, tiny, real, tiny_top_k, prefix
     )
     evidence += router_evidence
     if router_delta:
@@ -76,8 +92,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
 
     shared, shared_deltas = _shared_experts(block, tiny, real, prefix, evidence)
     deltas += shared_deltas
-    activation = getattr(real, "hidden_act", None) or getattr(real, "hidden_activation", "silu")
-    block_name, leaves, disk_deltas = _disk_names(model, index, checkpoint, num_experts, width)
+    block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
     deltas += disk_deltas
     spec = MoESpec(
         num_experts=_first_int(real, _EXPERT_COUNT_KEYS) or num_experts,
@@ -94,6 +109,91 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         width_key=width_key,
     )
     return MoEFindings(spec, tuple(evidence), tuple(deltas))
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    """How HF holds the experts: 3-D ``gate_up_proj`` and ``down_proj``, one slice per expert."""
+
+    num_experts: int
+    width: int  # each expert's intermediate size
+    transposed: bool  # slices are (in, out), not nn.Linear's (out, in) (Aria, GPT-OSS)
+
+
+def expert_layout(experts: Any) -> ExpertLayout | None:
+    gate_up = getattr(experts, "gate_up_proj", None)
+    down = getattr(experts, "down_proj", None)
+    if gate_up is None or down is None or gate_up.dim() != 3 or down.dim() != 3:
+        return None
+    # transformers' use_experts_implementation records the storage order on the module.
+    transposed = bool(getattr(experts, "is_transposed", False))
+    fused = gate_up.shape[2] if transposed else gate_up.shape[1]
+    return ExpertLayout(gate_up.shape[0], fused // 2, transposed)
+
+
+def expert_matrices(experts: Any, expert: int) -> tuple[Any, Any, Any, Any]:
+    """Expert ``expert``'s gate_up (2W, H) and down (H, W) in nn.Linear layout, and their biases."""
+    gate_up, down = experts.gate_up_proj[expert], experts.down_proj[expert]
+    if getattr(experts, "is_transposed", False):
+        gate_up, down = gate_up.T, down.T
+    biases = (getattr(experts, f"{name}_bias", None) for name in ("gate_up_proj", "down_proj"))
+    gate_up_bias, down_bias = (b[expert] if b is not None else None for b in biases)
+    return gate_up, down, gate_up_bias, down_bias
+
+
+def routed_output(experts: Any, hidden: Any, indices: Any, weights: Any, act: Any) -> Any:
+    """The spec's routed experts: each chosen expert's act(gate) * up MLP, times its weight."""
+    import torch
+
+    out = torch.zeros_like(hidden)
+    for slot in range(indices.shape[1]):
+        for expert in range(experts.gate_up_proj.shape[0]):
+            rows = indices[:, slot] == expert
+            if not rows.any():
+                continue
+            gate_up, down, gate_up_bias, down_bias = expert_matrices(experts, expert)
+            fused = hidden[rows] @ gate_up.T
+            gate, up = (fused if gate_up_bias is None else fused + gate_up_bias).chunk(2, dim=-1)
+            value = (act(gate) * up) @ down.T
+            value = value if down_bias is None else value + down_bias
+            out[rows] += value * weights[rows, slot, None].to(value.dtype)
+    return out
+
+
+def _check_experts(
+    experts: Any, layout: ExpertLayout, activation: str, top_k: int, prefix: str
+) -> Delta | None:
+    """Run the HF experts on fixed routing: a delta unless ``routed_output`` reproduces them.
+
+    GPT-OSS and MiniMax-M3 clamp and shift a sigmoid GLU in their own ``_apply_gate``, which the
+    spec's ``activation`` cannot say; the full spec check would see it only on a complete spec.
+    """
+    import torch
+    from transformers.activations import ACT2FN
+
+    torch.manual_seed(4)
+    hidden = torch.randn(8, experts.gate_up_proj.shape[1 if layout.transposed else 2])
+    k = min(top_k, layout.num_experts)
+    indices = (torch.arange(8)[:, None] + torch.arange(k)[None, :]) % layout.num_experts
+    weights = torch.rand(8, k)
+    gate_fn = getattr(type(experts), "_apply_gate", None)
+    custom_gate = gate_fn is not None and gate_fn.__module__ != "transformers.integrations.moe"
+    where = source_location(gate_fn if custom_gate else type(experts).forward) or prefix
+    try:
+        with torch.no_grad():
+            theirs = experts(hidden, indices, weights)
+            ours = routed_output(experts, hidden, indices, weights, ACT2FN[activation])
+        diff = (ours.float() - theirs.float()).abs().max().item()
+    except Exception as exc:  # another forward signature, an unknown activation ...
+        detail = f"{prefix}.experts: {type(exc).__name__}: {str(exc)[:120]}"
+        return Delta(f"{type(experts).__name__} forward not understood", where, detail)
+    if math.isfinite(diff) and diff <= EXPERTS_TOLERANCE:
+        return None
+    return Delta(
+        f"{type(experts).__name__} computes something the spec does not describe",
+        where,
+        f"{prefix}.experts: max abs {diff:.2g} against {activation}(gate) * up",
+    )
 
 
 def _first_key(config: Any, keys: tuple[str, ...]) -> str | None:
@@ -122,17 +222,33 @@ def _real_size(tiny_value: int, tiny: Any, real: Any, keys: tuple[str, ...]) -> 
     return int(getattr(real, key)) if key else None
 
 
-def _router_parameters(router: Any) -> tuple[Any, Any, Any]:
-    bias = getattr(router, "bias", None)
-    correction = getattr(router, "e_score_correction_bias", None)
-    return router.weight, bias, correction
+def correction_bias(router: Any, block: Any = None) -> Any:
+    """The ``e_score_correction_bias`` that shifts the router's choice, or None.
+
+    DeepSeek-V3 keeps it on the router, Ernie 4.5 on a router sub-module (``moe_statics``),
+    MiniMax-M2 on the MoE block, which passes it to the router's forward.
+    """
+    for module in (router, block):
+        if module is None:
+            continue
+        for name, tensor in itertools.chain(module.named_parameters(), module.named_buffers()):
+            if name.rpartition(".")[2] == "e_score_correction_bias":
+                return tensor
+    return None
 
 
-def route(hidden: Any, router: Any, spec: RouterSpec, top_k: int) -> tuple[Any, Any]:
-    """(weights [T, k], indices [T, k]) of ``spec`` with the router module's parameters."""
+def route(
+    hidden: Any, router: Any, spec: RouterSpec, top_k: int, correction: Any = None
+) -> tuple[Any, Any]:
+    """(weights [T, k], indices [T, k]) of ``spec`` with the router module's parameters.
+
+    ``correction`` is the choice bias when the router does not hold it (see ``correction_bias``).
+    """
     import torch
 
-    weight, bias, correction = _router_parameters(router)
+    weight, bias = router.weight, getattr(router, "bias", None)
+    if correction is None:
+        correction = correction_bias(router)
     logits = hidden.float() @ weight.float().T
     if spec.bias and bias is not None:
         logits = logits + bias.float()
@@ -194,44 +310,129 @@ def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterS
 
 
 def _probe_router(
-    router: Any, tiny: Any, real: Any, top_k: int, prefix: str
+    router: Any, block: Any, tiny: Any, real: Any, top_k: int, prefix: str
 ) -> tuple[RouterSpec | None, list[tuple[str, Evidence]], Delta | None]:
     import torch
 
-    weight, bias, correction = _router_parameters(router)
+    weight, bias = router.weight, getattr(router, "bias", None)
+    correction = correction_bias(router, block)
+    where = f"{prefix} router ({type(router).__name__})"
+    inputs, missing = _router_inputs(router, block)
+    if missing:
+        return (
+            None,
+            [],
+            Delta(
+                f"router needs {missing!r} besides the hidden states",
+                source_location(type(router).forward) or where,
+                f"{where}: the spec's routers read only the hidden states",
+            ),
+        )
     torch.manual_seed(3)
     hidden = torch.randn(64, weight.shape[1])
     with torch.no_grad():
         if correction is not None:  # zero-initialised by HF: give it values so it matters
             correction.add_(torch.randn(correction.shape) * 0.5)
-        output = router(hidden)
-    where = f"{prefix} router ({type(router).__name__})"
-    if not (isinstance(output, tuple) and len(output) == 3):
+        routed = _routing_outputs(router(hidden, *inputs), hidden.shape[0])
+    if routed is None:
         return (
             None,
             [],
-            Delta("router output not understood", where, "expected (logits, weights, indices)"),
+            Delta("router output not understood", where, "expected weights and expert indices"),
         )
-    _, hf_weights, hf_indices = output
+    hf_weights, hf_indices = routed
     num_experts = weight.shape[0]
     expected = dense_routing(hf_weights, hf_indices, num_experts)
+    candidates = _candidates(tiny, correction is not None, bias is not None)
     matches = []
-    for spec in _candidates(tiny, correction is not None, bias is not None):
+    for spec in candidates:
         with torch.no_grad():
-            weights, indices = route(hidden, router, spec, top_k)
+            weights, indices = route(hidden, router, spec, top_k, correction)
         got = dense_routing(weights, indices, num_experts)
         if (got - expected).abs().max().item() <= ROUTER_TOLERANCE:
             matches.append(spec)
     if not matches:
         return None, [], Delta("router computes something no known router does", where, "")
-    spec = _with_renormalize_key(matches[0], real)
-    tried = len(_candidates(tiny, correction is not None, bias is not None))
+    # Equivalent variants (top-k then softmax = softmax, top-k, renormalise): the one HF writes.
+    order = _source_order(type(router))
+    spec = next((m for m in matches if m.order == order), matches[0])
     detail = (
-        f"{describe_router(spec)}; the only match of {tried} router variants run on the tiny router"
+        f"{describe_router(spec)}; the only match of {len(candidates)} router variants run on "
+        "the tiny router"
     )
     if len(matches) > 1:
         detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
+    if spec is not matches[0]:
+        detail += f", written so at {source_location(type(router).forward)}"
+    spec = _with_renormalize_key(spec, real)
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None
+
+
+def _router_inputs(router: Any, block: Any) -> tuple[list[Any], str | None]:
+    """Tensors the router's forward takes after the hidden states, from the router or its block.
+
+    MiniMax-M2 and HY-V3 pass the block's ``e_score_correction_bias``; DeepSeek-V4's hash router
+    takes the ``input_ids``, which neither module holds: that name is returned as missing.
+    """
+    import torch
+
+    parameters = list(inspect.signature(router.forward).parameters.values())[1:]
+    inputs = []
+    for parameter in parameters:
+        if parameter.default is not parameter.empty or parameter.kind in (
+            parameter.VAR_POSITIONAL,
+            parameter.VAR_KEYWORD,
+        ):
+            continue
+        value = getattr(router, parameter.name, None)
+        if not isinstance(value, torch.Tensor):
+            value = getattr(block, parameter.name, None)
+        if not isinstance(value, torch.Tensor):
+            return [], parameter.name
+        inputs.append(value)
+    return inputs, None
+
+
+def _routing_outputs(output: Any, tokens: int) -> tuple[Any, Any] | None:
+    """(weights [T, k], indices [T, k]) among the router's outputs, told apart by dtype and shape.
+
+    Routers return them in different orders: (logits, weights, indices) in Mixtral,
+    (indices, weights, logits) in Aria and GraniteMoe.
+    """
+    import torch
+
+    outputs = output if isinstance(output, tuple) else (output,)
+    tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
+    indices = [
+        t for t in tensors if not t.is_floating_point() and t.dim() == 2 and t.shape[0] == tokens
+    ]
+    if len(indices) != 1:
+        return None
+    weights = [t for t in tensors if t.is_floating_point() and t.shape == indices[0].shape]
+    return (weights[0], indices[0]) if len(weights) == 1 else None
+
+
+def _source_order(router_class: type) -> str | None:
+    """``softmax_topk`` or ``topk_softmax``: which of the two the router's forward calls first."""
+    try:
+        source = textwrap.dedent(inspect.getsource(inspect.unwrap(router_class.forward)))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    calls = sorted(
+        (node.lineno, node.col_offset, name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and (name := _called_name(node.func)) in ("softmax", "topk")
+    )
+    if not calls:
+        return None
+    return "softmax_topk" if calls[0][2] == "softmax" else "topk_softmax"
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def _with_renormalize_key(spec: RouterSpec, real: Any) -> RouterSpec:
@@ -266,37 +467,73 @@ def _shared_experts(
         module = getattr(block, name, None)
         if module is None:
             continue
-        width = module.gate_proj.weight.shape[0]
-        width_expr = "shared_expert_intermediate_size"
-        real_width = _real_size(width, tiny, real, (width_expr,))
-        shared_count = getattr(real, "n_shared_experts", None)
-        if real_width is None and shared_count:  # DeepSeek: n_shared_experts experts fused in one
-            tiny_moe = getattr(tiny, "moe_intermediate_size", None)
-            if tiny_moe and width == tiny_moe * getattr(tiny, "n_shared_experts", 1):
-                real_width = real.moe_intermediate_size * shared_count
-                width_expr = "moe_intermediate_size * n_shared_experts"
+        where = f"{prefix}.{name}"
+        width = _gated_linear_width(module)
+        if width is None:  # Inkling: 3-D parameters; MiniMax-M3: a fused, clamped GLU
+            return None, [
+                Delta(
+                    "shared expert layout not understood",
+                    source_location(type(module).forward) or where,
+                    f"{where} ({type(module).__name__}) is not gate_proj / up_proj / down_proj "
+                    "linear layers",
+                )
+            ]
+        real_width, width_expr = _shared_width(width, tiny, real)
         gated = getattr(block, "shared_expert_gate", None) is not None
         evidence.append(
-            (
-                "text.moe.shared",
-                Evidence("probe", f"{prefix}.{name}", f"width {width}, gated {gated}"),
-            )
+            ("text.moe.shared", Evidence("probe", where, f"width {width}, gated {gated}"))
         )
         deltas = (
-            []
-            if real_width
-            else [Delta("shared expert width not explained", f"{prefix}.{name}", str(width))]
+            [] if real_width else [Delta("shared expert width not explained", where, str(width))]
         )
         return SharedExpertSpec(real_width or width, gated, name, width_expr), deltas
     return None, []
 
 
+def _gated_linear_width(module: Any) -> int | None:
+    """The width of an MLP of gate_proj / up_proj / down_proj linear layers, else None."""
+    import torch
+
+    weights = [getattr(getattr(module, p, None), "weight", None) for p in _GATED_PROJECTIONS]
+    if not all(isinstance(w, torch.Tensor) and w.dim() == 2 for w in weights):
+        return None
+    return int(weights[0].shape[0])
+
+
+def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
+    """The real shared-expert width and the config expression it comes from.
+
+    Either its own field, or ``n`` experts fused in one: ``moe_intermediate_size *
+    n_shared_experts`` (DeepSeek), ``* num_shared_experts`` (EXAONE-MoE), ``intermediate_size *
+    moe_num_shared_experts`` (Aria).
+    """
+    own = "shared_expert_intermediate_size"
+    real_width = _real_size(width, tiny, real, (own,))
+    if real_width is not None:
+        return real_width, own
+    for base, count in itertools.product(
+        ("moe_intermediate_size", "intermediate_size"), _SHARED_COUNT_KEYS
+    ):
+        tiny_values = (_positive_int(tiny, base), _positive_int(tiny, count))
+        real_values = (_positive_int(real, base), _positive_int(real, count))
+        if None in tiny_values or None in real_values:
+            continue
+        if tiny_values[0] * tiny_values[1] == width:
+            return real_values[0] * real_values[1], f"{base} * {count}"
+    return None, own
+
+
+def _positive_int(config: Any, key: str) -> int | None:
+    value = getattr(config, key, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _disk_names(
-    model: Any, index: int, checkpoint: dict[str, Any], num_experts: int, width: int
+    experts: Any, index: int, checkpoint: dict[str, Any], width: int
 ) -> tuple[str, tuple[tuple[str, str], ...], list[Delta]]:
     """Where the checkpoint keeps expert 0's gate / up / down, matched by value to memory."""
-    gate_up = model.model.layers[index].mlp.experts.gate_up_proj[0].detach()
-    down = model.model.layers[index].mlp.experts.down_proj[0].detach()
+    gate_up, down, _, _ = expert_matrices(experts, 0)
+    gate_up, down = gate_up.detach(), down.detach()
     wanted = {"gate": gate_up[:width], "up": gate_up[width:], "down": down}
     pattern = re.compile(rf"^model\.layers\.{index}\.(\w+)\.experts\.0\.(\w+)\.weight$")
     block_name, leaves = "mlp", {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.checkpoint import tensor_shapes
 from onboard.errors import UnsupportedFeatureError
 
@@ -54,6 +55,9 @@ class Probe:
     attention_scaling: float | None
     attention_softcap: float | None
     rotary_dims: tuple[tuple[str, int], ...]  # layer kind (or "default") -> rotary dim
+    # Per decoder layer: does its attention rotate q and k? Empty when the probe cannot tell
+    # (the attention does not take RoPE as ``position_embeddings``).
+    rope_layers: tuple[bool | None, ...] = ()
 
     def param_shape(self, name: str) -> tuple[int, ...] | None:
         return dict(self.parameters).get(name)
@@ -89,6 +93,7 @@ def probe_model(model: Any) -> Probe:
             attention_softcap=_float_attr(attn, "attn_logit_softcapping")
             or _float_attr(getattr(model, "config", None), "attn_logit_softcapping"),
             rotary_dims=_rotary_dims(getattr(decoder, "rotary_emb", None)),
+            rope_layers=_rope_layers(model, decoder.layers),
         )
 
 
@@ -105,6 +110,11 @@ def _decoder(model: Any) -> Any:
         raise UnsupportedFeatureError(
             f"{type(model).__name__} has no {', '.join(missing)} (its top-level modules: {top}); "
             "onboard generates the Llama-family layout so far"
+        )
+    if len(decoder.layers) == 0:
+        raise UnsupportedFeatureError(
+            f"the tiny {type(model).__name__} has no decoder layers: onboard could not tell which "
+            "config key holds the layer count"
         )
     return decoder
 
@@ -176,7 +186,12 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
 
         return hook
 
-    watched = {n: m for n, m in layer.named_children() if n in ("self_attn", "mlp") or _is_norm(m)}
+    ffn = next((n for n in FFN_BLOCK_NAMES if hasattr(layer, n)), "mlp")
+    watched = {
+        "mlp" if n == ffn else n: m
+        for n, m in layer.named_children()
+        if n in ("self_attn", ffn) or _is_norm(m)
+    }
     for name, module in watched.items():
         hooks.append(module.register_forward_hook(record(name), with_kwargs=True))
     try:
@@ -208,6 +223,70 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         mlp_out=fed_by(mlp_out),
         parallel=bool(attn_in & mlp_in),
     )
+
+
+def _rope_layers(model: Any, layers: Any) -> tuple[bool | None, ...]:
+    """Per layer, whether attention output changes when RoPE is made the identity (cos 1, sin 0).
+
+    Some models skip RoPE in some layers (EXAONE 4 and Cohere 2 in full-attention layers, SmolLM3
+    by ``no_rope_layers``); rerunning each attention on its own captured inputs shows it.
+    """
+    import torch
+
+    calls: dict[int, tuple[tuple, dict, Any]] = {}
+
+    def record(index: int):
+        def hook(_module, args, kwargs, output):
+            calls[index] = (args, kwargs, output[0] if isinstance(output, tuple) else output)
+
+        return hook
+
+    attentions = [getattr(layer, "self_attn", None) for layer in layers]
+    hooks = [
+        attn.register_forward_hook(record(i), with_kwargs=True)
+        for i, attn in enumerate(attentions)
+        if attn is not None
+    ]
+    try:
+        ids = torch.arange(1, PROBE_TOKENS + 1).unsqueeze(0) % model.config.vocab_size
+        model(input_ids=ids, use_cache=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    found = tuple(_rotates(attn, calls.get(i)) for i, attn in enumerate(attentions))
+    return found if any(found) else ()
+
+
+def _rotates(attention: Any, call: tuple[tuple, dict, Any] | None) -> bool | None:
+    import torch
+
+    if call is None:
+        return None
+    args, kwargs, output = call
+    rope = kwargs.get("position_embeddings")
+    if not (isinstance(rope, tuple) and len(rope) == 2 and isinstance(output, torch.Tensor)):
+        return None
+    cos, sin = rope
+    identity = (torch.ones_like(cos), torch.zeros_like(sin))
+    try:
+        plain = attention(*args, **{**kwargs, "position_embeddings": identity})
+    except Exception:  # an attention that cannot be rerun on its own tells nothing
+        return None
+    plain = plain[0] if isinstance(plain, tuple) else plain
+    return bool((plain - output).abs().max().item() > 1e-6)
+
+
+def source_location(function: Any) -> str | None:
+    """``modeling_x.py:123`` of a function or method (decorators unwrapped), if it has a source."""
+    import inspect
+
+    function = inspect.unwrap(function)
+    try:
+        _, start = inspect.getsourcelines(function)
+        path = inspect.getsourcefile(function) or ""
+    except (OSError, TypeError):
+        return None
+    return f"{path.rsplit('/', 1)[-1]}:{start}"
 
 
 def _embed_scale(embedding: Any) -> float | None:

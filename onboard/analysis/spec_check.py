@@ -10,12 +10,12 @@ what it does not understand instead of letting a generator emit plausible but wr
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
 
 TOLERANCE = 1e-5  # fp32; with the right spec the interpreter matches HF to ~1e-7 or exactly
@@ -50,24 +50,28 @@ def check_spec(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Del
     return tuple(_delta(m, model) for m in mismatches)
 
 
+def check_attention(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Delta, ...]:
+    """Deltas for the attention modules alone, for a spec that other deltas already mark
+    incomplete (so a spec the interpreter cannot run adds nothing)."""
+    import torch
+
+    interpreter = SpecInterpreter(text, model, tiny_config)
+    try:
+        with torch.no_grad():
+            mismatches = interpreter.compare(attention_only=True)
+    except Exception:  # the spec does not fit the model: the other deltas say why
+        return ()
+    return tuple(_delta(m, model) for m in mismatches)
+
+
 def _delta(mismatch: Mismatch, model: Any) -> Delta:
     module = model.get_submodule(mismatch.module)
-    where = _forward_location(type(module)) or mismatch.module
+    where = source_location(type(module).forward) or mismatch.module
     return Delta(
         f"{mismatch.class_name} computes something the spec does not describe",
         where,
         f"{mismatch.module}: max abs {mismatch.max_abs:.2g} against the spec's computation",
     )
-
-
-def _forward_location(cls: type) -> str | None:
-    forward = inspect.unwrap(cls.forward)
-    try:
-        lines, start = inspect.getsourcelines(forward)
-        path = inspect.getsourcefile(forward) or ""
-    except (OSError, TypeError):
-        return None
-    return f"{path.rsplit('/', 1)[-1]}:{start}" if lines else None
 
 
 class SpecInterpreter:
@@ -87,7 +91,7 @@ class SpecInterpreter:
 
     # -- comparison -------------------------------------------------------------------------
 
-    def compare(self) -> list[Mismatch]:
+    def compare(self, *, attention_only: bool = False) -> list[Mismatch]:
         import torch
 
         captured, handles = self._capture()
@@ -106,6 +110,11 @@ class SpecInterpreter:
                 module = self.model.get_submodule(name)
                 mismatches.append(Mismatch(name, type(module).__name__, diff))
 
+        if attention_only:
+            for i in range(len(self.model.model.layers)):
+                x, y = captured[f"model.layers.{i}.self_attn"]
+                check(f"model.layers.{i}.self_attn", self.attention(i, x[0]), y)
+            return mismatches
         embed_in, embed_out = captured["model.embed_tokens"]
         check("model.embed_tokens", self.embed(embed_in[0]), embed_out)
         for i in range(len(self.model.model.layers)):
@@ -307,27 +316,17 @@ class SpecInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
-        from onboard.analysis.moe import route
+        from onboard.analysis.moe import correction_bias, route, routed_output
 
         spec = self.text.moe
         prefix = f"model.layers.{layer}.mlp."
         block = self.model.get_submodule(prefix.rstrip("."))
         router = getattr(block, spec.router_name)
         hidden = x.reshape(-1, x.shape[-1])
-        top_k = getattr(self.config, "num_experts_per_tok", None) or spec.top_k
-        weights, indices = route(hidden, router, spec.router, top_k)
-        gate_up = self.weight(prefix + "experts.gate_up_proj")
-        down = self.weight(prefix + "experts.down_proj")
-        act = ACT2FN[spec.activation]
-        out = torch.zeros_like(hidden)
-        for slot in range(indices.shape[1]):
-            for expert in range(gate_up.shape[0]):
-                rows = indices[:, slot] == expert
-                if not rows.any():
-                    continue
-                gate, up = (hidden[rows] @ gate_up[expert].T).chunk(2, dim=-1)
-                value = (act(gate) * up) @ down[expert].T
-                out[rows] += value * weights[rows, slot, None].to(value.dtype)
+        top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
+        correction = correction_bias(router, block)
+        weights, indices = route(hidden, router, spec.router, top_k, correction)
+        out = routed_output(block.experts, hidden, indices, weights, ACT2FN[spec.activation])
         if spec.shared is not None:
             shared = self.dense_mlp(f"{prefix}{spec.shared.name}.", hidden, gated=True)
             if spec.shared.gated:

@@ -27,10 +27,10 @@ Every label was read from the transformers 5.18 source installed in ``.venv``
 
 Conventions: for a model whose every layer is MoE, ``mlp.*`` describe the routed experts (onboard
 builds its MLPSpec from them); ``moe.dense_layers`` names the config rule the HF decoder layer
-applies (``none``: every layer is MoE whatever the config says). onboard runs its numerical spec
-check (``spec_check``) only on a spec with no other delta, so a behavioural mismatch ("<Class>
-computes something the spec does not describe") is expected only on otherwise complete specs;
-where another delta hides it, the feature's disagreement is recorded in ``bugs``.
+applies (``none``: every layer is MoE whatever the config says). onboard runs its full numerical
+spec check (``spec_check``) only on a spec with no other delta; the attention modules and the
+routed experts are checked on their own either way, so a behavioural mismatch of those ("<Class>
+computes something the spec does not describe") is expected whatever else is unresolved.
 """
 
 from __future__ import annotations
@@ -80,23 +80,6 @@ BASELINE: dict[str, Value] = {
     "moe.dense_layers": "all",
 }
 
-# Detector bugs shared by several entries (the per-entry ``bugs`` say where).
-HIDDEN_BY_OTHER_DELTAS = (
-    "check_spec runs only when the builder found no delta (onboard/analysis/__init__.py:62), and "
-    "decoder.py rope() reads the rotation layout only from config.rope_interleave, so this "
-    "interleaved RoPE is neither expressed nor reported"
-)
-EQUIVALENT_ROUTER = (
-    "top-k of the logits then softmax equals softmax, top-k, renormalise; moe.py _probe_router "
-    "keeps matches[0] and _candidates lists softmax_topk before topk_softmax, so the HF order "
-    "({where}) is reported as softmax_then_topk with renormalize"
-)
-ROPE_PER_KIND = (
-    "decoder.py rope() gives every layer kind a RopeSpec from the shared rotary_emb buffers; it "
-    "never sees that HF skips RoPE in full-attention layers ({where}), so full_attention should "
-    "get RopeSpec(None) ('default/none')"
-)
-
 LABELS: list[dict[str, Any]] = [
     # ---------------------------------------------------------------- dense ----------------
     {
@@ -129,12 +112,6 @@ LABELS: list[dict[str, Any]] = [
         # original_max_position_embeddings)) (llama_4_scaling_beta): a position-dependent query
         # scale the catalogue has no field for.
         "attention.scale": Unresolved("Ministral3Attention"),
-        "bugs": {
-            "attention.scale": "spec_check.py compares at positions POSITION_OFFSET (3000) + 9, "
-            "below original_max_position_embeddings (16384), where floor(pos / 16384) = 0 and the "
-            "llama_4 query scale of modeling_ministral3.py:105-107,147-151 is 1; nothing reads "
-            "rope_parameters.llama_4_scaling_beta, so the spec is reported complete",
-        },
     },
     {
         "type": "qwen2",
@@ -267,11 +244,6 @@ LABELS: list[dict[str, Any]] = [
         "norm.placement": "post",  # modeling_exaone4.py:291-292, forward 314-321
         # modeling_exaone4.py:241 RoPE only in sliding layers (global NoPE)
         "rope.type": "default/none",
-        "bugs": {
-            "rope.type": ROPE_PER_KIND.format(where="modeling_exaone4.py:241"),
-            "unresolved": "Exaone4Attention is reported as computing something the spec does not "
-            "describe because of the same missing NoPE-per-kind (modeling_exaone4.py:241)",
-        },
     },
     {
         "type": "smollm3",
@@ -319,7 +291,6 @@ LABELS: list[dict[str, Any]] = [
         "rope.interleaved": Unresolved("CohereAttention"),
         "embeddings.tied": True,  # configuration_cohere.py:82
         "unresolved": ("logit_scale",),  # modeling_cohere.py:503 logits * logit_scale (0.0625)
-        "bugs": {"rope.interleaved": HIDDEN_BY_OTHER_DELTAS},
     },
     {
         "type": "cohere2",
@@ -332,10 +303,6 @@ LABELS: list[dict[str, Any]] = [
         "rope.interleaved": Unresolved("Cohere2Attention"),  # modeling_cohere2.py:89, 152-153
         "embeddings.tied": True,  # configuration_cohere2.py:81
         "unresolved": ("logit_scale",),  # modeling_cohere2.py:481
-        "bugs": {
-            "rope.type": ROPE_PER_KIND.format(where="modeling_cohere2.py:229"),
-            "rope.interleaved": HIDDEN_BY_OTHER_DELTAS,
-        },
     },
     {
         "type": "apertus",
@@ -401,12 +368,6 @@ LABELS: list[dict[str, Any]] = [
         "mlp.bias": True,  # modeling_starcoder2.py:57-58 bias=config.use_bias
         "norm.kind": "layer",  # modeling_starcoder2.py:211 nn.LayerNorm
         "embeddings.tied": True,  # configuration_starcoder2.py:81
-        "bugs": {
-            "unresolved": "decoder.py _KNOWN_LAYER_PARAMS only knows "
-            "mlp.(gate|up|down)_proj, so c_fc / c_proj (modeling_starcoder2.py:57-58), which "
-            "decoder.py mlp() itself resolves as the plain MLP via _plain_projections, are "
-            "reported as 'parameter with no role in the spec'",
-        },
     },
     {
         "type": "youtu",
@@ -539,15 +500,6 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "topk_then_softmax",  # modeling_gpt_oss.py:128-129
         "moe.dense_layers": "none",  # every layer GptOssMLP
         "unresolved": ("sinks",),  # modeling_gpt_oss.py:293 attention sinks
-        "bugs": {
-            "mlp.activation": "decoder.py mlp() reads the activation from config.hidden_act for "
-            "all-MoE models; nothing reports that GptOssExperts ignores it "
-            "(modeling_gpt_oss.py:82-87)",
-            "mlp.bias": "decoder.py mlp() hard-codes bias False when every layer is MoE "
-            "(dense_layer is None) instead of reading the experts' gate_up_proj_bias",
-            "moe.router": EQUIVALENT_ROUTER.format(where="modeling_gpt_oss.py:128-129"),
-            "moe.renormalize": EQUIVALENT_ROUTER.format(where="modeling_gpt_oss.py:128-129"),
-        },
     },
     {
         "type": "phimoe",
@@ -585,12 +537,6 @@ LABELS: list[dict[str, Any]] = [
         # configuration_cohere2_moe.py:154-156 mlp_layer_types all sparse (first_k_dense 0)
         "moe.dense_layers": "none",
         "unresolved": ("logit_scale",),  # modeling_cohere2_moe.py:632
-        "bugs": {
-            "rope.type": ROPE_PER_KIND.format(where="modeling_cohere2_moe.py:319-320"),
-            "rope.interleaved": HIDDEN_BY_OTHER_DELTAS,
-            "moe.router": EQUIVALENT_ROUTER.format(where="modeling_cohere2_moe.py:152-154"),
-            "moe.renormalize": EQUIVALENT_ROUTER.format(where="modeling_cohere2_moe.py:152-154"),
-        },
     },
     {
         "type": "exaone_moe",
@@ -605,13 +551,6 @@ LABELS: list[dict[str, Any]] = [
         "moe.shared_experts": "ungated",  # modeling_exaone_moe.py:318-319, 328
         # configuration_exaone_moe.py:124-126 mlp_layer_types from first_k_dense_replace (1)
         "moe.dense_layers": "first_k_dense_replace",
-        "bugs": {
-            "rope.type": ROPE_PER_KIND.format(where="modeling_exaone_moe.py:184-185"),
-            "unresolved": "moe.py _shared_experts explains the shared width only through "
-            "shared_expert_intermediate_size or n_shared_experts; ExaoneMoe's is "
-            "moe_intermediate_size * num_shared_experts (modeling_exaone_moe.py:318-319), so it "
-            "reports 'shared expert width not explained'",
-        },
     },
     {
         "type": "ernie4_5_moe",
@@ -628,12 +567,6 @@ LABELS: list[dict[str, Any]] = [
         # modeling_ernie4_5_moe.py:406-409 moe_layer_start_index / interval / end: no
         # catalogue rule says it
         "moe.dense_layers": Unresolved("which layers are dense"),
-        "bugs": {
-            "*": "tiny.py _TINY_SIZES shrinks num_experts_per_tok but not moe_k (the key "
-            "Ernie4_5_MoeConfig uses, configuration_ernie4_5_moe.py:61,110), so the tiny model "
-            "keeps top-6 of 4 experts and topk fails: the analysis refuses "
-            "('does not run at the tiny sizes')",
-        },
     },
     {
         "type": "minimax_m2",
@@ -645,11 +578,6 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "sigmoid_then_topk+bias",
         "moe.renormalize": True,
         "moe.dense_layers": "none",  # modeling_minimax_m2.py:358 every layer sparse
-        "bugs": {
-            "*": "moe.py _probe_router (line 207) calls router(hidden) with one argument; "
-            "MiniMaxM2TopKRouter.forward also takes e_score_correction_bias "
-            "(modeling_minimax_m2.py:54): TypeError, a crash instead of a delta",
-        },
     },
     {
         "type": "granitemoe",
@@ -658,13 +586,6 @@ LABELS: list[dict[str, Any]] = [
         "attention.scale": Unresolved("attention scale not explained"),
         "moe.router": "topk_then_softmax",  # modeling_granitemoe.py:141-142
         "moe.dense_layers": "none",  # modeling_granitemoe.py:348 every layer block_sparse_moe
-        "bugs": {
-            "moe.router": "layers.py _signature and moe.py find_moe look for the MoE block at "
-            "layer.mlp only; GraniteMoe's is layer.block_sparse_moe "
-            "(modeling_granitemoe.py:348), so no MoE is found",
-            "moe.dense_layers": "same: block_sparse_moe (modeling_granitemoe.py:348) is not "
-            "found, every layer counts as dense ('all')",
-        },
     },
 ]
 

@@ -1,0 +1,149 @@
+"""Detector pieces behind the labelled table's former xfails, each checked on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from onboard.analysis import analyse
+from onboard.analysis.decoder import _rope_parameters
+from onboard.analysis.moe import (
+    _router_inputs,
+    _routing_outputs,
+    _shared_width,
+    _source_order,
+    correction_bias,
+)
+from onboard.analysis.probe import probe_model
+from onboard.analysis.spec_check import check_spec
+from onboard.errors import UnsupportedFeatureError
+from onboard.hf_config import make_hf_config
+from onboard.source import load_source
+from onboard.tiny import TINY_TOP_K, shrink_config
+from onboard.tiny_model import build_tiny_model, perturb
+from tests.new_types import default_config_dir
+
+# -- tiny configs ----------------------------------------------------------------------------
+
+
+def test_the_layer_count_is_written_where_the_config_keeps_it() -> None:
+    """LongcatFlash stores num_layers; its num_hidden_layers is a property (2 x num_layers)."""
+    config = {"model_type": "x", "num_layers": 3, "num_attention_heads": 4, "hidden_size": 64}
+    tiny = shrink_config(config, None, ["moe|A", "moe|A", "moe|A"]).config
+    assert tiny["num_layers"] == 2
+    assert "num_hidden_layers" not in tiny
+
+
+def test_the_usual_layer_count_key_wins() -> None:
+    config = {"model_type": "x", "num_hidden_layers": 4, "num_layers": 8, "hidden_size": 64}
+    tiny = shrink_config(config, None, ["dense|A"] * 4).config
+    assert tiny["num_hidden_layers"] == 2 and tiny["num_layers"] == 8
+
+
+@pytest.mark.parametrize("key", ["num_experts_per_tok", "moe_topk", "moe_k"])
+def test_every_top_k_key_is_shrunk_with_the_experts(key: str) -> None:
+    config = {"model_type": "x", "num_hidden_layers": 2, "moe_num_experts": 64, key: 6}
+    assert shrink_config(config, None).config[key] == TINY_TOP_K
+
+
+def test_top_k_never_exceeds_experts_that_are_not_shrunk() -> None:
+    """Hunyuan's default: one expert, top-1; top-2 of it could not run."""
+    config = {"model_type": "x", "num_hidden_layers": 2, "num_experts": 1, "moe_topk": 1}
+    assert shrink_config(config, None).config["moe_topk"] == 1
+
+
+def test_a_tiny_model_without_layers_is_refused() -> None:
+    config = make_hf_config(
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 0,
+            "hidden_size": 64,
+            "intermediate_size": 64,
+            "num_attention_heads": 4,
+            "vocab_size": 32,
+        }
+    )
+    with pytest.raises(UnsupportedFeatureError, match="no decoder layers"):
+        probe_model(build_tiny_model(config))
+
+
+# -- routers ---------------------------------------------------------------------------------
+
+
+def test_router_outputs_are_told_apart_by_dtype_and_shape() -> None:
+    logits, weights = torch.randn(5, 4), torch.rand(5, 2)
+    indices = torch.tensor([[0, 1]] * 5)
+    assert _routing_outputs((logits, weights, indices), 5) == (weights, indices)
+    assert _routing_outputs((indices, weights, logits), 5) == (weights, indices)  # Aria
+    assert _routing_outputs((logits, logits), 5) is None
+
+
+class _TopKFirst(torch.nn.Module):
+    def forward(self, hidden):  # a comment naming softmax first does not count
+        values, indices = torch.topk(hidden, 2, dim=-1)
+        return torch.softmax(values, dim=-1), indices
+
+
+class _SoftmaxFirst(torch.nn.Module):
+    def forward(self, hidden):
+        values, indices = torch.nn.functional.softmax(hidden, dim=-1).topk(2, dim=-1)
+        return values, indices
+
+
+def test_equivalent_routers_follow_the_order_the_source_writes() -> None:
+    assert _source_order(_TopKFirst) == "topk_softmax"
+    assert _source_order(_SoftmaxFirst) == "softmax_topk"
+
+
+class _BiasTakingRouter(torch.nn.Module):
+    def forward(self, hidden_states, e_score_correction_bias, input_ids=None):
+        return hidden_states
+
+
+class _HashRouter(torch.nn.Module):
+    def forward(self, hidden_states, input_ids):
+        return hidden_states
+
+
+def test_router_inputs_come_from_the_block_or_are_named_as_missing() -> None:
+    """MiniMax-M2's block passes its own correction bias; DeepSeek-V4 hashes the input ids."""
+    block = torch.nn.Module()
+    block.register_buffer("e_score_correction_bias", torch.zeros(4))
+    inputs, missing = _router_inputs(_BiasTakingRouter(), block)
+    assert missing is None and inputs[0] is block.e_score_correction_bias
+    assert correction_bias(_BiasTakingRouter(), block) is block.e_score_correction_bias
+    assert _router_inputs(_HashRouter(), block) == ([], "input_ids")
+
+
+def test_shared_expert_width_of_several_fused_experts() -> None:
+    """EXAONE-MoE: moe_intermediate_size * num_shared_experts."""
+    tiny = SimpleNamespace(moe_intermediate_size=32, num_shared_experts=2)
+    real = SimpleNamespace(moe_intermediate_size=1024, num_shared_experts=2)
+    assert _shared_width(64, tiny, real) == (2048, "moe_intermediate_size * num_shared_experts")
+    assert _shared_width(48, tiny, real)[0] is None
+
+
+# -- RoPE ------------------------------------------------------------------------------------
+
+
+def test_rope_parameters_fall_back_to_the_config_attributes() -> None:
+    config = SimpleNamespace(rope_parameters=None, rope_theta=5e5, partial_rotary_factor=0.5)
+    assert _rope_parameters(config) == {"rope_theta": 5e5, "partial_rotary_factor": 0.5}
+
+
+def test_global_nope_layers_are_measured_and_checked(tmp_path) -> None:
+    """EXAONE 4 skips RoPE in its full-attention layers; rotating them there is caught."""
+    analysis = analyse(load_source(str(default_config_dir("exaone4", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.rope_for("full_attention").rope_type is None
+    assert text.rope_for("sliding_attention").rope_type == "default"
+    rotated = dataclasses.replace(text.rope_for("sliding_attention"))
+    wrong = dataclasses.replace(text, rope=tuple((kind, rotated) for kind, _ in text.rope))
+    config = make_hf_config(analysis.tiny.config)
+    deltas = check_spec(wrong, perturb(build_tiny_model(config)), config)
+    assert deltas and "Exaone4Attention computes something" in deltas[0].what
+    assert deltas[0].where.startswith("modeling_exaone4.py:")
