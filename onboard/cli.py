@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from onboard import __version__
-from onboard.errors import BadInputError, ExitCode, OnboardError
+from onboard.errors import BadInputError, ExitCode, OnboardError, RefusedError
 
 app = typer.Typer(
     name="onboard",
@@ -38,6 +38,14 @@ RepoOpt = Annotated[
 ]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision of the model.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Allow parity to import the checkpoint's own code (auto_map), pinned to the "
+        "hashes of the files analysed.",
+    ),
+]
 DeviceOpt = Annotated[
     str, typer.Option("--device", help="Where the HF reference runs: cpu or cuda.")
 ]
@@ -98,6 +106,7 @@ def new(
     name: Annotated[
         str | None, typer.Option("--name", help="Module / class name (default: model_type).")
     ] = None,
+    trust_remote_code: TrustOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate, register and parity-check a model in the target library."""
@@ -119,6 +128,7 @@ def new(
         parity=parity,
         device=device,
         name=name,
+        trust_remote_code=trust_remote_code,
     )
     with _status(not as_json) as progress:
         result = onboard_new(options, progress)
@@ -126,6 +136,8 @@ def new(
         _emit_json(new_to_dict(result))
     else:
         print_new(result, out)
+    if result.refused:  # files are written (unverified); the one-line refusal and exit 5 follow
+        raise RefusedError(result.refused)
     if not result.ok:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -141,7 +153,14 @@ def inspect(
 ) -> None:
     """Classify a model, list its features with evidence and the closest known variants."""
     from onboard.analysis import analyse
-    from onboard.report import print_analysis, print_proposal, print_source, proposal_to_dict
+    from onboard.report import (
+        features_to_dict,
+        print_analysis,
+        print_proposal,
+        print_source,
+        proposal_to_dict,
+        review_to_dict,
+    )
     from onboard.source import load_source
     from onboard.targets.base import load_target
 
@@ -157,7 +176,9 @@ def inspect(
         _emit_json(
             {
                 "classification": analysis.classification.to_dict(),
+                "features": features_to_dict(analysis),
                 "spec": analysis.spec.to_dict(),
+                "review": review_to_dict(analysis),
                 "proposal": proposal_to_dict(proposal),
             }
         )
@@ -216,6 +237,7 @@ def parity_command(
     ] = None,
     revision: RevisionOpt = None,
     device: DeviceOpt = "cpu",
+    trust_remote_code: TrustOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the model's class in the target library (or a generated module) against HF."""
@@ -244,6 +266,8 @@ def parity_command(
                 f"{analysis.spec.model_type} is not registered in {target}; "
                 "run `onboard new` or pass --generated"
             )
+        if source.is_remote_code:
+            _trust_for_parity(source, generated, trust_remote_code)
         progress("parity")
         report = chosen_target.parity(analysis, proposal, module, library, device=device)
     if as_json:
@@ -252,6 +276,18 @@ def parity_command(
         print_parity(report, out)
     if not report.passed:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
+    """The checkpoint's code runs only when trusted, and only if a generated module's header
+    records the same code."""
+    from onboard.provenance import header_remote_hashes
+    from onboard.remote_code import check_hashes, register_remote_classes, require_trust
+
+    require_trust(source.model_type, source.remote_files, trusted)
+    if generated is not None:
+        check_hashes(source.remote_files, header_remote_hashes(generated), str(generated))
+    register_remote_classes(source.config, source.remote_files)
 
 
 @app.command("check")

@@ -12,15 +12,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from onboard import STAMP
 from onboard.analysis import Analysis, analyse
-from onboard.errors import ConflictError
+from onboard.errors import ConflictError, RefusedError
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
-from onboard.render import RenderResult, generated_before, render
+from onboard.remote_code import check_hashes, register_remote_classes, require_trust
+from onboard.render import RenderResult, generated_before, recorded_remote_code, render
 from onboard.source import ModelSource, load_source
 from onboard.targets.base import Library, Proposal, load_target
 
@@ -40,6 +41,7 @@ class NewOptions:
     parity: bool = True
     device: str = "cpu"
     name: str | None = None
+    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,10 +57,11 @@ class NewResult:
     root: Path | None  # where files were (or would be) written
     staged: Path | None = None  # generated files kept after a failed parity run
     timings: tuple[tuple[str, float], ...] = field(default=())
+    refused: str | None = None  # why parity did not run (remote code without trust)
 
     @property
     def ok(self) -> bool:
-        return self.parity is None or self.parity.passed
+        return self.refused is None and (self.parity is None or self.parity.passed)
 
 
 @dataclass
@@ -89,6 +92,23 @@ def command_line(options: NewOptions) -> str:
     return " ".join(parts)
 
 
+def _trust_remote_code(source: ModelSource, options: NewOptions, root: Path) -> str | None:
+    """Import the checkpoint's code for the HF reference, or say why parity cannot run.
+
+    The code must be the bytes that were analysed and, for a model onboarded here before, the
+    bytes its answers file recorded (``--force`` accepts new code, as it accepts new files).
+    """
+    try:
+        require_trust(source.model_type, source.remote_files, options.trust_remote_code)
+    except RefusedError as refusal:
+        return refusal.message
+    answers, recorded = recorded_remote_code(root, source.model_type)
+    if recorded and not options.force:
+        check_hashes(source.remote_files, recorded, str(answers))
+    register_remote_classes(source.config, source.remote_files)
+    return None
+
+
 def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> NewResult:
     clock = _Clock(progress)
     target = load_target(options.target)
@@ -106,7 +126,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
     if proposal.already_supported is not None:
         report = None
-        if options.parity:
+        if options.parity:  # remote code is never "already supported": no trust check here
             with clock.phase("parity"):
                 report = target.parity(analysis, proposal, None, library, device=options.device)
         return NewResult(
@@ -129,6 +149,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             analysis, proposal, library, out=out, name=options.name, command=command_line(options)
         )
     root = root or out.expanduser().resolve()
+    plan = replace(plan, remote_code=analysis.spec.source.remote_files)
     preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
     if preview.conflicts and not (options.force or options.dry_run):
         raise ConflictError(
@@ -137,7 +158,10 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         )
 
     report = None
-    if options.parity and plan.model_file:
+    refused = None
+    if options.parity and plan.model_file and source.is_remote_code:
+        refused = _trust_remote_code(source, options, root)
+    if options.parity and plan.model_file and refused is None:
         staging = Path(tempfile.mkdtemp(prefix="onboard-staged-"))
         with clock.phase("stage"):
             render(plan, staging, stamp=STAMP)
@@ -178,4 +202,5 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         report,
         root,
         timings=tuple(clock.laps),
+        refused=refused,
     )

@@ -36,6 +36,7 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     model_file: str | None = None  # the generated module parity imports (a path in ``changes``)
     model_class: str | None = None  # the class in it that parity builds
+    remote_code: tuple[tuple[str, str], ...] = ()  # checkpoint code it was read from (name, sha)
 
     def content_of(self, path: str) -> str:
         return next(c.content for c in self.changes if c.path == path)

@@ -6,7 +6,9 @@ source text (transformers' modeling file, or the checkpoint's own remote code) i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from onboard import STAMP
 from onboard.spec import ArchitectureSpec
@@ -32,3 +34,19 @@ def header_for(spec: ArchitectureSpec, command: str) -> Header:
         if modeling:
             hf += f" {modeling[0]} sha256:{modeling[1][:16]}"
     return Header(STAMP, source.model_id, source.revision or "unknown", hf, command)
+
+
+_REMOTE_HASH = re.compile(r"([\w.-]+\.py) sha256:([0-9a-f]{16,64})")
+
+
+def header_remote_hashes(path: Path) -> dict[str, str]:
+    """The remote-code file hashes a generated file's header records (hash prefixes)."""
+    try:
+        head = path.read_text(encoding="utf-8")[:4000]
+    except (OSError, UnicodeDecodeError):
+        return {}
+    joined = " ".join(line.lstrip("# ").strip() for line in head.splitlines())
+    marker = joined.find("remote code ")
+    if marker < 0:
+        return {}
+    return dict(_REMOTE_HASH.findall(joined[marker : marker + 1000]))

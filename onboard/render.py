@@ -240,7 +240,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _recorded_hashes(answers_dest: Path) -> dict[str, str]:
+def _recorded_hashes(answers_dest: Path, key: str = "files") -> dict[str, str]:
     """Hashes from the last generation; a missing or unreadable record means none.
 
     Treating a damaged record as empty is safe: differing owned files then become conflicts,
@@ -250,10 +250,16 @@ def _recorded_hashes(answers_dest: Path) -> dict[str, str]:
         data = json.loads(answers_dest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    files = data.get("files") if isinstance(data, dict) else None
+    files = data.get(key) if isinstance(data, dict) else None
     if not isinstance(files, dict):
         return {}
     return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def recorded_remote_code(root: Path, model_type: str) -> tuple[Path, dict[str, str]]:
+    """The answers file under ``root`` and the remote-code hashes it recorded (maybe none)."""
+    path = Path(root) / _answers_path(model_type)
+    return path, _recorded_hashes(path, "remote_code")
 
 
 def _decide(
@@ -312,12 +318,14 @@ def _terminated(lines: Iterable[str]) -> Iterator[str]:
 
 def _answers_text(plan: Plan, stamp: str) -> str:
     files = {c.path: _sha256(c.content.encode("utf-8")) for c in plan.changes if c.owned}
-    answers = {
+    answers: dict[str, object] = {
         "onboard": stamp,
         "target": plan.target,
         "model_type": plan.model_type,
         "files": files,
     }
+    if plan.remote_code:  # what parity may import next time, pinned
+        answers["remote_code"] = dict(plan.remote_code)
     return json.dumps(answers, indent=2, sort_keys=True) + "\n"
 
 

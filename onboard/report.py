@@ -76,6 +76,31 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
         for delta in spec.unresolved:
             detail = f": {delta.detail}" if delta.detail else ""
             console.print(f"  - {delta.what} at {delta.where}{detail}", markup=False)
+    if analysis.review is not None:
+        print_review(analysis, console)
+
+
+def print_review(analysis: Analysis, console: Console) -> None:
+    """Remote code: read, not run; how it compares with transformers, line by line."""
+    review = analysis.review
+    assert review is not None
+    files = ", ".join(f"{n} sha256:{h[:12]}" for n, h in analysis.spec.source.remote_files)
+    console.print(f"[yellow]remote code[/], read as text, never imported: {files}")
+    ranking = ", ".join(f"{t} {score:.2f}" for t, score in review.ranking)
+    console.print(f"closest transformers code: {ranking}")
+    for match in review.roles:
+        console.print(
+            f"  {match.role}: {match.remote_class} ~ {match.hf_class} ({match.model_type}, "
+            f"{match.similarity:.2f})",
+            markup=False,
+        )
+    if review.unexplained:
+        console.print(
+            f"[bold yellow]{len(review.unexplained)} differing lines no detected feature explains"
+            "[/] (review them; parity with --trust-remote-code proves the reading):"
+        )
+        for line in review.unexplained:
+            console.print(f"  {line.where} [{line.role}] {line.code}", markup=False)
 
 
 def print_proposal(proposal: Proposal, console: Console, *, limit: int = 3) -> None:
@@ -209,9 +234,32 @@ def new_to_dict(result: NewResult) -> dict[str, Any]:
         "root": str(result.root) if result.root else None,
         "parity": result.parity.to_dict() if result.parity else None,
         "staged": str(result.staged) if result.staged else None,
+        "review": review_to_dict(result.analysis),
+        "refused": result.refused,
         "timings": [{"phase": phase, "seconds": round(s, 3)} for phase, s in result.timings],
         "ok": result.ok,
     }
+
+
+def review_to_dict(analysis: Analysis) -> dict[str, Any] | None:
+    """The remote-code comparison with transformers, or None for transformers' own models."""
+    import dataclasses
+
+    return dataclasses.asdict(analysis.review) if analysis.review is not None else None
+
+
+def features_to_dict(analysis: Analysis) -> list[dict[str, Any]]:
+    from onboard.analysis.features import features
+
+    return [
+        {
+            "name": f.name,
+            "value": f.value,
+            "confidence": f.confidence,
+            "evidence": [e.cite() for e in f.evidence],
+        }
+        for f in features(analysis.spec)
+    ]
 
 
 def proposal_to_dict(proposal: Proposal) -> dict[str, Any]:

@@ -79,6 +79,17 @@ class ModelSource:
         """The first HF source file whose name starts with ``prefix`` (modeling_, modular_)."""
         return next((f for f in self.hf_files if f.name.startswith(prefix)), None)
 
+    def remote_file(self, prefix: str) -> SourceFile | None:
+        return next((f for f in self.remote_files if f.name.startswith(prefix)), None)
+
+    @property
+    def remote_causal_lm(self) -> str | None:
+        """The causal-LM class auto_map names (``modeling_x.XForCausalLM`` -> ``XForCausalLM``)."""
+        if not self.remote_files:
+            return None
+        reference = remote_modules(self.config).get("AutoModelForCausalLM")
+        return reference.rpartition(".")[2] if reference else None
+
 
 def load_source(model: str, *, revision: str | None = None) -> ModelSource:
     """Resolve ``model`` (a local dir, a config.json path or a Hub id) to a ``ModelSource``."""

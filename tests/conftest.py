@@ -27,8 +27,10 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def seeded(hf_cache: Path):
     """Seed fixture configs into the cache: ``seeded("Qwen/Qwen3-0.6B")`` returns the commit."""
 
-    def seed(repo_id: str, config: bytes | None = None) -> str:
-        return hub_cache.seed(hf_cache, repo_id, config)
+    def seed(
+        repo_id: str, config: bytes | None = None, files: dict[str, bytes] | None = None
+    ) -> str:
+        return hub_cache.seed(hf_cache, repo_id, config, files)
 
     return seed
 

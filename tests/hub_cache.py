@@ -21,20 +21,27 @@ def fake_commit(data: bytes) -> str:
     return hashlib.sha1(b"onboard-fixture\0" + data).hexdigest()
 
 
-def seed(cache: Path, repo_id: str, config: bytes | None = None) -> str:
-    """Put ``repo_id``'s config.json (fixture or ``config``) in ``cache``; return the commit."""
+def seed(
+    cache: Path,
+    repo_id: str,
+    config: bytes | None = None,
+    files: dict[str, bytes] | None = None,
+) -> str:
+    """Put ``repo_id``'s config.json (fixture or ``config``) and any other ``files`` in
+    ``cache``; return the commit."""
     data = config if config is not None else fixture_config(repo_id).read_bytes()
     repo_dir = cache / f"models--{repo_id.replace('/', '--')}"
-    blob = repo_dir / "blobs" / hashlib.sha256(data).hexdigest()
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    blob.write_bytes(data)
     commit = fake_commit(data)
     snapshot = repo_dir / "snapshots" / commit
     snapshot.mkdir(parents=True, exist_ok=True)
-    link = snapshot / "config.json"
-    if link.exists() or link.is_symlink():
-        link.unlink()
-    link.symlink_to(os.path.relpath(blob, snapshot))
+    for name, content in {"config.json": data, **(files or {})}.items():
+        blob = repo_dir / "blobs" / hashlib.sha256(content).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(content)
+        link = snapshot / name
+        if link.exists() or link.is_symlink():
+            link.unlink()
+        link.symlink_to(os.path.relpath(blob, snapshot))
     (repo_dir / "refs").mkdir(exist_ok=True)
     (repo_dir / "refs" / "main").write_text(commit)
     return commit

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
@@ -17,33 +17,40 @@ from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
 from onboard.tiny import TinyConfig, shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 
+if TYPE_CHECKING:
+    from onboard.analysis.similarity import Similarity
+
 __all__ = ["Analysis", "analyse"]
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything later stages need: the spec plus the tiny config the parity run reuses."""
+    """Everything later stages need: the spec plus the tiny config the parity run reuses.
+
+    ``probe`` is the measured tiny model; None for remote code, which is read, not run.
+    ``review`` (remote code only) compares the source with transformers' closest classes.
+    """
 
     spec: ArchitectureSpec
     classification: Classification
     tiny: TinyConfig
-    probe: Probe
+    probe: Probe | None
+    review: Similarity | None = None
 
 
 def analyse(source: ModelSource) -> Analysis:
-    modeling = source.hf_file("modeling_")
+    modeling = source.hf_file("modeling_") or source.remote_file("modeling_")
     classification = classify(source.config, modeling.text if modeling else None)
     require_in_scope(classification)
+    if source.is_remote_code:
+        from onboard.analysis.remote import analyse_remote
+
+        return analyse_remote(source, classification)
     if classification.kind not in (Kind.DENSE, Kind.MOE):
         raise UnsupportedFeatureError(
             f"{source.model_type} is a {classification.kind} model "
             f"({'; '.join(classification.reasons)}); onboard generates dense and MoE decoders "
             "so far"
-        )
-    if "auto_map" in source.config and not source.hf_files:
-        raise UnsupportedFeatureError(
-            f"{source.model_type} exists only as Hub remote code (auto_map); "
-            "onboard cannot analyse remote code yet"
         )
     check_sizes(source.config, required=False)
     hf_config = make_hf_config(source.config)

@@ -133,9 +133,10 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
 
 def features(spec: ArchitectureSpec) -> tuple[Feature, ...]:
     found = []
+    read_only = 0.8 if spec.source.remote_files else 1.0  # remote code is read, never run
     for name, path, read in CATALOGUE:
         evidence = _evidence(spec, path)
-        found.append(Feature(name, read(spec), evidence, 1.0 if evidence else 0.5))
+        found.append(Feature(name, read(spec), evidence, read_only if evidence else 0.5))
     return tuple(found)
 
 

@@ -131,6 +131,14 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     found = [
         f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
     ]
+    if spec.source.remote_files:
+        modeling = next((n for n, _ in spec.source.remote_files if n.startswith("modeling_")), "")
+        found.append(
+            f"{spec.model_type} exists only as Hub remote code ({modeling or 'auto_map'}): "
+            "generated AutoModel code subclasses the architecture's modules from "
+            f"transformers.models.{spec.model_type}, which transformers "
+            f"{spec.source.transformers_version} does not have"
+        )
     if spec.kind != "dense" or getattr(text, "moe", None) is not None:
         found.append(
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "

@@ -1,0 +1,83 @@
+"""Analysis of a model that exists only as Hub remote code, from its source text alone.
+
+Nothing here imports or runs the checkpoint's files: the modeling file is read with ``ast``
+(``static.StaticReader``), config values come from config.json and the remote config class's
+defaults, and the tiny config is shrunk from those. What the reader cannot account for is listed
+line by line against the closest transformers classes, for a reviewer. Parity (only with
+``--trust-remote-code``) is what finally proves the reading.
+"""
+
+from __future__ import annotations
+
+from onboard.analysis import Analysis
+from onboard.analysis.similarity import compare_with_transformers
+from onboard.analysis.static import ConfigValues, StaticReader
+from onboard.classify import Classification, Kind
+from onboard.errors import InvalidConfigError, UnsupportedFeatureError
+from onboard.source import ModelSource
+from onboard.spec import ArchitectureSpec, SourceRef, WeightSpec
+from onboard.tiny import TinyConfig, shrink_config
+
+
+def analyse_remote(source: ModelSource, classification: Classification) -> Analysis:
+    """The spec read from the remote modeling file, with the lines it leaves unexplained."""
+
+    modeling = source.remote_file("modeling_")
+    causal_lm = source.remote_causal_lm
+    if modeling is None or causal_lm is None:
+        raise UnsupportedFeatureError(
+            f"{source.model_type}: config.json auto_map names no AutoModelForCausalLM in a "
+            "modeling_*.py file; onboard reads causal LMs"
+        )
+    if classification.kind != Kind.DENSE:
+        raise UnsupportedFeatureError(
+            f"{source.model_type} is a {classification.kind} model that exists only as remote "
+            f"code ({modeling.name}); onboard reads dense remote-code decoders so far"
+        )
+    try:
+        result = StaticReader(source.remote_files, source.config, causal_lm).read()
+    except (SyntaxError, RecursionError, ValueError) as exc:
+        raise InvalidConfigError(
+            f"{modeling.name} cannot be read as Python source ({type(exc).__name__}: {exc})"
+        ) from None
+    if result.text is None:
+        raise UnsupportedFeatureError(
+            f"{modeling.name} does not have the causal LM -> model -> decoder layer structure "
+            "onboard reads",
+            items=tuple(f"{d.what} at {d.where}" for d in result.deltas),
+        )
+    review = compare_with_transformers(modeling, dict(result.roles), result.explained_lines)
+    spec = ArchitectureSpec(
+        source=_source_ref(source),
+        kind=str(classification.kind),
+        text=result.text,
+        weights=WeightSpec(
+            tensors=(),
+            tied_keys=("lm_head.weight",) if result.text.tie_word_embeddings else (),
+        ),
+        evidence=result.evidence,
+        unresolved=result.deltas,
+    )
+    tiny = _tiny(source, result.text.layer_types)
+    return Analysis(spec, classification, tiny, probe=None, review=review)
+
+
+def _tiny(source: ModelSource, layer_types: tuple[str, ...]) -> TinyConfig:
+    """Shrink config.json, with the remote config class's defaults filled in where it is silent."""
+    values = ConfigValues(source.config, source.remote_files)
+    full = {**values.defaults, **source.config}
+    return shrink_config(full, list(layer_types))
+
+
+def _source_ref(source: ModelSource) -> SourceRef:
+    import transformers
+
+    return SourceRef(
+        model_id=source.model_id,
+        origin=str(source.origin),
+        revision=source.revision,
+        model_type=source.model_type,
+        architecture=source.architecture or source.remote_causal_lm or "",
+        transformers_version=transformers.__version__,
+        remote_files=tuple((f.name, f.sha256) for f in source.remote_files),
+    )

@@ -1,0 +1,773 @@
+"""Describe a decoder from its modeling source alone, without running it.
+
+Hub remote code may not be executed before the user says ``--trust-remote-code``, so the
+analysis then reads the source with ``ast``: it follows the construction graph (causal LM ->
+model -> decoder layer -> attention / MLP / norms), reads constructor arguments (biases, norm
+widths, activation keys), follows the decoder layer's forward to place the norms, and looks for
+the operations that change numerics (``1 + weight``, ``tanh`` soft-capping, embedding scaling).
+Every value cites its line. What it cannot read becomes an unresolved delta with that line.
+Values come with confidence 0.8: read, not measured (a trusted run measures them).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onboard.source import SourceFile
+from onboard.spec import (
+    AttentionSpec,
+    Delta,
+    Evidence,
+    EvidenceLog,
+    MLPSpec,
+    NormSpec,
+    RopeSpec,
+    TextDecoderSpec,
+)
+
+NORM_BASES = ("LayerNorm", "RMSNorm")
+
+
+@dataclass
+class SourceModel:
+    """The parsed modeling file: classes by name, and the file for citations."""
+
+    file: SourceFile
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, file: SourceFile) -> SourceModel:
+        tree = ast.parse(file.text)
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        return cls(file, tree, classes)
+
+    def cite(self, node: ast.AST) -> Evidence:
+        line = ast.get_source_segment(self.file.text, node) or ""
+        return Evidence("source", f"{self.file.name}:{node.lineno}", " ".join(line.split())[:120])
+
+    def method(self, class_name: str, name: str) -> ast.FunctionDef | None:
+        cls = self.classes.get(class_name)
+        if cls is None:
+            return None
+        return next(
+            (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None
+        )
+
+    def assignments(self, class_name: str) -> dict[str, ast.Assign]:
+        """``self.<attr> = ...`` in ``__init__`` (first assignment of each attribute)."""
+        init = self.method(class_name, "__init__")
+        found: dict[str, ast.Assign] = {}
+        for node in ast.walk(init) if init else ():
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if _self_attr(target):
+                        found.setdefault(target.attr, node)
+        return found
+
+
+def _self_attr(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _called_class(value: ast.AST) -> str | None:
+    """``X(...)`` or ``nn.X(...)`` -> ``X`` (the first call found, e.g. inside a conditional)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                return func.id
+            if isinstance(func, ast.Attribute):
+                return func.attr
+    return None
+
+
+def _name_of(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _call(value: ast.AST) -> ast.Call | None:
+    return next((n for n in ast.walk(value) if isinstance(n, ast.Call)), None)
+
+
+def _keyword(call: ast.Call | None, name: str) -> ast.AST | None:
+    if call is None:
+        return None
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _config_key(node: ast.AST | None) -> str | None:
+    """``config.x`` or ``self.config.x`` -> ``x``."""
+    if isinstance(node, ast.Attribute):
+        base = node.value
+        if isinstance(base, ast.Name) and base.id == "config":
+            return node.attr
+        if isinstance(base, ast.Attribute) and base.attr == "config":
+            return node.attr
+    return None
+
+
+class ConfigValues:
+    """config.json values, falling back to the remote config class's ``__init__`` defaults."""
+
+    def __init__(self, config: Mapping[str, Any], files: Sequence[SourceFile]) -> None:
+        self.config = config
+        self.defaults = _config_defaults(files)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self.config:
+            return self.config[key]
+        return self.defaults.get(key, default)
+
+
+def _config_defaults(files: Sequence[SourceFile]) -> dict[str, Any]:
+    defaults: dict[str, Any] = {}
+    for file in files:
+        if not file.name.startswith("configuration_"):
+            continue
+        tree = ast.parse(file.text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+                args = node.args.args[-len(node.args.defaults) :] if node.args.defaults else []
+                for arg, value in zip(args, node.args.defaults, strict=True):
+                    try:
+                        defaults[arg.arg] = ast.literal_eval(value)
+                    except ValueError:
+                        continue
+                for arg, value in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+                    if value is not None:
+                        try:
+                            defaults[arg.arg] = ast.literal_eval(value)
+                        except ValueError:
+                            continue
+    return defaults
+
+
+@dataclass(frozen=True)
+class StaticResult:
+    text: TextDecoderSpec | None
+    evidence: tuple[tuple[str, tuple[Evidence, ...]], ...]
+    deltas: tuple[Delta, ...]
+    roles: tuple[tuple[str, str], ...]  # role (attention, mlp, ...) -> the file's class
+    explained_lines: frozenset[int]  # lines of the modeling file some detected value cites
+
+
+class StaticReader:
+    """Reads one remote modeling file into a ``TextDecoderSpec``."""
+
+    def __init__(
+        self, files: Sequence[SourceFile], config: Mapping[str, Any], causal_lm: str
+    ) -> None:
+        modeling = next((f for f in files if f.name.startswith("modeling_")), None)
+        if modeling is None:
+            raise ValueError("no modeling_*.py among the remote files")
+        self.src = SourceModel.parse(modeling)
+        self.cfg = ConfigValues(config, files)
+        self.causal_lm = causal_lm
+        self.log = EvidenceLog()
+        self.deltas: list[Delta] = []
+        self.roles: dict[str, str] = {"causal_lm": causal_lm}
+        self.explained: set[int] = set()
+
+    def _cite(self, path: str, node: ast.AST) -> None:
+        self.log.add(path, self.src.cite(node))
+        if not isinstance(node, ast.ClassDef | ast.FunctionDef):
+            self.explained.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+
+    def _delta(self, what: str, node: ast.AST | None, detail: str = "") -> None:
+        where = f"{self.src.file.name}:{node.lineno}" if node is not None else self.src.file.name
+        self.deltas.append(Delta(what, where, detail))
+
+    def read(self) -> StaticResult:
+        text = self._read()
+        return StaticResult(
+            text,
+            self.log.freeze(),
+            tuple(self.deltas),
+            tuple(self.roles.items()),
+            frozenset(self.explained),
+        )
+
+    # -- construction graph ---------------------------------------------------------------
+
+    def _read(self) -> TextDecoderSpec | None:
+        top = self.src.assignments(self.causal_lm)
+        model_class = self._built_class(top.get("model"))
+        if model_class not in self.src.classes:
+            self._delta(
+                "no `self.model = <Model>(config)` in the causal LM class",
+                self.src.classes.get(self.causal_lm),
+            )
+            return None
+        parts = self.src.assignments(model_class)
+        layer_class = self._built_class(parts.get("layers"))
+        if layer_class not in self.src.classes:
+            self._delta("no decoder layer list `self.layers`", self.src.classes[model_class])
+            return None
+        layer = self.src.assignments(layer_class)
+        attention_class = self._built_class(layer.get("self_attn"))
+        mlp_class = self._built_class(layer.get("mlp"))
+        if attention_class not in self.src.classes or mlp_class not in self.src.classes:
+            self._delta(
+                "decoder layer without self_attn / mlp classes", self.src.classes[layer_class]
+            )
+            return None
+        self.roles.update(
+            model=model_class,
+            decoder_layer=layer_class,
+            attention=attention_class,
+            mlp=mlp_class,
+        )
+        norms = {a: n for a, n in layer.items() if self._is_norm(_called_class(n.value))}
+        self._unknown_children(layer_class, layer, {"self_attn", "mlp", *norms})
+        norm = self._norm(layer_class, norms, parts.get("norm"))
+        attention = self._attention(attention_class)
+        self._check_attention_forward(attention_class, attention)
+        kinds, window = self._layer_types(attention_class, model_class)
+        rotary = self._built_class(parts.get("rotary_emb"))
+        if rotary in self.src.classes:
+            self.roles["rotary"] = rotary
+        return TextDecoderSpec(
+            vocab_size=int(self.cfg.get("vocab_size", 0)),
+            hidden_size=int(self.cfg.get("hidden_size", 0)),
+            num_layers=int(self.cfg.get("num_hidden_layers", 0)),
+            max_position_embeddings=int(self.cfg.get("max_position_embeddings", 2048)),
+            layer_types=kinds,
+            sliding_window=window,
+            attention=attention,
+            mlp=self._mlp(mlp_class),
+            norm=norm,
+            rope=self._rope(kinds, attention.head_dim),
+            tie_word_embeddings=self._tied(),
+            embedding_scale=self._embedding_scale(model_class, parts.get("embed_tokens")),
+            final_logit_softcap=self._final_softcap(),
+        )
+
+    def _built_class(self, node: ast.Assign | None) -> str | None:
+        """The file's own class an assignment constructs (looking inside ``nn.ModuleList``)."""
+        if node is None:
+            return None
+        for call in ast.walk(node.value):
+            if isinstance(call, ast.Call):
+                name = _name_of(call.func)
+                if name in self.src.classes:
+                    return name
+        return _called_class(node.value)
+
+    def _unknown_children(
+        self, class_name: str, children: Mapping[str, ast.Assign], known: set[str]
+    ) -> None:
+        for attr, node in children.items():
+            if attr in known or not isinstance(_call(node.value), ast.Call):
+                continue
+            if _called_class(node.value) in ("getattr", "int", "float", "bool"):
+                continue
+            self._delta(
+                f"{class_name}.{attr} has no role in the spec", node, self.src.cite(node).detail
+            )
+
+    def _is_norm(self, class_name: str | None) -> bool:
+        if class_name is None:
+            return False
+        if class_name in NORM_BASES:
+            return True
+        cls = self.src.classes.get(class_name)
+        return cls is not None and "norm" in class_name.lower()
+
+    # -- norms ------------------------------------------------------------------------------
+
+    def _norm(
+        self, layer_class: str, norms: Mapping[str, ast.Assign], final: ast.Assign | None
+    ) -> NormSpec:
+        roles = self._norm_roles(layer_class, set(norms))
+        for attr in norms:
+            if attr not in roles.values():
+                self._delta(f"norm {attr} with no place in the layer", norms[attr])
+            self._cite("text.norm.names", norms[attr])
+        placement = _placement(set(roles))
+        if placement is None:
+            self._delta(
+                "unrecognised norm placement", self.src.method(layer_class, "forward"), repr(roles)
+            )
+            placement = "pre"
+        reference = final or next(iter(norms.values()), None)
+        class_name = _called_class(reference.value) if reference else None
+        if class_name in self.src.classes:
+            self.roles["norm"] = class_name
+        kind, offset = self._norm_class(class_name)
+        eps_key = _config_key(_keyword(_call(reference.value), "eps")) if reference else None
+        eps = float(self.cfg.get(eps_key, 1e-6)) if eps_key else 1e-6
+        if reference is not None:
+            self._cite("text.norm.kind", reference)
+            self._cite("text.norm.eps", reference)
+        layer_node = self.src.classes[layer_class]
+        self.log.add(
+            "text.norm.placement",
+            Evidence(
+                "source", f"{self.src.file.name}:{layer_node.lineno}", f"{placement}: {roles}"
+            ),
+        )
+        return NormSpec(kind, eps, offset, placement, tuple(roles.items()), eps_key)
+
+    def _norm_class(self, class_name: str | None) -> tuple[str, float]:
+        if class_name == "LayerNorm":
+            self.log.add(
+                "text.norm.weight_offset",
+                Evidence("source", self.src.file.name, "torch.nn.LayerNorm: weight, bias"),
+            )
+            return "layer", 0.0
+        if class_name == "RMSNorm" or class_name is None:
+            return "rms", 0.0
+        cls = self.src.classes.get(class_name)
+        if cls is None:
+            return "rms", 0.0
+        text = ast.get_source_segment(self.src.file.text, cls) or ""
+        offset = 1.0 if _matches(cls, _one_plus_weight) else 0.0
+        if offset:
+            self._cite(
+                "text.norm.weight_offset", next(n for n in ast.walk(cls) if _one_plus_weight(n))
+            )
+        else:
+            self._absent("text.norm.weight_offset", class_name, "scaled by weight, not 1 + weight")
+        centred = ".mean(" in text and ("- " in text or "x - " in text)
+        base_layer = any(isinstance(b, ast.Attribute) and b.attr == "LayerNorm" for b in cls.bases)
+        return ("layer" if centred or base_layer else "rms"), offset
+
+    def _norm_roles(self, layer_class: str, norms: set[str]) -> dict[str, str]:
+        """Follow the forward's assignments: which norm feeds or follows attention and the MLP."""
+        forward = self.src.method(layer_class, "forward")
+        if forward is None:
+            return {}
+        origin: dict[str, str] = {}  # variable -> what produced it ("norm:x", "attn", "mlp", ...)
+        roles: dict[str, str] = {}
+        for stmt in forward.body:
+            targets, value = _assignment(stmt)
+            if value is None:
+                continue
+            produced = self._producer(value, norms, origin, roles)
+            for target in targets:
+                origin[target] = produced
+            if produced.startswith("norm:"):
+                self._cite("text.norm.placement", stmt)
+        return dict(
+            sorted(
+                roles.items(),
+                key=lambda item: ("attn_in", "attn_out", "mlp_in", "mlp_out").index(item[0]),
+            )
+        )
+
+    def _producer(
+        self, value: ast.AST, norms: set[str], origin: dict[str, str], roles: dict[str, str]
+    ) -> str:
+        call = value if isinstance(value, ast.Call) else None
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
+            call = value.value
+        if isinstance(value, ast.Tuple) or call is None:
+            return "other"
+        func = call.func
+        if not (_self_attr(func)):
+            return "other"
+        name = func.attr
+        arg = call.args[0] if call.args else _keyword(call, "hidden_states")
+        source = origin.get(arg.id, "") if isinstance(arg, ast.Name) else ""
+        if name in norms:
+            if source == "attn":
+                roles.setdefault("attn_out", name)
+            elif source == "mlp":
+                roles.setdefault("mlp_out", name)
+            return f"norm:{name}"
+        if name == "self_attn":
+            if source.startswith("norm:"):
+                roles.setdefault("attn_in", source[5:])
+            return "attn"
+        if name == "mlp":
+            if source.startswith("norm:"):
+                roles.setdefault("mlp_in", source[5:])
+            return "mlp"
+        return "other"
+
+    # -- attention ------------------------------------------------------------------------
+
+    def _attention(self, attention_class: str) -> AttentionSpec:
+        parts = self.src.assignments(attention_class)
+        heads = int(self.cfg.get("num_attention_heads", 1))
+        kv_heads = int(self.cfg.get("num_key_value_heads") or heads)
+        head_dim = int(self.cfg.get("head_dim") or int(self.cfg.get("hidden_size", 0)) // heads)
+        biases, bias_keys = {}, []
+        for letter in "qkvo":
+            node = parts.get(f"{letter}_proj")
+            if node is None:
+                self._delta(f"attention has no {letter}_proj", self.src.classes[attention_class])
+                biases[letter] = False
+                continue
+            value, key = self._bool_keyword(node, "bias", default=True)
+            biases[letter] = value
+            if key:
+                bias_keys.append((letter, key))
+            self._cite(f"text.attention.{letter}_bias", _keyword(_call(node.value), "bias") or node)
+        qk_norm = "none"
+        if "q_norm" in parts:
+            width = (
+                _call(parts["q_norm"].value).args[0] if _call(parts["q_norm"].value).args else None
+            )
+            text = ast.unparse(width) if width is not None else ""
+            qk_norm = "full_width" if "num" in text and "head" in text else "per_head"
+            self._cite("text.attention.qk_norm", parts["q_norm"])
+        scale_key = None
+        scaling = parts.get("scaling")
+        if scaling is not None:
+            self._cite("text.attention.scale", scaling)
+            key = next((_config_key(n) for n in ast.walk(scaling.value) if _config_key(n)), None)
+            if key and key != "head_dim":
+                scale_key = key
+        softcap = self._attention_softcap(attention_class)
+        self._cite("text.attention.head_dim", self.src.classes[attention_class])
+        self._absent("text.attention.mla", attention_class, "q/k/v projections, no latent ranks")
+        if qk_norm == "none":
+            self._absent("text.attention.qk_norm", attention_class, "no q_norm / k_norm")
+        return AttentionSpec(
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            q_bias=biases["q"],
+            k_bias=biases["k"],
+            v_bias=biases["v"],
+            o_bias=biases["o"],
+            qk_norm=qk_norm,
+            scale=(float(self.cfg.get(scale_key)) ** -0.5) if scale_key else head_dim**-0.5,
+            softcap=float(softcap) if softcap else None,
+            bias_keys=tuple(bias_keys),
+            scale_key=scale_key,
+        )
+
+    def _cite_uses(self, path: str, scope: ast.AST, name: str) -> None:
+        """Cite every simple statement in ``scope`` that mentions ``name``."""
+        for node in ast.walk(scope):
+            if isinstance(node, ast.stmt) and not hasattr(node, "body") and _mentions(node, name):
+                self._cite(path, node)
+
+    def _absent(self, path: str, class_name: str, what: str) -> None:
+        """Evidence for a feature the code does not have: where it was looked for."""
+        node = self.src.classes[class_name]
+        self.log.add(path, Evidence("source", f"{self.src.file.name}:{node.lineno}", what))
+
+    def _with_helpers(self, class_name: str) -> list[ast.AST]:
+        """A class plus the module-level functions its methods call by name (eager attention)."""
+        cls = self.src.classes[class_name]
+        functions = {n.name: n for n in self.src.tree.body if isinstance(n, ast.FunctionDef)}
+        called = {
+            node.func.id
+            for node in ast.walk(cls)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        }
+        return [cls, *(functions[name] for name in sorted(called & set(functions)))]
+
+    def _attention_softcap(self, attention_class: str) -> float | None:
+        tanh = _first_tanh(self._with_helpers(attention_class))
+        cap = self.cfg.get("attn_logit_softcapping")
+        if tanh is None:
+            self._absent("text.attention.softcap", attention_class, "no tanh on the scores")
+            return None
+        self._cite("text.attention.softcap", tanh)
+        if not cap:
+            self._delta("attention scores soft-capped by a value onboard cannot read", tanh)
+            return None
+        return float(cap)
+
+    def _bool_keyword(
+        self, node: ast.Assign, name: str, *, default: bool
+    ) -> tuple[bool, str | None]:
+        value = _keyword(_call(node.value), name)
+        if value is None:
+            return default, None
+        key = _config_key(value)
+        if key:
+            return bool(self.cfg.get(key, False)), key
+        try:
+            return bool(ast.literal_eval(value)), None
+        except ValueError:
+            self._delta(f"{name}= is neither a literal nor a config key", node, ast.unparse(value))
+            return default, None
+
+    def _layer_types(
+        self, attention_class: str, model_class: str
+    ) -> tuple[tuple[str, ...], int | None]:
+        count = int(self.cfg.get("num_hidden_layers", 0))
+        declared = self.cfg.get("layer_types")
+        window = self.cfg.get("sliding_window")
+        model = self.src.classes[model_class]
+        uses_window = _mentions(model, "sliding_window") or _mentions(
+            self.src.classes[attention_class], "sliding_window"
+        )
+        if isinstance(declared, list) and len(declared) == count:
+            kinds = tuple(str(k) for k in declared)
+            self.log.add(
+                "text.layer_types", Evidence("config", "config.json:layer_types", str(set(kinds)))
+            )
+        elif window and uses_window:
+            kinds = ("sliding_attention",) * count
+            node = next(
+                n
+                for n in ast.walk(model)
+                if isinstance(n, ast.Name | ast.Attribute) and "sliding_window" in ast.unparse(n)
+            )
+            self._cite("text.layer_types", node)
+        else:
+            kinds = ("full_attention",) * count
+        if "sliding_attention" in kinds and window:
+            self.log.add(
+                "text.sliding_window", Evidence("config", "config.json:sliding_window", str(window))
+            )
+            return kinds, int(window)
+        self.log.add(
+            "text.sliding_window",
+            Evidence(
+                "config", "config.json:sliding_window", f"{window}; every layer attends fully"
+            ),
+        )
+        return kinds, None
+
+    # -- MLP, RoPE, embeddings, head --------------------------------------------------------
+
+    def _mlp(self, mlp_class: str) -> MLPSpec:
+        parts = self.src.assignments(mlp_class)
+        linears = [a for a, n in parts.items() if _called_class(n.value) == "Linear"]
+        if {"gate_proj", "up_proj", "down_proj"} <= set(linears):
+            kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
+        elif "gate_up_proj" in linears:
+            kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
+        elif len(linears) == 2:
+            kind, projections = "plain", self._plain_order(mlp_class, linears)
+        else:
+            self._delta(
+                "MLP projections not understood", self.src.classes[mlp_class], ", ".join(linears)
+            )
+            kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
+        self.log.add("text.mlp.kind", self.src.cite(self.src.classes[mlp_class]))
+        act_key, activation = "hidden_act", self.cfg.get("hidden_act", "silu")
+        for node in ast.walk(self.src.classes[mlp_class]):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "ACT2FN"
+            ):
+                key = _config_key(node.slice)
+                if key:
+                    act_key, activation = key, self.cfg.get(key)
+                    self._cite("text.mlp.activation", node)
+        bias, bias_key = self._bool_keyword(parts[projections[-1]], "bias", default=True)
+        last = parts[projections[-1]]
+        self._cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
+        width = int(self.cfg.get("intermediate_size", 0))
+        return MLPSpec(kind, str(activation), bias, width, projections, bias_key, act_key)
+
+    def _plain_order(self, mlp_class: str, linears: list[str]) -> tuple[str, ...]:
+        """The projection the forward calls first is the input one."""
+        forward = self.src.method(mlp_class, "forward")
+        order = (
+            [
+                n.func.attr
+                for n in ast.walk(forward)
+                if isinstance(n, ast.Call) and _self_attr(n.func) and n.func.attr in linears
+            ]
+            if forward
+            else []
+        )
+        first = order[-1] if order else linears[0]  # ast.walk visits outer calls first
+        return (first, next(name for name in linears if name != first))
+
+    def _rope(self, kinds: tuple[str, ...], head_dim: int) -> tuple[tuple[str, RopeSpec], ...]:
+        params = self.cfg.get("rope_parameters") or {}
+        theta = float(params.get("rope_theta", self.cfg.get("rope_theta", 10000.0)))
+        partial = float(
+            params.get("partial_rotary_factor", self.cfg.get("partial_rotary_factor", 1.0)) or 1.0
+        )
+        rope_type = str(params.get("rope_type", "default"))
+        extra = tuple(
+            sorted(
+                (k, v)
+                for k, v in params.items()
+                if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
+            )
+        )
+        interleaved = self._rope_interleaved()
+        if partial < 1.0 and not self._reads_partial_rotary():
+            self._delta(
+                "config.json sets partial_rotary_factor but the modeling code never reads it",
+                None,
+                f"partial_rotary_factor={partial:g}",
+            )
+        spec = RopeSpec(rope_type, theta, partial, extra, interleaved)
+        for kind in dict.fromkeys(kinds):
+            self.log.add(
+                f"text.rope.{kind}",
+                Evidence("config", "config.json:rope_parameters", str(params or theta)),
+            )
+        return tuple((kind, spec) for kind in dict.fromkeys(kinds))
+
+    def _rotary_functions(self) -> list[ast.FunctionDef]:
+        return [
+            n
+            for n in self.src.tree.body
+            if isinstance(n, ast.FunctionDef) and ("rotary" in n.name or "rotate" in n.name)
+        ]
+
+    def _rope_interleaved(self) -> bool:
+        """Rotate-half pairs dim i with i + d/2; interleaved pairs 2i, 2i+1 (``x[..., ::2]``)."""
+        for function in self._rotary_functions():
+            for node in ast.walk(function):
+                if isinstance(node, ast.Slice) and _is_two(node.step):
+                    self._cite("text.rope.interleaved", node)
+                    return True
+                if isinstance(node, ast.Call) and _name_of(node.func) == "repeat_interleave":
+                    self._cite("text.rope.interleaved", node)
+                    return True
+        rotate_half = next((f for f in self._rotary_functions() if f.name == "rotate_half"), None)
+        if rotate_half is not None:
+            self._cite("text.rope.convention", rotate_half.body[-1])
+        return False
+
+    def _reads_partial_rotary(self) -> bool:
+        rotary = self.src.classes.get(self.roles.get("rotary", ""))
+        scopes: list[ast.AST] = [*self._rotary_functions(), *([rotary] if rotary else [])]
+        for scope in scopes:
+            for node in ast.walk(scope):
+                text = ast.unparse(node) if isinstance(node, ast.Name | ast.Attribute) else ""
+                if "partial_rotary" in text or "rotary_dim" in text:
+                    self._cite("text.rope.partial_rotary_factor", node)
+                    return True
+        return False
+
+    def _check_attention_forward(self, attention_class: str, attention: AttentionSpec) -> None:
+        """The spec normalises q/k per head before RoPE, as Qwen3 does: check the order."""
+        forward = self.src.method(attention_class, "forward")
+        if forward is None:
+            self._delta("attention has no forward", self.src.classes[attention_class])
+            return
+        calls = [n for n in ast.walk(forward) if isinstance(n, ast.Call)]
+        rope_calls = [c for c in calls if "rotary" in (_name_of(c.func) or "")]
+        norm_calls = [
+            c for c in calls if _self_attr(c.func) and c.func.attr in ("q_norm", "k_norm")
+        ]
+        for call in norm_calls:
+            self._cite("text.attention.qk_norm", call)
+        for call in rope_calls:
+            self._cite("text.rope.applied", call)
+        if not rope_calls:
+            self._delta("attention forward applies no RoPE function", forward)
+        elif norm_calls and max(c.lineno for c in norm_calls) > rope_calls[0].lineno:
+            self._delta("q/k norm applied after RoPE", max(norm_calls, key=lambda c: c.lineno))
+        if attention.qk_norm != "none" and not norm_calls:
+            self._delta("q_norm/k_norm built but never called", forward)
+
+    def _tied(self) -> bool:
+        tied = bool(self.cfg.get("tie_word_embeddings", True))
+        self.log.add(
+            "text.tie_word_embeddings",
+            Evidence("config", "config.json:tie_word_embeddings", str(tied)),
+        )
+        return tied
+
+    def _embedding_scale(self, model_class: str, embed: ast.Assign | None) -> str:
+        candidates = [self.src.classes[model_class]]
+        if embed is not None and _called_class(embed.value) in self.src.classes:
+            candidates.append(self.src.classes[_called_class(embed.value)])
+        for cls in candidates:
+            for node in ast.walk(cls):
+                if _is_sqrt_hidden(node):
+                    self._cite("text.embedding_scale", node)
+                    self._cite_uses("text.embedding_scale", cls, "embed_scale")
+                    return "sqrt_hidden"
+        self._absent("text.embedding_scale", model_class, "embeddings used as looked up")
+        return "none"
+
+    def _final_softcap(self) -> float | None:
+        forward = self.src.method(self.causal_lm, "forward")
+        tanh = _first_tanh([forward]) if forward is not None else None
+        if tanh is None:
+            self._absent("text.final_logit_softcap", self.causal_lm, "no tanh on the logits")
+            return None
+        self._cite("text.final_logit_softcap", tanh)
+        self._cite_uses("text.final_logit_softcap", forward, "final_logit_softcapping")
+        cap = self.cfg.get("final_logit_softcapping")
+        if not cap:
+            self._delta("final logits soft-capped by a value onboard cannot read", tanh)
+            return None
+        return float(cap)
+
+
+def _assignment(stmt: ast.stmt) -> tuple[list[str], ast.AST | None]:
+    if isinstance(stmt, ast.Assign):
+        names = []
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                names.append(target.id)
+            elif isinstance(target, ast.Tuple):
+                names += [e.id for e in target.elts if isinstance(e, ast.Name)]
+        return names, stmt.value
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id], stmt.value
+    return [], None
+
+
+def _placement(roles: set[str]) -> str | None:
+    if roles == {"attn_in", "mlp_in"}:
+        return "pre"
+    if roles == {"attn_in", "attn_out", "mlp_in", "mlp_out"}:
+        return "sandwich"
+    if roles == {"attn_out", "mlp_out"}:
+        return "post"
+    return None
+
+
+def _one_plus_weight(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return False
+    text = ast.unparse(node)
+    return ("1 +" in text or "1.0 +" in text) and "weight" in text
+
+
+def _first_tanh(scopes: Sequence[ast.AST]) -> ast.AST | None:
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and _name_of(node.func) == "tanh":
+                return node
+    return None
+
+
+def _is_sqrt_hidden(node: ast.AST) -> bool:
+    """``hidden_size ** 0.5`` (any spelling of the hidden size on the left)."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Pow)
+        and "hidden_size" in ast.unparse(node.left)
+        and isinstance(node.right, ast.Constant)
+        and node.right.value == 0.5
+    )
+
+
+def _is_two(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 2
+
+
+def _matches(cls: ast.ClassDef, predicate: Any) -> bool:
+    return any(predicate(n) for n in ast.walk(cls))
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and name in n.attr)
+        or (isinstance(n, ast.Name) and name in n.id)
+        for n in ast.walk(node)
+    )

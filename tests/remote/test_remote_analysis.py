@@ -1,0 +1,151 @@
+"""Remote code is analysed from its text alone: the features equal each fixture's FEATURES.md."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from onboard.analysis import analyse
+from onboard.analysis.features import feature_values, features
+from onboard.errors import InvalidConfigError
+from onboard.source import load_source
+from tests.remote.conftest import REMOTE
+
+# The hand-written truth of tests/fixtures/remote/*/FEATURES.md, in the catalogue's terms.
+PLAIN = {
+    "attention.kind": "standard",
+    "attention.scale": "head_dim",
+    "attention.softcap": False,
+    "rope.type": "default",
+    "rope.per_layer_theta": False,
+    "rope.interleaved": False,
+    "moe.router": "none",
+}
+TRUTH = {
+    "ember-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "per_head",  # 3, 4: per-head RMSNorm before RoPE
+        "attention.qkv_bias": True,  # 1
+        "attention.o_bias": False,  # 2
+        "attention.sliding_window": "none",  # 7
+        "mlp.kind": "gated",  # 14
+        "mlp.activation": "gelu_pytorch_tanh",  # 15
+        "mlp.bias": False,  # 14
+        "norm.kind": "rms",  # 11
+        "norm.placement": "sandwich",  # 12
+        "embedding.scale": "sqrt_hidden",  # 16
+        "logits.final_softcap": True,  # 18
+        "rope.partial": True,  # 9
+        "embeddings.tied": True,  # 17
+    },
+    "quill-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "none",  # 10
+        "attention.qkv_bias": True,  # 9
+        "attention.o_bias": True,  # 9
+        "attention.sliding_window": "uniform",  # 12
+        "mlp.kind": "plain",  # 6
+        "mlp.activation": "relu2",  # 8
+        "mlp.bias": True,  # 7
+        "norm.kind": "layer",  # 1
+        "norm.placement": "post",  # 2, 3, 4
+        "embedding.scale": "none",  # 15
+        "logits.final_softcap": False,  # 16
+        "rope.partial": False,  # 14
+        "embeddings.tied": False,  # 16
+    },
+}
+
+
+MODELS = ("ember", "quill")
+
+
+@pytest.fixture(scope="module")
+def analyses():
+    before = set(sys.modules)
+    found = {name: analyse(load_source(str(REMOTE / name))) for name in TRUTH}
+    remote = {f"{kind}_{model}" for kind in ("modeling", "configuration") for model in MODELS}
+    imported = {
+        m
+        for m in set(sys.modules) - before
+        if m.rpartition(".")[2] in remote
+        or m.startswith(("onboard_remote_", "transformers_modules"))
+    }
+    assert not imported, f"analysis imported remote code: {imported}"
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_features_equal_the_hand_written_list(analyses, name: str) -> None:
+    found = feature_values(analyses[name].spec)
+    assert {k: found[k] for k in TRUTH[name]} == TRUTH[name]
+    assert analyses[name].spec.unresolved == ()
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_read_values_are_cited_and_marked_read_not_measured(analyses, name: str) -> None:
+    spec = analyses[name].spec
+    for feature in features(spec):
+        if feature.name.startswith("moe."):
+            continue
+        assert feature.evidence, feature.name
+        assert feature.confidence == 0.8
+    assert analyses[name].probe is None
+    assert [n for n, _ in spec.source.remote_files] == [
+        f"configuration_{name.split('-')[0]}.py",
+        f"modeling_{name.split('-')[0]}.py",
+    ]
+
+
+def test_values_read_from_the_config_and_the_source(analyses) -> None:
+    ember = analyses["ember-tiny"].spec.text
+    ((_, rope),) = ember.rope
+    assert (rope.theta, rope.partial_rotary_factor) == (20000.0, 0.5)
+    assert ember.final_logit_softcap == 20.0 and ember.norm.eps == 1e-6
+    assert ember.attention.q_bias and not ember.attention.o_bias
+    quill = analyses["quill-tiny"].spec.text
+    assert quill.sliding_window == 4 and set(quill.layer_types) == {"sliding_attention"}
+    assert dict(quill.norm.names) == {
+        "attn_out": "post_attention_layernorm",
+        "mlp_out": "post_feedforward_layernorm",
+    }
+    assert quill.mlp.projections == ("up_proj", "down_proj") and quill.mlp.bias_key == "mlp_bias"
+
+
+def test_evidence_cites_the_lines_features_md_cites(analyses) -> None:
+    cited = {
+        path: {e.where for e in evidence} for path, evidence in analyses["ember-tiny"].spec.evidence
+    }
+    assert {"modeling_ember.py:205", "modeling_ember.py:206"} <= cited["text.attention.qk_norm"]
+    assert "modeling_ember.py:180" in cited["text.attention.q_bias"]
+    assert "modeling_ember.py:189" in cited["text.attention.o_bias"]
+    assert "modeling_ember.py:314" in cited["text.embedding_scale"]
+    assert "modeling_ember.py:422" in cited["text.final_logit_softcap"]
+
+
+def test_a_qk_norm_after_rope_is_reported_not_generated(checkpoint) -> None:
+    folder = checkpoint("ember-tiny")
+    modeling = folder / "modeling_ember.py"
+    lines = modeling.read_text().splitlines(keepends=True)
+    # Move RoPE before the q/k norms (FEATURES.md 4 says they come first).
+    text = "".join(lines)
+    text = text.replace(
+        "query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)",
+        "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+    ).replace(
+        "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+        "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)\n"
+        "        query_states = self.q_norm(query_states)",
+    )
+    modeling.write_text(text)
+    spec = analyse(load_source(str(folder))).spec
+    assert any("after RoPE" in d.what for d in spec.unresolved)
+
+
+def test_a_modeling_file_with_a_syntax_error_is_one_clear_error(checkpoint) -> None:
+    folder = checkpoint("quill-tiny")
+    modeling = folder / "modeling_quill.py"
+    modeling.write_text(modeling.read_text() + "\ndef broken(:\n")
+    with pytest.raises(InvalidConfigError, match=r"modeling_quill\.py cannot be read"):
+        analyse(load_source(str(folder)))
