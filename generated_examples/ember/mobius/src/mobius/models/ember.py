@@ -1,0 +1,151 @@
+# Copyright (c) Microsoft Corporation.
+# Licensed under the MIT License.
+#
+# onboard 0.1.0: generated from tests/fixtures/remote/ember-tiny (revision unknown), remote code
+# configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py sha256:5b7a2b95ab46e1c2
+# (transformers 5.18.0).
+# Closest mobius class: Gemma2CausalLMModel (registry key gemma2).
+# Regenerate: onboard new tests/fixtures/remote/ember-tiny --target mobius
+
+"""Ember causal language model.
+
+Same as :class:`~mobius.models.gemma.Gemma2CausalLMModel` except:
+
+- norms before and after attention and the MLP (modeling_ember.py:262)
+- embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
+- q_norm / k_norm over each head before RoPE (modeling_ember.py:191)
+- attention biases (q/k/v True, o False) (modeling_ember.py:180)
+
+Replicates HuggingFace's ``EmberForCausalLM``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from mobius._configs import ArchitectureConfig, Gemma2Config
+from mobius.components import (
+    MLP,
+    Attention,
+    RMSNorm,
+)
+from mobius.models.base import TextModel
+from mobius.models.gemma import Gemma2CausalLMModel, GemmaScaledWordEmbedding
+from onnxscript import OpBuilder, nn
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+
+@dataclasses.dataclass
+class EmberConfig(Gemma2Config):
+    """Ember config: mobius' extraction, with every graph-changing flag set explicitly.
+
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
+    is read from the HF config here, or fixed where the HF source fixes it.
+    """
+
+    @classmethod
+    def from_transformers(cls, config, parent_config=None) -> EmberConfig:
+        base = super().from_transformers(config, parent_config)
+        return dataclasses.replace(
+            base,
+            # q_norm / k_norm on each head (modeling_ember.py:191)
+            attn_qk_norm=True,
+            # q_norm / k_norm on each head (modeling_ember.py:191)
+            attn_qk_norm_full=False,
+            # q/k/v bias always on (modeling_ember.py:180)
+            attn_qkv_bias=True,
+            # o_proj bias always off (modeling_ember.py:189)
+            attn_o_bias=False,
+            # MLP bias always off (modeling_ember.py:121)
+            mlp_bias=False,
+            # MLP activation (modeling_ember.py:122)
+            hidden_act=config.hidden_act,
+            # norm epsilon (modeling_ember.py:310)
+            rms_norm_eps=config.rms_norm_eps,
+            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
+            tie_word_embeddings=bool(config.tie_word_embeddings),
+            # no layer slides
+            sliding_window=None,
+            # final logit soft-cap (modeling_ember.py:422)
+            final_logit_softcapping=config.final_logit_softcapping,
+        )
+
+
+class EmberDecoderLayer(nn.Module):
+    """Norms before and after attention and the MLP decoder layer."""
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.self_attn = Attention(
+            config,
+            rms_norm_class=RMSNorm,
+        )
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_feedforward_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self,
+        op: OpBuilder,
+        hidden_states: ir.Value,
+        attention_bias: ir.Value | None,
+        position_embeddings: tuple | None,
+        past_key_value: tuple | None,
+    ):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(op, hidden_states)
+        attn_output, present_key_value = self.self_attn(
+            op,
+            hidden_states=hidden_states,
+            attention_bias=attention_bias,
+            position_embeddings=position_embeddings,
+            past_key_value=past_key_value,
+        )
+        attn_output = self.post_attention_layernorm(op, attn_output)
+        hidden_states = op.Add(residual, attn_output)
+
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(op, hidden_states)
+        hidden_states = self.mlp(op, hidden_states)
+        hidden_states = self.post_feedforward_layernorm(op, hidden_states)
+        hidden_states = op.Add(residual, hidden_states)
+        return hidden_states, present_key_value
+
+
+class EmberTextModel(TextModel):
+    """Same as :class:`~mobius.models.base.TextModel` except:
+
+    - norms before and after attention and the MLP (modeling_ember.py:262)
+    - embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
+    """
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.embed_tokens = GemmaScaledWordEmbedding(
+            config.vocab_size,
+            config.hidden_size,
+            config.pad_token_id,
+            embed_scale=config.hidden_size**0.5,
+        )
+        self.layers = nn.ModuleList(
+            [EmberDecoderLayer(config) for _ in range(config.num_hidden_layers)]
+        )
+        self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+
+class EmberCausalLMModel(Gemma2CausalLMModel):
+    """Ember causal LM built on :class:`EmberTextModel`.
+
+    Replicates HuggingFace's ``EmberForCausalLM``.
+    """
+
+    config_class = EmberConfig
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.model = EmberTextModel(config)
