@@ -133,6 +133,9 @@ class ModelDesign:
     renames: tuple[tuple[str, str], ...]
     changes: tuple[str, ...]  # "same as <base> except" bullet lines
     architecture: str
+    # The base's preprocess_weights moves MoE weights under a sub-module the generated MoE layer
+    # does not have: the generated class then starts from CausalLMModel's instead.
+    generic_preprocess: bool = False
 
     @property
     def config_class(self) -> str:
@@ -184,6 +187,8 @@ def design_model(
         renames=_renames(spec, text_design),
         changes=changes,
         architecture=spec.source.architecture,
+        generic_preprocess=bool(text_design and text_design.moe)
+        and profile.moe_weights_under != "mlp",
     )
 
 
@@ -368,6 +373,7 @@ def _settings(
             _why("lm_head tied to the embeddings or not", spec, "text.tie_word_embeddings"),
         ),
     ]
+    settings += _rope_pairing(spec)
     extra: list[ExtraField] = []
     kinds = text.distinct_layer_types
     if "sliding_attention" in kinds and text.sliding_window:
@@ -538,6 +544,18 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
     return settings
 
 
+def _rope_pairing(spec: ArchitectureSpec) -> list[Setting]:
+    """mobius keys ``rope_interleave`` on model_type lists (glm*, MLA): always set it."""
+    rotating = [(kind, rope) for kind, rope in spec.text.rope if rope.rope_type is not None]
+    if not rotating:
+        return []
+    kind, rope = rotating[0]
+    what = "RoPE on interleaved pairs" if rope.interleaved else "RoPE rotates halves"
+    return [
+        Setting("rope_interleave", repr(rope.interleaved), _why(what, spec, f"text.rope.{kind}"))
+    ]
+
+
 def _mla_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
     attention = spec.text.attention
     if attention.mla is None:
@@ -553,15 +571,6 @@ def _mla_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
             "v_head_dim",
         )
     ]
-    rope = spec.text.rope[0][1] if spec.text.rope else None
-    if rope is not None and rope.interleaved:
-        settings.append(
-            Setting(
-                "rope_interleave",
-                "True",
-                _why("RoPE on interleaved pairs", spec, f"text.rope.{spec.text.rope[0][0]}"),
-            )
-        )
     extra.append(ExtraField("attention_scale", "float | None", "None"))
     scale_why = "qk_head_dim ** -0.5" + (
         ", times YaRN mscale squared" if attention.yarn_mscale else ""

@@ -44,6 +44,9 @@ class ClassProfile:
     # text model, with the expression the generated config falls back to.
     init_needs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # Where the class's preprocess_weights puts MoE weights: "mlp" (mobius' MoELayer names, as a
+    # generated MoE layer uses), or its own sub-module, which a generated layer does not have.
+    moe_weights_under: str = "mlp"
 
 
 def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
@@ -182,6 +185,7 @@ PROFILES: dict[str, ClassProfile] = {
                 attention_kind={"standard", "mla"},
             ),
             bugs=("M4",),
+            moe_weights_under="mlp.moe",  # renames mlp.gate -> mlp.moe.gate, experts likewise
         ),
         ClassProfile(
             "OLMo2CausalLMModel",

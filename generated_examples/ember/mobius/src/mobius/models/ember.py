@@ -67,6 +67,8 @@ class EmberConfig(Gemma2Config):
             rms_norm_eps=config.rms_norm_eps,
             # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
             tie_word_embeddings=bool(config.tie_word_embeddings),
+            # RoPE rotates halves (config.json:rope_parameters)
+            rope_interleave=False,
             # no layer slides
             sliding_window=None,
             # final logit soft-cap (modeling_ember.py:422)

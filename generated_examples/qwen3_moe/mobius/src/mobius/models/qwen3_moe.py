@@ -72,6 +72,8 @@ class Qwen3MoeConfig(CausalLMConfig):
             rms_norm_eps=config.rms_norm_eps,
             # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
             tie_word_embeddings=bool(config.tie_word_embeddings),
+            # RoPE rotates halves (config.json:rope_parameters)
+            rope_interleave=False,
             # no layer slides
             sliding_window=None,
             # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
