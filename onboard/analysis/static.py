@@ -29,6 +29,22 @@ from onboard.spec import (
 )
 
 NORM_BASES = ("LayerNorm", "RMSNorm")
+# transformers ACT2FN entries without parameters whose formula the targets know.
+PLAIN_ACTIVATIONS = frozenset(
+    {
+        "silu",
+        "swish",
+        "gelu",
+        "gelu_new",
+        "gelu_fast",
+        "gelu_pytorch_tanh",
+        "quick_gelu",
+        "relu",
+        "relu2",
+        "sigmoid",
+        "tanh",
+    }
+)
 
 
 @dataclass
@@ -59,13 +75,30 @@ class SourceModel:
 
     def assignments(self, class_name: str) -> dict[str, ast.Assign]:
         """``self.<attr> = ...`` in ``__init__`` (first assignment of each attribute)."""
+        return {attr: node for attr, (node, _) in self.guarded_assignments(class_name).items()}
+
+    def guarded_assignments(
+        self, class_name: str
+    ) -> dict[str, tuple[ast.Assign, tuple[ast.expr, ...]]]:
+        """Each ``self.<attr> = ...`` of ``__init__`` with the ``if`` tests it sits under."""
         init = self.method(class_name, "__init__")
-        found: dict[str, ast.Assign] = {}
-        for node in ast.walk(init) if init else ():
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if _self_attr(target):
-                        found.setdefault(target.attr, node)
+        found: dict[str, tuple[ast.Assign, tuple[ast.expr, ...]]] = {}
+
+        def visit(statements: list[ast.stmt], guards: tuple[ast.expr, ...]) -> None:
+            for statement in statements:
+                if isinstance(statement, ast.Assign):
+                    for target in statement.targets:
+                        if _self_attr(target):
+                            found.setdefault(target.attr, (statement, guards))
+                elif isinstance(statement, ast.If):
+                    visit(statement.body, (*guards, statement.test))
+                    negated = ast.UnaryOp(op=ast.Not(), operand=statement.test)
+                    visit(statement.orelse, (*guards, negated))
+                elif isinstance(statement, ast.With | ast.For | ast.Try):
+                    visit(statement.body, guards)
+
+        if init is not None:
+            visit(init.body, ())
         return found
 
 
@@ -129,6 +162,9 @@ class ConfigValues:
         if key in self.config:
             return self.config[key]
         return self.defaults.get(key, default)
+
+    def has(self, key: str) -> bool:
+        return key in self.config or key in self.defaults
 
 
 def _config_defaults(files: Sequence[SourceFile]) -> dict[str, Any]:
@@ -269,13 +305,26 @@ class StaticReader:
         self, class_name: str, children: Mapping[str, ast.Assign], known: set[str]
     ) -> None:
         for attr, node in children.items():
-            if attr in known or not isinstance(_call(node.value), ast.Call):
-                continue
-            if _called_class(node.value) in ("getattr", "int", "float", "bool"):
+            if attr in known or not self._is_module(node.value):
                 continue
             self._delta(
                 f"{class_name}.{attr} has no role in the spec", node, self.src.cite(node).detail
             )
+
+    def _is_module(self, value: ast.expr) -> bool:
+        """Whether an assignment builds a sub-module or parameter (not a plain value)."""
+        for node in ast.walk(value):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _name_of(node.func)
+            if name in self.src.classes or name == "Parameter":
+                return True
+            if isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in (
+                "nn",
+                "torch.nn",
+            ):
+                return name not in ("Dropout", "Identity")
+        return False
 
     def _is_norm(self, class_name: str | None) -> bool:
         if class_name is None:
@@ -393,14 +442,53 @@ class StaticReader:
             return "attn"
         if name == "mlp":
             if source.startswith("norm:"):
+                if roles.get("attn_in") == source[5:] and "attn_out" not in roles:
+                    self._delta(
+                        "parallel attention and MLP: both read the same normed input",
+                        call,
+                        f"{source[5:]} feeds self_attn and mlp",
+                    )
                 roles.setdefault("mlp_in", source[5:])
             return "mlp"
         return "other"
 
     # -- attention ------------------------------------------------------------------------
 
+    def _present(self, class_name: str) -> dict[str, ast.Assign]:
+        """The class's sub-modules that this config builds (``if config.flag:`` evaluated)."""
+        built = {}
+        for attr, (node, guards) in self.src.guarded_assignments(class_name).items():
+            verdicts = [self._truth(class_name, guard) for guard in guards]
+            if None in verdicts:
+                self._delta(
+                    f"{class_name}.{attr} is built under a condition onboard cannot evaluate",
+                    node,
+                    " and ".join(ast.unparse(g) for g in guards),
+                )
+            elif all(verdicts):
+                built[attr] = node
+        return built
+
+    def _truth(self, class_name: str, test: ast.expr) -> bool | None:
+        """A guard's value for this config: ``config.x``, ``self.x`` (set from config), ``not``."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self._truth(class_name, test.operand)
+            return None if inner is None else not inner
+        key = _config_key(test)
+        if key is None and _self_attr(test):
+            source = self.src.assignments(class_name).get(test.attr)
+            key = _config_key(source.value) if source is not None else None
+        if key is None:
+            return None
+        return bool(self.cfg.get(key, False))
+
     def _attention(self, attention_class: str) -> AttentionSpec:
-        parts = self.src.assignments(attention_class)
+        parts = self._present(attention_class)
+        self._unknown_children(
+            attention_class,
+            parts,
+            {"q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "rotary_emb"},
+        )
         heads = int(self.cfg.get("num_attention_heads", 1))
         kv_heads = int(self.cfg.get("num_key_value_heads") or heads)
         head_dim = int(self.cfg.get("head_dim") or int(self.cfg.get("hidden_size", 0)) // heads)
@@ -424,13 +512,17 @@ class StaticReader:
             text = ast.unparse(width) if width is not None else ""
             qk_norm = "full_width" if "num" in text and "head" in text else "per_head"
             self._cite("text.attention.qk_norm", parts["q_norm"])
-        scale_key = None
-        scaling = parts.get("scaling")
-        if scaling is not None:
-            self._cite("text.attention.scale", scaling)
-            key = next((_config_key(n) for n in ast.walk(scaling.value) if _config_key(n)), None)
-            if key and key != "head_dim":
-                scale_key = key
+        scale_key = self._scale_key(parts.get("scaling"))
+        scale = head_dim**-0.5
+        if scale_key is not None:
+            value = self.cfg.get(scale_key)
+            if isinstance(value, int | float) and value > 0:
+                scale = float(value) ** -0.5
+            else:
+                self._delta(
+                    f"attention scale key {scale_key} has no usable value", None, repr(value)
+                )
+                scale_key = None
         softcap = self._attention_softcap(attention_class)
         self._cite("text.attention.head_dim", self.src.classes[attention_class])
         self._absent("text.attention.mla", attention_class, "q/k/v projections, no latent ranks")
@@ -445,11 +537,40 @@ class StaticReader:
             v_bias=biases["v"],
             o_bias=biases["o"],
             qk_norm=qk_norm,
-            scale=(float(self.cfg.get(scale_key)) ** -0.5) if scale_key else head_dim**-0.5,
+            scale=scale,
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
         )
+
+    def _scale_key(self, scaling: ast.Assign | None) -> str | None:
+        """``head_dim ** -0.5`` -> None; ``config.k ** -0.5`` -> ``k``; anything else, a delta."""
+        if scaling is None:
+            return None
+        self._cite("text.attention.scale", scaling)
+        expr = scaling.value
+        base = None
+        if (
+            isinstance(expr, ast.BinOp)
+            and isinstance(expr.op, ast.Pow)
+            and ast.unparse(expr.right).replace(" ", "") == "-0.5"
+        ):
+            base = expr.left
+        elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and _is_one(expr.left):
+            call = expr.right
+            if isinstance(call, ast.Call) and _name_of(call.func) == "sqrt" and call.args:
+                base = call.args[0]
+        key = _config_key(base) if base is not None else None
+        if base is not None and (key == "head_dim" or ast.unparse(base) == "self.head_dim"):
+            return None
+        if key is not None:
+            return key
+        self._delta(
+            "attention scale not explained by head_dim ** -0.5 or config.<key> ** -0.5",
+            scaling,
+            ast.unparse(expr),
+        )
+        return None
 
     def _cite_uses(self, path: str, scope: ast.AST, name: str) -> None:
         """Cite every simple statement in ``scope`` that mentions ``name``."""
@@ -463,27 +584,20 @@ class StaticReader:
         self.log.add(path, Evidence("source", f"{self.src.file.name}:{node.lineno}", what))
 
     def _with_helpers(self, class_name: str) -> list[ast.AST]:
-        """A class plus the module-level functions its methods call by name (eager attention)."""
+        """A class plus the module-level functions it names (``attention_interface =
+        eager_attention_forward`` counts, not only calls)."""
         cls = self.src.classes[class_name]
         functions = {n.name: n for n in self.src.tree.body if isinstance(n, ast.FunctionDef)}
-        called = {
-            node.func.id
-            for node in ast.walk(cls)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        }
-        return [cls, *(functions[name] for name in sorted(called & set(functions)))]
+        named = {node.id for node in ast.walk(cls) if isinstance(node, ast.Name)}
+        return [cls, *(functions[name] for name in sorted(named & set(functions)))]
 
     def _attention_softcap(self, attention_class: str) -> float | None:
         tanh = _first_tanh(self._with_helpers(attention_class))
-        cap = self.cfg.get("attn_logit_softcapping")
         if tanh is None:
             self._absent("text.attention.softcap", attention_class, "no tanh on the scores")
             return None
         self._cite("text.attention.softcap", tanh)
-        if not cap:
-            self._delta("attention scores soft-capped by a value onboard cannot read", tanh)
-            return None
-        return float(cap)
+        return self._cap("attn_logit_softcapping", tanh, "attention scores")
 
     def _bool_keyword(
         self, node: ast.Assign, name: str, *, default: bool
@@ -510,10 +624,29 @@ class StaticReader:
         uses_window = _mentions(model, "sliding_window") or _mentions(
             self.src.classes[attention_class], "sliding_window"
         )
+        pattern = self.cfg.get("sliding_window_pattern")
+        if declared is None and isinstance(pattern, int) and pattern > 0 and window:
+            # Gemma's rule: every pattern-th layer attends fully, the others slide.
+            declared = [
+                "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(count)
+            ]
         if isinstance(declared, list) and len(declared) == count:
             kinds = tuple(str(k) for k in declared)
             self.log.add(
                 "text.layer_types", Evidence("config", "config.json:layer_types", str(set(kinds)))
+            )
+        elif window and uses_window and self.cfg.get("use_sliding_window") is False:
+            kinds = ("full_attention",) * count
+            self.log.add(
+                "text.layer_types",
+                Evidence("config", "config.json:use_sliding_window", "false: no layer slides"),
+            )
+        elif window and uses_window and "max_window_layers" in self.cfg.config:
+            kinds = ("full_attention",) * count
+            self._delta(
+                "sliding window on some layers by max_window_layers: which ones is not readable",
+                None,
+                f"max_window_layers={self.cfg.get('max_window_layers')}",
             )
         elif window and uses_window:
             kinds = ("sliding_attention",) * count
@@ -566,6 +699,13 @@ class StaticReader:
                 if key:
                     act_key, activation = key, self.cfg.get(key)
                     self._cite("text.mlp.activation", node)
+        if activation not in PLAIN_ACTIVATIONS:
+            self._delta(
+                f"activation {activation!r}: onboard cannot tell from the source whether it has "
+                "learnable parameters or a non-standard formula",
+                self.src.classes[mlp_class],
+                f"config.{act_key}",
+            )
         bias, bias_key = self._bool_keyword(parts[projections[-1]], "bias", default=True)
         last = parts[projections[-1]]
         self._cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
@@ -588,33 +728,67 @@ class StaticReader:
         return (first, next(name for name in linears if name != first))
 
     def _rope(self, kinds: tuple[str, ...], head_dim: int) -> tuple[tuple[str, RopeSpec], ...]:
-        params = self.cfg.get("rope_parameters") or {}
+        key = "rope_parameters" if self.cfg.get("rope_parameters") else "rope_scaling"
+        params = self.cfg.get(key) or {}
+        if not isinstance(params, dict):
+            self._delta(f"config.json {key} is not an object", None, repr(params)[:80])
+            params = {}
+        interleaved = self._rope_interleaved()
+        self._conditional_rope()
+        specs = []
+        for kind in dict.fromkeys(kinds):
+            own = params.get(kind) if isinstance(params.get(kind), dict) else params
+            specs.append((kind, self._rope_of(own, interleaved)))
+            self.log.add(
+                f"text.rope.{kind}", Evidence("config", f"config.json:{key}", str(own)[:120])
+            )
+        understood = {"rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor"}
+        for unread in sorted(k for k in self.cfg.config if "rope" in k or "rotary" in k):
+            if unread not in understood:
+                self._delta(f"config.json {unread} is a RoPE setting onboard does not read", None)
+        if "llama_4_scaling_beta" in params:
+            self._delta(
+                "position-dependent query scale (llama_4_scaling_beta)",
+                None,
+                f"{key}.llama_4_scaling_beta = {params['llama_4_scaling_beta']}",
+            )
+        return tuple(specs)
+
+    def _rope_of(self, params: Mapping[str, Any], interleaved: bool) -> RopeSpec:
         theta = float(params.get("rope_theta", self.cfg.get("rope_theta", 10000.0)))
         partial = float(
             params.get("partial_rotary_factor", self.cfg.get("partial_rotary_factor", 1.0)) or 1.0
         )
-        rope_type = str(params.get("rope_type", "default"))
+        rope_type = str(params.get("rope_type", params.get("type", "default")))
         extra = tuple(
             sorted(
                 (k, v)
                 for k, v in params.items()
-                if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
+                if k not in ("rope_type", "type", "rope_theta", "partial_rotary_factor")
             )
         )
-        interleaved = self._rope_interleaved()
         if partial < 1.0 and not self._reads_partial_rotary():
             self._delta(
                 "config.json sets partial_rotary_factor but the modeling code never reads it",
                 None,
                 f"partial_rotary_factor={partial:g}",
             )
-        spec = RopeSpec(rope_type, theta, partial, extra, interleaved)
-        for kind in dict.fromkeys(kinds):
-            self.log.add(
-                f"text.rope.{kind}",
-                Evidence("config", "config.json:rope_parameters", str(params or theta)),
-            )
-        return tuple((kind, spec) for kind in dict.fromkeys(kinds))
+        return RopeSpec(rope_type, theta, partial, extra, interleaved)
+
+    def _conditional_rope(self) -> None:
+        """RoPE applied under an ``if`` in the attention forward (NoPE layers): not expressible
+        from the source alone, so a delta."""
+        forward = self.src.method(self.roles.get("attention", ""), "forward")
+        for node in ast.walk(forward) if forward is not None else ():
+            if isinstance(node, ast.If) and any(
+                isinstance(n, ast.Call) and "rotary" in (_name_of(n.func) or "")
+                for n in ast.walk(node)
+            ):
+                self._delta(
+                    "RoPE applied only under a condition (layers without RoPE)",
+                    node,
+                    f"if {ast.unparse(node.test)}",
+                )
 
     def _rotary_functions(self) -> list[ast.FunctionDef]:
         return [
@@ -700,9 +874,18 @@ class StaticReader:
             return None
         self._cite("text.final_logit_softcap", tanh)
         self._cite_uses("text.final_logit_softcap", forward, "final_logit_softcapping")
-        cap = self.cfg.get("final_logit_softcapping")
-        if not cap:
-            self._delta("final logits soft-capped by a value onboard cannot read", tanh)
+        return self._cap("final_logit_softcapping", tanh, "final logits")
+
+    def _cap(self, key: str, tanh: ast.AST, what: str) -> float | None:
+        """The soft-cap the code applies with ``tanh``: the config value; null turns it off."""
+        if not self.cfg.has(key):
+            self._delta(f"{what} soft-capped by a value onboard cannot read", tanh, f"no {key}")
+            return None
+        cap = self.cfg.get(key)
+        if cap is None or cap == 0:
+            return None
+        if not isinstance(cap, int | float):
+            self._delta(f"{what} soft-cap {key} is not a number", tanh, repr(cap)[:60])
             return None
         return float(cap)
 
@@ -734,8 +917,9 @@ def _placement(roles: set[str]) -> str | None:
 def _one_plus_weight(node: ast.AST) -> bool:
     if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
         return False
-    text = ast.unparse(node)
-    return ("1 +" in text or "1.0 +" in text) and "weight" in text
+    sides = (node.left, node.right)
+    one = any(_is_one(side) for side in sides)
+    return one and any("weight" in ast.unparse(side) for side in sides)
 
 
 def _first_tanh(scopes: Sequence[ast.AST]) -> ast.AST | None:
@@ -755,6 +939,10 @@ def _is_sqrt_hidden(node: ast.AST) -> bool:
         and isinstance(node.right, ast.Constant)
         and node.right.value == 0.5
     )
+
+
+def _is_one(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value in (1, 1.0) and node.value is not True
 
 
 def _is_two(node: ast.AST | None) -> bool:
