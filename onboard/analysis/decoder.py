@@ -156,9 +156,33 @@ class DecoderSpecBuilder:
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
-        if self.deltas:  # the full spec check will not run: check the attention on its own
-            self.deltas.extend(self._attention_mismatches(text))
+        mismatches = self._attention_mismatches(text)
+        if mismatches:
+            text, mismatches = self._try_interleaved_rope(text, mismatches)
+        if self.deltas:  # the full spec check will not run: the attention check stands alone
+            self.deltas.extend(mismatches)
         return text
+
+    def _try_interleaved_rope(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """GLM, Helium, ERNIE rotate (x0, x1), (x2, x3) ... pairs with no config flag saying so:
+        accept interleaved RoPE when, and only when, it makes every attention module match."""
+        if not text.rope or any(r.interleaved or r.rope_type is None for _, r in text.rope):
+            return text, mismatches
+        paired = dataclasses.replace(
+            text,
+            rope=tuple((kind, dataclasses.replace(r, interleaved=True)) for kind, r in text.rope),
+        )
+        if self._attention_mismatches(paired):
+            return text, mismatches
+        self._probe(
+            "text.rope.interleaved",
+            f"{LAYER0}self_attn",
+            "matches HF only with RoPE on interleaved pairs (no config key says so)",
+        )
+        self._source("text.rope.interleaved", r"\[\.\.\., *(0)?::2\]|repeat_interleave")
+        return paired, ()
 
     def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:
         """What the attention computes beyond the spec (Cohere's interleaved RoPE), even when

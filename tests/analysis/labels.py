@@ -14,8 +14,8 @@ Every label was read from the transformers 5.18 source installed in ``.venv``
   each with the ``file:line`` that proves it; features not listed were read too and equal the
   baseline;
 - ``Unresolved("substring")`` as a feature's value where the HF code does something the catalogue
-  cannot express (NoPE layers not tied to a layer kind, parallel attention and MLP, interleaved
-  RoPE without a config flag ...): onboard must then report a delta containing the substring
+  cannot express (NoPE layers not tied to a layer kind, parallel attention and MLP, a scale
+  given directly ...): onboard must then report a delta containing the substring
   (matched against ``"<what> <where> <detail>"``) instead of emitting a value;
 - ``unresolved``: further delta substrings onboard must report for things no catalogue feature
   covers (attention sinks, logit multipliers, extra norms ...). An entry that expects nothing
@@ -226,13 +226,13 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         # modeling_helium.py:174-177 rotate_half on x[..., 0::2] / x[..., 1::2] and :203-204
         # repeat_interleave: interleaved RoPE with no config flag
-        "rope.interleaved": Unresolved("HeliumAttention"),
+        "rope.interleaved": True,
     },
     {
         "type": "ernie4_5",
         "config": DEFAULT,
         # modeling_ernie4_5.py:117-118, 184-185: interleaved RoPE, no config flag
-        "rope.interleaved": Unresolved("Ernie4_5Attention"),
+        "rope.interleaved": True,
         "embeddings.tied": True,  # configuration_ernie4_5.py:78
     },
     {
@@ -261,7 +261,7 @@ LABELS: list[dict[str, Any]] = [
         "mlp.kind": "fused_gate_up",  # modeling_glm.py:53 gate_up_proj
         "rope.partial": True,  # configuration_glm.py:77 0.5; modeling_glm.py:97-99
         # modeling_glm.py:164-165, 191-192 interleaved RoPE, no config flag
-        "rope.interleaved": Unresolved("GlmAttention"),
+        "rope.interleaved": True,
     },
     {
         "type": "glm4",
@@ -271,7 +271,7 @@ LABELS: list[dict[str, Any]] = [
         # modeling_glm4.py:74-77, forward 101-109: input, post_self_attn, post_attention, post_mlp
         "norm.placement": "sandwich",
         "rope.partial": True,  # configuration_glm4.py:77 0.5
-        "rope.interleaved": Unresolved("Glm4Attention"),  # modeling_glm4.py:152-153, 179-180
+        "rope.interleaved": True,  # modeling_glm4.py:152-153, 179-180
     },
     {
         "type": "granite",
@@ -288,7 +288,7 @@ LABELS: list[dict[str, Any]] = [
         # modeling_cohere.py:343-344 residual + attention + mlp of one normed input
         "norm.placement": Unresolved("parallel attention"),
         # modeling_cohere.py:115 repeat_interleave(freqs, 2) and :177-178 x[..., ::2]
-        "rope.interleaved": Unresolved("CohereAttention"),
+        "rope.interleaved": True,
         "embeddings.tied": True,  # configuration_cohere.py:82
         "unresolved": ("logit_scale",),  # modeling_cohere.py:503 logits * logit_scale (0.0625)
     },
@@ -450,7 +450,7 @@ LABELS: list[dict[str, Any]] = [
         "attention.kind": "mla",  # modeling_deepseek_v2.py:336-342 kv_a_proj_with_mqa
         "attention.scale": "qk_head_dim",  # modeling_deepseek_v2.py:355, default rope: no mscale
         # modeling_deepseek_v2.py:272-279 view_as_complex on (x0, x1) pairs, no config flag
-        "rope.interleaved": Unresolved("DeepseekV2Attention"),
+        "rope.interleaved": True,
         "moe.router": "softmax_then_topk",  # modeling_deepseek_v2.py:101-103 (greedy)
         # the router never renormalises (modeling_deepseek_v2.py:86-117); routed_scaling 1.0
         "moe.shared_experts": "ungated",  # modeling_deepseek_v2.py:126-136
@@ -557,7 +557,7 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         # use_bias False by default (configuration_ernie4_5_moe.py:108): no projection biases
         # modeling_ernie4_5_moe.py:142-143, 172-173 interleaved RoPE, no config flag
-        "rope.interleaved": Unresolved("Ernie4_5_MoeAttention"),
+        "rope.interleaved": True,
         "embeddings.tied": True,  # configuration_ernie4_5_moe.py:106
         # modeling_ernie4_5_moe.py:359-365 softmax, top-k on probs + moe_statics bias, gather,
         # divide by clamp(sum, norm_min)

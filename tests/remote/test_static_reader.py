@@ -26,6 +26,10 @@ READ_FULLY = (
     "starcoder2",
     "granite",
     "cohere",
+    "helium",
+    "ernie4_5",
+    "glm",
+    "glm4",
 )
 # Types the reader must refuse (a delta), with a fragment of the reason.
 REFUSED = {

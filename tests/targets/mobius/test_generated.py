@@ -126,6 +126,9 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         # MoE generated on DeepSeekV3's class (its weight renames must not apply); mobius keys
         # interleaved RoPE on model_type "glm4_moe", HF rotates halves: rope_interleave is forced.
         ("glm4_moe", {"M3"}),
+        # interleaved RoPE that no config key announces (found by the analysis), partial 0.5
+        ("glm", {"M3"}),
+        ("helium", set()),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
