@@ -30,6 +30,7 @@ EXAMPLES = (
     Example("Qwen/Qwen3-0.6B", "mobius", "qwen3/mobius", ("--treat-as-new",)),
     Example("Qwen/Qwen3-30B-A3B", "mobius", "qwen3_moe/mobius", ("--treat-as-new",)),
     Example("Qwen/Qwen3-0.6B", "automodel", "qwen3/automodel", ("--treat-as-new",)),
+    Example("Qwen/Qwen3-30B-A3B", "automodel", "qwen3_moe/automodel", ("--treat-as-new",)),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).
     Example("tests/fixtures/remote/ember-tiny", "mobius", "ember/mobius", ("--trust-remote-code",)),
 )

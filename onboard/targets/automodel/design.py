@@ -7,12 +7,19 @@ the model and causal-LM classes (backend, tie policy, capabilities, logits), the
 forward (NeMo's RoPE and HF's attention dispatch), the RoPE tables, the scaled embedding, the
 state-dict adapter. Every choice the spec drives carries the evidence behind it, which the
 templates write next to the code.
+
+An MoE model swaps HF's sparse block for AutoModel's own ``MoE`` (``Gate`` + ``GroupedExperts``,
+built from an ``MoEConfig``), as every MoE model of AutoModel 0.7.0 does: that is the module its
+expert parallelism, grouped-GEMM backends and MoE parallelizer work on. HF's decoder layer still
+decides which layers are sparse, and the adapter groups the checkpoint's per-expert tensors with
+AutoModel's ``MoESplitExpertsStateDictMixin``.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +28,7 @@ from onboard.analysis.probe import Probe
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, Evidence
+from onboard.spec import ArchitectureSpec, Evidence, MoESpec, RouterSpec
 from onboard.targets.base import Candidate, Proposal
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
@@ -43,6 +50,32 @@ class HFNames:
     rotary: str
     embedding: str
     config: str  # exported by the top-level transformers package
+    sparse_block: str = ""  # the MoE block HF's decoder layer builds for sparse layers
+
+
+@dataclass(frozen=True)
+class Rename:
+    """One checkpoint name <-> native name rule, as the two regex substitutions that apply it."""
+
+    hf_pattern: str  # matches the checkpoint's name (a regex, anchored at the end)
+    native: str  # its replacement: the native name
+    native_pattern: str
+    hf: str
+
+
+@dataclass(frozen=True)
+class MoEDesign:
+    """How the HF config and checkpoint map onto AutoModel's ``MoEConfig`` and ``MoE``."""
+
+    count_key: str  # config key of the routed-expert count
+    top_k_key: str
+    width_key: str  # config key of each expert's width
+    softmax_before_topk: bool  # softmax over all experts, then top-k (else top-k logits, softmax)
+    norm_topk_prob: str  # the expression the renormalisation flag is read from
+    renames: tuple[Rename, ...]  # checkpoint names of the expert / router tensors that differ
+    hf_router: str = "gate"  # the router's attribute in HF's sparse block
+    # A config edit that makes the tiny model's first layer dense, for the generated tests.
+    dense_override: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +109,7 @@ class ModelDesign:
     reasons: dict[str, Reason]
     changes: tuple[Reason, ...]  # what the generated code adds to the closest class
     switches: tuple[Reason, ...] = ()  # config flags HF honours that the generated code refuses
+    moe: MoEDesign | None = None
 
     @property
     def package(self) -> str:
@@ -115,6 +149,10 @@ def design_model(
     text = spec.text
     reasons = _reasons(spec, hf)
     kinds = text.distinct_layer_types
+    moe = None
+    if text.moe is not None:
+        moe = moe_design(spec, hf, probe)
+        reasons.update(_moe_reasons(spec, hf, moe))
     return ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
@@ -134,6 +172,7 @@ def design_model(
         reasons=reasons,
         changes=_changes(spec, proposal.chosen),
         switches=_switches(hf),
+        moe=moe,
     )
 
 
@@ -174,6 +213,7 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
     )
     from transformers import CONFIG_MAPPING
 
+    sparse = _sparse_block(modules)
     names = HFNames(
         module=module_path,
         source_file=source_file,
@@ -186,6 +226,7 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
         rotary=modules.get("model.rotary_emb", ""),
         embedding=modules.get("model.embed_tokens", ""),
         config=CONFIG_MAPPING[spec.model_type].__name__,
+        sparse_block=sparse[1] if sparse else "",
     )
     wanted = {
         "causal LM": names.causal_lm,
@@ -196,6 +237,8 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
         "final norm": names.norm,
         "rotary embedding": names.rotary,
     }
+    if spec.text.moe is not None:
+        wanted["sparse MoE block"] = names.sparse_block
     missing = tuple(
         f"{role} class {cls or '(not found by the probe)'} in {module_path}"
         for role, cls in wanted.items()
@@ -299,7 +342,9 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
 
 # Config flags that change what HF computes, off in the configs onboard analyses, and that the
 # generated code does not implement: it refuses a config that sets one instead of ignoring it.
-SWITCHES = ("use_bidirectional_attention",)
+# HF MoE models add a load-balancing loss to the loss they return with output_router_logits, and
+# scale the MoE input by random noise in training with router_jitter_noise.
+SWITCHES = ("use_bidirectional_attention", "output_router_logits", "router_jitter_noise")
 
 
 def _switches(hf: HFNames) -> tuple[Reason, ...]:
@@ -331,3 +376,196 @@ def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason,
         )
         for d in closest.deltas
     )
+
+
+# -- MoE --------------------------------------------------------------------------------------
+
+# AutoModel's native names for one expert's projections (MoESplitExpertsStateDictMixin's keys).
+NATIVE_LEAVES = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+MOE_ATTRIBUTE = "mlp"  # where AutoModel's MoE parallelizer and FSDP mixin look for the block
+
+
+def _sparse_block(modules: dict[str, str]) -> tuple[str, str] | None:
+    """(path, class) of the first decoder layer's sub-module that holds ``experts``."""
+    for name, cls in modules.items():
+        parts = name.split(".")
+        if len(parts) == 4 and parts[:2] == ["model", "layers"] and f"{name}.experts" in modules:
+            return name, cls
+    return None
+
+
+def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
+    """The ``MoEConfig`` fields and checkpoint renames for the spec's MoE block.
+
+    Raises UnsupportedFeatureError for an HF block whose tensors AutoModel's ``MoE`` cannot hold:
+    another attribute than ``mlp``, expert biases, a transposed expert layout, extra parameters.
+    """
+    moe = spec.text.moe
+    assert moe is not None
+    block = _sparse_block(dict(probe.modules))
+    where = _class_location(hf, hf.sparse_block)
+    if block is None:
+        raise UnsupportedFeatureError("no MoE block found in the probed model", (where,))
+    path, _ = block
+    problems = []
+    if path.rsplit(".", 1)[-1] != MOE_ATTRIBUTE:
+        problems.append(
+            f"the MoE block is {path.rsplit('.', 1)[-1]!r}, not 'mlp', at {where}: AutoModel's MoE "
+            "parallelizer and FSDP mixin look for block.mlp"
+        )
+    params = {
+        name.removeprefix(f"{path}."): shape
+        for name, shape in probe.parameters
+        if name.startswith(f"{path}.")
+    }
+    router = next((n for n in ("gate.weight", "router.weight") if n in params), None)
+    gate_up, down = params.get("experts.gate_up_proj"), params.get("experts.down_proj")
+    hidden = probe.param_shape("model.embed_tokens.weight")
+    extra = sorted(set(params) - {router, "experts.gate_up_proj", "experts.down_proj"})
+    if extra:
+        problems.append(
+            f"MoE block parameters AutoModel's MoE does not hold ({', '.join(extra)}) at {where}"
+        )
+    if router is None:
+        problems.append(f"no router weight (gate.weight or router.weight) at {where}")
+    if gate_up is None or down is None or hidden is None:
+        problems.append(f"experts without gate_up_proj and down_proj at {where}")
+    elif not (
+        len(gate_up) == len(down) == 3
+        and gate_up[2] == down[1] == hidden[1]
+        and gate_up[1] == 2 * down[2]
+    ):
+        problems.append(
+            f"expert layout gate_up_proj {gate_up}, down_proj {down} is not [E, 2W, H] / "
+            f"[E, H, W] at {where}"
+        )
+    if problems:
+        raise UnsupportedFeatureError(
+            f"AutoModel's MoE cannot hold {hf.sparse_block}'s tensors", tuple(problems)
+        )
+    router_spec = moe.router
+    norm = (
+        f"config.{router_spec.renormalize_key}"
+        if router_spec.renormalize_key
+        else repr(router_spec.renormalize)
+    )
+    before = router_spec.order == "softmax_topk"
+    return MoEDesign(
+        count_key=moe.count_key,
+        top_k_key=moe.top_k_key,
+        width_key=moe.width_key,
+        softmax_before_topk=before,
+        # a softmax over the top k logits already sums to 1
+        norm_topk_prob=norm if before else "False",
+        renames=_renames(moe),
+        hf_router=router.split(".")[0] if router else "gate",
+        dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
+    )
+
+
+def _renames(moe: MoESpec) -> tuple[Rename, ...]:
+    """Checkpoint <-> native rules for the expert and router tensors whose names differ."""
+    rules = []
+    block = re.escape(moe.block_name)
+    for role, leaf in moe.expert_leaves:
+        native = NATIVE_LEAVES[role]
+        if moe.block_name == MOE_ATTRIBUTE and leaf == native:
+            continue
+        rules.append(
+            Rename(
+                hf_pattern=rf"\.{block}\.experts\.(\d+)\.{re.escape(leaf)}\.weight$",
+                native=rf".{MOE_ATTRIBUTE}.experts.\1.{native}.weight",
+                native_pattern=rf"\.{MOE_ATTRIBUTE}\.experts\.(\d+)\.{native}\.weight$",
+                hf=rf".{moe.block_name}.experts.\1.{leaf}.weight",
+            )
+        )
+    if moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
+        rules.append(
+            Rename(
+                hf_pattern=rf"\.{block}\.{re.escape(moe.router_name)}\.weight$",
+                native=f".{MOE_ATTRIBUTE}.gate.weight",
+                native_pattern=rf"\.{MOE_ATTRIBUTE}\.gate\.weight$",
+                hf=f".{moe.block_name}.{moe.router_name}.weight",
+            )
+        )
+    return tuple(rules)
+
+
+def router_description(router: RouterSpec) -> str:
+    if router.order == "topk_softmax":
+        return "the top k router logits, then a softmax over them"
+    text = f"{router.scoring} over all experts, then the top k"
+    return text + (", renormalised to sum to 1" if router.renormalize else "")
+
+
+def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str, Reason]:
+    spec_moe = spec.text.moe
+    assert spec_moe is not None
+    line = _source_line(hf.module, f"{hf.sparse_block}(config")
+    reasons = {
+        "moe": Reason(
+            f"config.{moe.count_key} routed experts of width config.{moe.width_key}, "
+            f"config.{moe.top_k_key} per token: {router_description(spec_moe.router)}",
+            router_location(spec),
+        ),
+        "mlp": Reason(
+            f"AutoModel's MoE in sparse layers, HF's {spec.text.mlp.kind} "
+            f"{spec.text.mlp.activation} MLP in dense ones",
+            cite(spec, "text.mlp_kinds"),
+        ),
+        "moe_layers": Reason(
+            f"{hf.decoder_layer} builds {hf.sparse_block} for the sparse layers "
+            f"({_DENSE_RULES[spec_moe.dense_rule]}); those get AutoModel's MoE",
+            f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
+        ),
+    }
+    if moe.renames:
+        leaves = "/".join(leaf for _, leaf in spec_moe.expert_leaves)
+        reasons["moe_names"] = Reason(
+            f"the checkpoint keeps experts as {spec_moe.block_name}.experts.E.{{{leaves}}} and "
+            f"the router as {spec_moe.block_name}.{spec_moe.router_name}",
+            f"checkpoint: model.layers.0.{spec_moe.block_name}.experts.0."
+            f"{spec_moe.leaf('gate')}.weight",
+        )
+    return reasons
+
+
+_DENSE_OVERRIDES: dict[str, tuple[tuple[str, Any], ...]] = {
+    "mlp_only_layers": (("mlp_only_layers", [0]),),
+    "first_k_dense_replace": (("first_k_dense_replace", 1),),
+}
+_DENSE_RULES = {
+    "none": "every layer",
+    "first_k_dense_replace": "layers from config.first_k_dense_replace on",
+    "mlp_only_layers": "every config.decoder_sparse_step-th layer not in config.mlp_only_layers",
+}
+
+
+def _class_location(hf: HFNames, cls_name: str) -> str:
+    """``modeling_x.py:N`` where ``cls_name`` is defined in the HF module, else the file."""
+    try:
+        cls = getattr(importlib.import_module(hf.module), cls_name)
+        _, line = inspect.getsourcelines(cls)
+    except (AttributeError, ImportError, OSError, TypeError):
+        return hf.source_file
+    return f"{hf.source_file}:{line}"
+
+
+def router_location(spec: ArchitectureSpec) -> str:
+    """``modeling_x.py:N`` of the HF router's forward (the probe evidence names its class)."""
+    modeling = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
+    for item in spec.evidence_for("text.moe.router"):
+        match = re.search(r"\((\w+)\)$", item.where)
+        if match is None or modeling is None:
+            continue
+        package = modeling.removeprefix("modeling_").removesuffix(".py")
+        try:
+            module = importlib.import_module(
+                f"transformers.models.{package}.{modeling.removesuffix('.py')}"
+            )
+            forward = inspect.unwrap(getattr(module, match.group(1)).forward)
+            _, line = inspect.getsourcelines(forward)
+        except (AttributeError, ImportError, OSError, TypeError):
+            continue
+        return f"{modeling}:{line}"
+    return cite(spec, "text.moe.router") or "the MoE router"

@@ -1,4 +1,4 @@
-"""Rank AutoModel's dense classes by how much generated code each would need, and say what the
+"""Rank AutoModel's classes by how much generated code each would need, and say what the
 generator cannot express.
 
 Generated AutoModel code does not inherit from another AutoModel model: it subclasses the HF
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
+from onboard.targets.automodel.design import router_location
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
 # RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
@@ -22,7 +23,7 @@ SUPPORTED_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
 
 @dataclass(frozen=True)
 class ClassProfile:
-    """What one AutoModel 0.7.0 dense class computes, in the shared feature catalogue's terms."""
+    """What one AutoModel 0.7.0 class computes, in the shared feature catalogue's terms."""
 
     arch: str
     can: dict[str, frozenset[Value]]
@@ -45,6 +46,8 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
         "embedding.scale": {"none"},
         "logits.final_softcap": {False},
         "rope.per_layer_theta": {False},
+        "moe.router": {"none"},
+        "moe.shared_experts": {"none"},
     }
     return {k: frozenset(v) for k, v in {**base, **overrides}.items()}
 
@@ -52,7 +55,7 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
 _ANY_BIAS = {False, True}  # read from config.attention_bias / config.mlp_bias
 _ANY_WINDOW = {"none", "uniform", "per_layer"}
 
-# components/models/{qwen3,qwen2,llama,mistral3}/model.py in nemo-automodel 0.7.0.
+# components/models/{qwen3,qwen2,llama,mistral3,qwen3_moe}/model.py in nemo-automodel 0.7.0.
 PROFILES = {
     p.arch: p
     for p in (
@@ -89,6 +92,17 @@ PROFILES = {
         ),
         ClassProfile(
             "Ministral3ForCausalLM", _can({"attention.sliding_window": {"none", "uniform"}})
+        ),
+        ClassProfile(
+            "Qwen3MoeForCausalLM",
+            _can(
+                {
+                    "attention.qk_norm": {"per_head"},
+                    "attention.qkv_bias": _ANY_BIAS,
+                    "attention.o_bias": _ANY_BIAS,
+                    "moe.router": {"softmax_then_topk"},
+                }
+            ),
         ),
     )
 }
@@ -139,12 +153,15 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"transformers.models.{spec.model_type}, which transformers "
             f"{spec.source.transformers_version} does not have"
         )
-    if spec.kind != "dense" or getattr(text, "moe", None) is not None:
+    if spec.kind not in ("dense", "moe"):
         found.append(
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
-            "dense decoders only so far (MoE needs an MoEConfig, a grouped-experts adapter and "
-            "expert-parallel tests)"
+            "dense and MoE decoders only"
         )
+    if getattr(text, "moe", None) is not None:
+        found += moe_blockers(spec)
+    elif spec.kind == "moe":
+        found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
     if getattr(text.attention, "mla", None) is not None:
         found.append("multi-head latent attention (config.json:kv_lora_rank)")
     if getattr(text.attention, "yarn_mscale", False):
@@ -166,3 +183,48 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         if getattr(rope, "interleaved", False):
             found.append(f"interleaved RoPE pairs {where}")
     return tuple(found)
+
+
+def moe_blockers(spec: ArchitectureSpec) -> list[str]:
+    """What of the spec's MoE block AutoModel's ``Gate`` / ``GroupedExperts`` would not compute
+    as HF does, each with the HF router's source line (or the probe that measured it).
+
+    The generator maps routers that score with a softmax (top k of the softmax, optionally
+    renormalised, or a softmax over the top-k logits) onto ``MoEConfig``; the other router
+    variants AutoModel has (sigmoid, correction bias, groups, scaling) are refused until a
+    model with them is proven end to end.
+    """
+    moe = spec.text.moe
+    assert moe is not None
+    router = moe.router
+    at = router_location(spec)
+    found = []
+    if router.scoring != "softmax":
+        found.append(f"{router.scoring} router scores at {at}: only softmax routers are generated")
+    if router.correction_bias:
+        found.append(
+            f"expert-choice correction bias (e_score_correction_bias) at {at}: not generated"
+        )
+    if router.n_group > 1:
+        found.append(
+            f"group-limited routing (n_group={router.n_group}, topk_group={router.topk_group}) "
+            f"at {at}: not generated"
+        )
+    if router.routed_scaling_factor != 1.0:
+        found.append(
+            f"routed weights scaled by {router.routed_scaling_factor:g} at {at}: not generated"
+        )
+    if router.bias:
+        found.append(f"router linear with a bias at {at}: not generated")
+    if moe.shared is not None:
+        found.append(
+            f"shared expert{'s' if moe.shared.name.endswith('s') else ''} "
+            f"({'gated' if moe.shared.gated else 'ungated'}, model.layers.*.{moe.block_name}."
+            f"{moe.shared.name}): not generated"
+        )
+    if moe.activation != "silu":
+        found.append(
+            f"expert activation {moe.activation!r} (config.json:hidden_act): AutoModel's swiglu "
+            "experts compute silu(gate) * up"
+        )
+    return found

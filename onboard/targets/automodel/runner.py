@@ -178,7 +178,7 @@ def _construct(cls: type, config: Any) -> Any:
 def _load(model: Any, checkpoint: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Prove the adapter's weight map, load the checkpoint through it, check the export."""
     from onboard.parity.report import Check, Status
-    from onboard.weightmap import prove
+    from onboard.weightmap import WeightMapProof, prove
 
     adapter = getattr(model, "state_dict_adapter", None)
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
@@ -194,12 +194,19 @@ def _load(model: Any, checkpoint: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     aliases = {n for n, _ in model.named_parameters(remove_duplicate=False)} - {
         n for n, _ in model.named_parameters()
     }
-    proof = prove(
-        {k: tuple(v.shape) for k, v in checkpoint.items()},
-        convert,
-        {k: tuple(v.shape) for k, v in state.items() if k not in aliases},
-        derived_ok=aliases,
-    )
+    parameters = {k: tuple(v.shape) for k, v in state.items() if k not in aliases}
+    try:
+        proof = prove(
+            {k: tuple(v.shape) for k, v in checkpoint.items()},
+            convert,
+            parameters,
+            derived_ok=aliases,
+        )
+    except Exception as exc:  # an adapter that raises on the checkpoint fails the weight map
+        problem = f"converting the checkpoint raised {_error(exc)}"
+        failed = WeightMapProof(len(checkpoint), len(parameters), (), (problem,))
+        device = str(next(model.parameters()).device)
+        return Check("weights", device, Status.FAIL, detail=problem), asdict(failed)
     problems = list(proof.problems)
     if proof.ok:
         model.load_state_dict(convert(dict(checkpoint)), strict=True)

@@ -35,6 +35,15 @@ GENERATED_TESTS = {
     "test_training_loss_decreases",
 }
 SCENARIOS = {"weights", "prefill", "kv-cache", "decode", "pad-left", "pad-right"}
+# An MoE package also checks its MoEConfig overrides, which layers are sparse, and the routing.
+GENERATED_MOE_TESTS = GENERATED_TESTS | {
+    "test_moe_overrides_reach_every_sparse_layer",
+    "test_sparse_layers_match_hf",
+    "test_router_matches_hf",
+}
+# AutoModel's GroupedExperts accumulate the experts' outputs in another order than HF's experts:
+# fp32 results agree to about 1e-6, not bit for bit.
+MOE_TOLERANCE = 1e-5
 
 
 def _new(model: str, **options):
@@ -45,16 +54,18 @@ def _fixture(repo_id: str) -> str:
     return str(fixture_config(repo_id).parent)
 
 
-def _assert_all_pass(report: ParityReport) -> None:
+def _assert_all_pass(
+    report: ParityReport, tests: set[str] = GENERATED_TESTS, tolerance: float = 1e-6
+) -> None:
     failures = [(c.name, c.detail) for c in report.checks if c.status is not Status.PASS]
     assert report.passed and not failures, failures
     names = {c.name for c in report.checks}
-    assert {n.split("(")[0] for n in names} >= GENERATED_TESTS
+    assert {n.split("(")[0] for n in names} >= tests
     assert names >= SCENARIOS
     assert report.weights is not None and report.weights.ok
     for check in report.checks:
         if check.metrics is not None:
-            assert check.metrics.max_abs <= 1e-6, (check.name, check.metrics)
+            assert check.metrics.max_abs <= tolerance, (check.name, check.metrics)
 
 
 def _lint(root: Path, result) -> None:
@@ -166,3 +177,68 @@ def test_registered_class_parity(automodel_target) -> None:
     report = result.parity
     assert report.passed and report.model_class == "Qwen3ForCausalLM"
     assert {c.name for c in report.checks} == SCENARIOS
+
+
+@pytest.mark.slow
+def test_qwen3_moe_from_the_bundled_snapshot(hf_cache, automodel_target, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _new("Qwen/Qwen3-30B-A3B", out=out)
+    assert result.source.origin == "bundled"
+    _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+    assert result.plan.model_file == "nemo_automodel/components/models/qwen3_moe/model.py"
+    assert "test_dense_layers_match_hf" in {c.name for c in result.parity.checks}
+    weights = result.parity.weights
+    assert (weights.checkpoint_tensors, weights.parameters) == (45, 25)  # 2 x 4 experts grouped
+    _lint(out, result)
+    again = _new("Qwen/Qwen3-30B-A3B", out=out, parity=False)
+    assert not again.rendered.changed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("repo_id", "renamed"),
+    [("mistralai/Mixtral-8x7B-v0.1", True), ("allenai/OLMoE-1B-7B-0924", False)],
+)
+def test_treat_as_new_moe_generated_tests_pass(
+    automodel_target, tmp_path: Path, repo_id, renamed
+) -> None:
+    result = _new(_fixture(repo_id), out=tmp_path / "out")
+    _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+    _lint(tmp_path / "out", result)
+    package = Path(result.plan.model_file).parent
+    adapter = (tmp_path / "out" / package / "state_dict_adapter.py").read_text()
+    # Mixtral's checkpoint keeps block_sparse_moe.experts.E.w1/w3/w2: the adapter renames them.
+    assert ("HF_TO_NATIVE" in adapter) is renamed
+
+
+# Edits of the generated MoE adapter's from_hf that a correct round trip must catch.
+MOE_SABOTAGE = {
+    "drop-expert": (
+        "native = dict(hf_state_dict)",
+        "native = {k: v for k, v in hf_state_dict.items() if '.experts.1.' not in k}",
+    ),
+    "swap-experts": (
+        "native = dict(hf_state_dict)",
+        "native = {re.sub(r'\\.experts\\.([01])\\.', "
+        "lambda m: f'.experts.{1 - int(m.group(1))}.', k): v for k, v in hf_state_dict.items()}",
+    ),
+}
+
+
+# Swapped experts load without an error and only a value check notices: that one runs by default.
+@pytest.mark.parametrize(
+    "how", [pytest.param("drop-expert", marks=pytest.mark.slow), "swap-experts"]
+)
+def test_broken_moe_adapter_fails_the_round_trip(automodel_target, tmp_path: Path, how) -> None:
+    out = tmp_path / "out"
+    result = _new(_fixture("Qwen/Qwen3-30B-A3B"), out=out, parity=False)
+    adapter = out / "nemo_automodel/components/models/qwen3_moe/state_dict_adapter.py"
+    old, new = MOE_SABOTAGE[how]
+    assert old in adapter.read_text()
+    adapter.write_text(adapter.read_text().replace(old, new, 1))
+    model = (out / result.plan.model_file, result.plan.model_class)
+    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
+    failed = {c.name for c in report.failures}
+    assert not report.passed
+    assert "test_adapter_round_trip_is_exact" in failed
+    assert "weights" in failed  # onboard's own weight-map proof / export check agrees

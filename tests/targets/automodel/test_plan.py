@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,66 @@ def test_model_class_is_read_from_the_model_file(tmp_path: Path) -> None:
     path.write_text("class X: ...\n")
     with pytest.raises(BadInputError, match="no `ModelClass = <class>`"):
         TARGET.model_class_in(path)
+
+
+def test_moe_package_builds_on_automodel_moe(tmp_path: Path) -> None:
+    plan = _plan("Qwen/Qwen3-30B-A3B", tmp_path)
+    package = "nemo_automodel/components/models/qwen3_moe"
+    model = plan.content_of(f"{package}/model.py")
+    adapter = plan.content_of(f"{package}/state_dict_adapter.py")
+    # HF's decoder layer decides which layers are sparse; those get AutoModel's MoE.
+    assert "if isinstance(self.mlp, HFQwen3MoeSparseMoeBlock):" in model
+    assert "self.mlp = MoE(moe_config, backend)" in model
+    assert "(modeling_qwen3_moe.py:312)" in model  # where HF builds its sparse block
+    assert "(modeling_qwen3_moe.py:258)" in model  # the router HF runs
+    assert '"softmax_before_topk": True' in model
+    assert '"norm_topk_prob": config.norm_topk_prob' in model
+    assert "GenerationMixin, MoEFSDPSyncMixin" in model
+    assert 'UNSUPPORTED_SWITCHES = ("output_router_logits",)' in model
+    assert "(MoESplitExpertsStateDictMixin, StateDictAdapter)" in adapter
+    assert "HF_TO_NATIVE" not in adapter  # the checkpoint already uses the mixin's names
+    recipe = plan.content_of("examples/llm_finetune/qwen3_moe/qwen3_30b_a3b_hellaswag.yaml")
+    assert "experts: torch_mm" in recipe and "ep_size: 1" in recipe
+
+
+def test_mixtral_adapter_renames_the_expert_and_router_names(tmp_path: Path) -> None:
+    plan = _plan("mistralai/Mixtral-8x7B-v0.1", tmp_path)
+    package = "nemo_automodel/components/models/mixtral"
+    adapter = plan.content_of(f"{package}/state_dict_adapter.py")
+    assert (
+        r'(r"\.block_sparse_moe\.experts\.(\d+)\.w3\.weight$", r".mlp.experts.\1.up_proj.weight")'
+        in adapter
+    )
+    assert r'(r"\.block_sparse_moe\.gate\.weight$", r".mlp.gate.weight")' in adapter
+    model = plan.content_of(f"{package}/model.py")
+    assert '"norm_topk_prob": True' in model  # Mixtral always renormalises: no config key
+    assert '"moe_inter_dim": config.intermediate_size' in model
+    assert 'UNSUPPORTED_SWITCHES = ("output_router_logits", "router_jitter_noise")' in model
+
+
+@pytest.mark.parametrize(
+    "repo_id", ["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1", "allenai/OLMoE-1B-7B-0924"]
+)
+def test_moe_renames_round_trip_every_checkpoint_name(repo_id: str) -> None:
+    analysis = analysis_of(repo_id)
+    proposal = TARGET.propose(analysis.spec, open_library(None), treat_as_new=True)
+    moe = TARGET.design(analysis, proposal).moe
+
+    def rename(name: str, rules: list[tuple[str, str]]) -> str:
+        for pattern, replacement in rules:
+            renamed, count = re.subn(pattern, replacement, name)
+            if count:
+                return renamed
+        return name
+
+    to_native = [(r.hf_pattern, r.native) for r in moe.renames]
+    to_hf = [(r.native_pattern, r.hf) for r in moe.renames]
+    native_names = set()
+    for name, _ in analysis.probe.disk_tensors:
+        native = rename(name, to_native)
+        assert rename(native, to_hf) == name
+        native_names.add(native)
+    # Every expert and router tensor ends up where MoESplitExpertsStateDictMixin looks for it.
+    experts = {n for n in native_names if ".experts." in n}
+    assert experts and all(re.search(r"\.mlp\.experts\.\d+\.\w+_proj\.weight$", n) for n in experts)
+    assert "model.layers.0.mlp.gate.weight" in native_names

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from onboard.errors import UnsupportedFeatureError
-from onboard.spec import Delta
+from onboard.spec import Delta, SharedExpertSpec
 from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
@@ -90,7 +90,74 @@ def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -
     assert "config.json:rope_parameters" in error.items[0]
 
 
-def test_moe_is_refused(library) -> None:
-    spec = dataclasses.replace(analysis_of("Qwen/Qwen3-0.6B").spec, kind="moe")
+def test_moe_is_proposed_without_blockers(library) -> None:
+    proposal = propose(analysis_of("Qwen/Qwen3-30B-A3B").spec, library, treat_as_new=True)
+    assert proposal.blockers == ()
+    assert proposal.hidden == ("Qwen3MoeForCausalLM",)
+    assert [(d.feature, d.wanted) for d in proposal.chosen.deltas] == [
+        ("moe.router", "softmax_then_topk")
+    ]
+    mixtral = propose(analysis_of("mistralai/Mixtral-8x7B-v0.1").spec, library, treat_as_new=True)
+    assert mixtral.blockers == ()
+    assert "Qwen3MoeForCausalLM" in {c.variant.key for c in mixtral.candidates}
+
+
+ROUTER = "modeling_qwen3_moe.py:258"  # Qwen3MoeTopKRouter.forward in transformers 5.18.0
+
+
+@pytest.mark.parametrize(
+    ("router", "expected"),
+    [
+        ({"scoring": "sigmoid"}, f"sigmoid router scores at {ROUTER}"),
+        (
+            {"correction_bias": True},
+            f"expert-choice correction bias (e_score_correction_bias) at {ROUTER}",
+        ),
+        (
+            {"n_group": 8, "topk_group": 4},
+            f"group-limited routing (n_group=8, topk_group=4) at {ROUTER}",
+        ),
+        ({"routed_scaling_factor": 2.5}, f"routed weights scaled by 2.5 at {ROUTER}"),
+        ({"bias": True}, f"router linear with a bias at {ROUTER}"),
+    ],
+)
+def test_routers_the_generator_cannot_express_are_refused(library, router, expected) -> None:
+    spec = analysis_of("Qwen/Qwen3-30B-A3B").spec
+    moe = dataclasses.replace(
+        spec.text.moe, router=dataclasses.replace(spec.text.moe.router, **router)
+    )
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=moe))
+    proposal = propose(spec, library, treat_as_new=True)
+    assert len(proposal.blockers) == 1 and proposal.blockers[0].startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"shared": SharedExpertSpec(64, True, "shared_expert")},
+            "shared expert (gated, model.layers.*.mlp.shared_expert): not generated",
+        ),
+        ({"activation": "gelu"}, "expert activation 'gelu' (config.json:hidden_act)"),
+    ],
+)
+def test_moe_blocks_the_generator_cannot_express_are_refused(library, change, expected) -> None:
+    spec = analysis_of("Qwen/Qwen3-30B-A3B").spec
+    spec = dataclasses.replace(
+        spec, text=dataclasses.replace(spec.text, moe=dataclasses.replace(spec.text.moe, **change))
+    )
     error = _refused(spec, library)
-    assert "dense decoders only" in error.items[0]
+    assert len(error.items) == 1 and error.items[0].startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("moe", "MoE model (Qwen3ForCausalLM) without an MoE block in its spec"),
+        ("hybrid", "hybrid model (Qwen3ForCausalLM): the AutoModel generator writes dense and MoE"),
+    ],
+)
+def test_other_kinds_are_refused(library, kind, expected) -> None:
+    spec = dataclasses.replace(analysis_of("Qwen/Qwen3-0.6B").spec, kind=kind)
+    error = _refused(spec, library)
+    assert error.items[0].startswith(expected)
