@@ -60,6 +60,9 @@ class MLASpec:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    # Epsilon of q_a_layernorm / kv_a_layernorm when HF fixes it in the source instead of
+    # reading the layers' config key (DeepSeek and MiniCPM3 build them with the default 1e-6).
+    norm_eps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class AttentionSpec:
     # Which values HF reads from the config at run time (the rest the architecture fixes):
     # projection letter -> config key, e.g. q -> attention_bias
     bias_keys: tuple[tuple[str, str], ...] = ()
-    scale_key: str | None = None  # scale = config.<key> ** -0.5 (query_pre_attn_scalar)
+    scale_key: str | None = None  # scale = config.<key> ** scale_power (query_pre_attn_scalar)
+    scale_power: float = -0.5  # 1.0 when the config holds the scale itself (attention_multiplier)
     mla: MLASpec | None = None
     yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
 
@@ -183,6 +187,50 @@ class RopeSpec:
     interleaved: bool = False  # rotate (x0, x1), (x2, x3) ... pairs (DeepSeek's rope_interleave)
 
 
+ScaleSite = Literal["embedding", "residual", "logits"]
+ScaleForm = Literal["times", "divided_by", "times_over_sqrt_layers"]
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """A constant from the config that HF multiplies into one place of the computation.
+
+    ``embedding``: the token embeddings; ``residual``: each attention and MLP output before its
+    residual add; ``logits``: the final logits. ``form`` says how the factor follows from
+    ``config.<key>`` (Granite divides logits by ``logits_scaling``; MiniCPM3 scales residuals by
+    ``scale_depth / sqrt(num_hidden_layers)``).
+    """
+
+    site: ScaleSite
+    key: str
+    form: ScaleForm = "times"
+
+    def factor(self, config: Any) -> float:
+        value = float(getattr(config, self.key))
+        if self.form == "divided_by":
+            return 1.0 / value
+        if self.form == "times_over_sqrt_layers":
+            return value / config.num_hidden_layers**0.5
+        return value
+
+    def expression(self, config: str = "config") -> str:
+        """The factor as Python source over an HF config named ``config``."""
+        value = f"{config}.{self.key}"
+        if self.form == "divided_by":
+            return f"1.0 / {value}"
+        if self.form == "times_over_sqrt_layers":
+            return f"{value} / math.sqrt({config}.num_hidden_layers)"
+        return value
+
+    def describe(self) -> str:
+        what = {
+            "embedding": "token embeddings",
+            "residual": "attention and MLP outputs (before the residual add)",
+            "logits": "final logits",
+        }[self.site]
+        return f"{what} x {self.expression()}"
+
+
 @dataclass(frozen=True)
 class TextDecoderSpec:
     vocab_size: int
@@ -198,11 +246,15 @@ class TextDecoderSpec:
     tie_word_embeddings: bool
     embedding_scale: Literal["none", "sqrt_hidden"] = "none"  # token embeddings x sqrt(hidden)
     final_logit_softcap: float | None = None
+    scales: tuple[ScaleSpec, ...] = ()  # config multipliers, at most one per site
     moe: MoESpec | None = None
     mlp_kinds: tuple[Literal["dense", "moe"], ...] = ()  # per layer; empty: every layer dense
 
     def is_moe_layer(self, index: int) -> bool:
         return bool(self.mlp_kinds) and self.mlp_kinds[index] == "moe"
+
+    def scale_at(self, site: ScaleSite) -> ScaleSpec | None:
+        return next((s for s in self.scales if s.site == site), None)
 
     def rope_for(self, kind: LayerKind) -> RopeSpec:
         return dict(self.rope)[kind]
@@ -275,7 +327,12 @@ def _from_plain(tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        kwargs = {f.name: _from_plain(hints[f.name], value[f.name]) for f in dataclasses.fields(tp)}
+        # A field missing from older JSON takes its default (a required one still raises).
+        kwargs = {
+            f.name: _from_plain(hints[f.name], value[f.name])
+            for f in dataclasses.fields(tp)
+            if f.name in value
+        }
         return tp(**kwargs)
     if origin in (typing.Union, types.UnionType):
         if value is None:

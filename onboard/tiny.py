@@ -45,6 +45,22 @@ _TINY_SIZES = {
 # (its num_hidden_layers is a property, 2 x num_layers).
 _LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 
+# Config scalars some models multiply into embeddings, residuals, attention or logits. Real
+# configs often hold 1.0, which would hide where (or whether) HF applies them: the tiny config
+# gives each present key its own value, so the analysis can tell them apart. The generated code
+# reads the real values from the config.
+MULTIPLIER_KEYS = (
+    "embedding_multiplier",
+    "residual_multiplier",
+    "attention_multiplier",
+    "logits_scaling",
+    "logit_scale",
+    "scale_emb",
+    "scale_depth",
+    "output_multiplier",
+)
+_TINY_MULTIPLIERS = (1.7, 0.55, 0.35, 2.9, 0.45, 3.7, 1.3, 0.65)
+
 # Per-layer lists whose entries make a layer's signature (and are subsampled together).
 PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
 _TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id")
@@ -94,6 +110,7 @@ def shrink_config(
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
     _remap_token_ids(tiny)
     _shrink_moe_and_mla(tiny, heads, kv_heads)
+    _distinct_multipliers(tiny)
 
     count_key = _layer_count_key(config, layer_classes)
     num_layers = _int(config.get(count_key), 1)
@@ -141,6 +158,25 @@ def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None
         tiny["head_dim"] = tiny["qk_rope_head_dim"]
         if "qk_head_dim" in tiny:  # stored, not derived, in LongcatFlash
             tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
+
+
+def multiplier_defaults(hf_config: Any) -> dict[str, float]:
+    """Multiplier keys the config class defines even when config.json omits them (a value
+    derived by a property, like MiniCPM3's ``logits_scaling``, is not a key)."""
+    found = {
+        key: getattr(hf_config, key, None)
+        for key in MULTIPLIER_KEYS
+        if not isinstance(getattr(type(hf_config), key, None), property)
+    }
+    return {
+        k: v for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def _distinct_multipliers(tiny: dict[str, Any]) -> None:
+    for key, value in zip(MULTIPLIER_KEYS, _TINY_MULTIPLIERS, strict=True):
+        if isinstance(tiny.get(key), int | float) and not isinstance(tiny[key], bool):
+            tiny[key] = value
 
 
 def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:

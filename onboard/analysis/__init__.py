@@ -14,7 +14,7 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
-from onboard.tiny import TinyConfig, shrink_config
+from onboard.tiny import TinyConfig, multiplier_defaults, shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def analyse(source: ModelSource) -> Analysis:
     check_sizes(hf_config)
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
-    tiny = shrink_config(source.config, layer_types, real_layers)
+    config = {**multiplier_defaults(hf_config), **source.config}
+    tiny = shrink_config(config, layer_types, real_layers)
     tiny_config = make_hf_config(tiny.config)
     model = build_tiny_model(tiny_config)
     probe = probe_model(model)

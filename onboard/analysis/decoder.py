@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -26,9 +27,10 @@ from onboard.spec import (
     MLPSpec,
     NormSpec,
     RopeSpec,
+    ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import TINY_HIDDEN
+from onboard.tiny import MULTIPLIER_KEYS, TINY_HIDDEN
 
 LAYER0 = "model.layers.0."
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -46,16 +48,16 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
 _KNOWN_TOP_PARAMS = {"model.embed_tokens.weight", "model.norm.weight", "model.norm.bias"}
-_MULTIPLIER_KEYS = (
-    "embedding_multiplier",
-    "residual_multiplier",
-    "attention_multiplier",
-    "logits_scaling",
-    "logit_scale",
-    "scale_emb",
-    "scale_depth",
-    "output_multiplier",
-)
+# How each multiplier key may enter the computation, most likely first; the analysis keeps the
+# combination with which the whole tiny model matches HF (None: HF does not use the key).
+_SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
+    "embedding_multiplier": (("embedding", "times"), None),
+    "scale_emb": (("embedding", "times"), None),
+    "residual_multiplier": (("residual", "times"), None),
+    "scale_depth": (("residual", "times_over_sqrt_layers"), ("residual", "times"), None),
+    "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),
+    "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
+}
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
 # rope_parameters keys that scale the query by position (Ministral 3, Mistral 4): the spec check
 # runs at positions where the scale is still 1, so the config says it.
@@ -131,7 +133,6 @@ class DecoderSpecBuilder:
         layer_types = self.layer_types()
         mlp = self.mlp()
         self._check_parameters()
-        self._check_multipliers()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
         if tie and any(name == "lm_head.weight" for name, _ in self.probe.disk_tensors):
@@ -161,7 +162,61 @@ class DecoderSpecBuilder:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
+        return self._with_scales(text)
+
+    def _with_scales(self, text: TextDecoderSpec) -> TextDecoderSpec:
+        """Config multipliers, verified: each present key's known uses are tried, and the one
+        combination with which the whole tiny model computes what HF computes is kept."""
+        keys = [
+            k
+            for k in MULTIPLIER_KEYS
+            if _is_number(getattr(self.tiny, k, None)) and k != text.attention.scale_key
+        ]
+        if not keys:
+            return text
+        if self.deltas or self.model is None:  # an incomplete spec cannot be run: report them
+            self._check_multipliers(keys)
+            return text
+        from onboard.analysis.spec_check import find_mismatches
+        from onboard.tiny_model import perturb
+
+        model = perturb(copy.deepcopy(self.model))
+        options = [_SCALE_CANDIDATES.get(k, (None,)) for k in keys]
+        for combination in itertools.product(*options):
+            scales = tuple(
+                ScaleSpec(use[0], key, use[1])
+                for key, use in zip(keys, combination, strict=True)
+                if use is not None
+            )
+            if len({s.site for s in scales}) < len(scales):
+                continue
+            candidate = dataclasses.replace(text, scales=scales)
+            if find_mismatches(candidate, model, self.tiny) == []:
+                self._record_scales(keys, scales)
+                return candidate
+        # Only a mismatch of the whole model or the embeddings is the multipliers' doing; a
+        # module mismatch is reported by the full spec check.
+        plain = find_mismatches(text, model, self.tiny)
+        if plain and all(m.module in ("model", "model.embed_tokens") for m in plain):
+            for key in keys:
+                found = find_line(self.files, rf"\b{re.escape(key)}\b")
+                self._delta(
+                    f"config multiplier {key}: no known use of it reproduces HF",
+                    found.where if found else f"config.json:{key}",
+                    found.detail if found else repr(getattr(self.cfg, key, None)),
+                )
         return text
+
+    def _record_scales(self, keys: list[str], scales: tuple[ScaleSpec, ...]) -> None:
+        used = {s.key for s in scales}
+        for scale in scales:
+            path = f"text.scales.{scale.site}"
+            self._config(path, scale.key, getattr(self.cfg, scale.key, None))
+            self._source(path, rf"\b{re.escape(scale.key)}\b")
+            self._probe(path, "model", f"{scale.describe()}: the tiny model then matches HF")
+        for key in keys:
+            if key not in used:
+                self._probe("text.scales", f"config.json:{key}", "HF does not use it (tiny check)")
 
     def _try_interleaved_rope(
         self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
@@ -288,6 +343,7 @@ class DecoderSpecBuilder:
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
+            scale_power=1.0 if scale_key == "attention_multiplier" else -0.5,
         )
 
     def mla_attention(self) -> AttentionSpec:
@@ -299,6 +355,7 @@ class DecoderSpecBuilder:
             qk_nope_head_dim=cfg.qk_nope_head_dim,
             qk_rope_head_dim=cfg.qk_rope_head_dim,
             v_head_dim=cfg.v_head_dim,
+            norm_eps=self._latent_norm_eps(),
         )
         self._probe(
             "text.attention.mla",
@@ -333,6 +390,24 @@ class DecoderSpecBuilder:
             mla=mla,
             yarn_mscale=yarn,
         )
+
+    def _latent_norm_eps(self) -> float | None:
+        """The latent norms' epsilon when HF does not pass them the config's norm epsilon."""
+        norms = {n.name: n for n in self.probe.layer_norms}
+        latent = norms.get("self_attn.kv_a_layernorm")
+        if latent is None or latent.eps is None:
+            return None
+        attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "")
+        found = init_assignment(self.files, attention, "kv_a_layernorm")
+        passed = found.keyword("eps") if found else None
+        if passed and re.fullmatch(r"(self\.)?config\.\w+", passed):
+            return None
+        if found is not None:
+            self.log.add("text.attention.mla.norm_eps", found.evidence)
+        self._probe(
+            "text.attention.mla.norm_eps", f"{LAYER0}self_attn.kv_a_layernorm", f"eps {latent.eps}"
+        )
+        return latent.eps
 
     def _config_key_of(self, path: str, module: str, attr: str, keyword: str) -> str | None:
         """The config key in ``self.<attr> = X(..., <keyword>=config.<key>)``, if HF reads one."""
@@ -371,6 +446,12 @@ class DecoderSpecBuilder:
             self._config("text.attention.scale", "query_pre_attn_scalar", scalar)
             self._source("text.attention.scale", r"query_pre_attn_scalar\s*\*\*\s*-0\.5")
             return float(scalar) ** -0.5, "query_pre_attn_scalar"
+        multiplier = getattr(self.tiny, "attention_multiplier", None)
+        if _is_number(multiplier) and math.isclose(measured, multiplier, rel_tol=1e-6):
+            value = self.cfg.attention_multiplier
+            self._config("text.attention.scale", "attention_multiplier", value)
+            self._source("text.attention.scale", r"=\s*(self\.)?config\.attention_multiplier")
+            return float(value), "attention_multiplier"
         self._delta(
             "attention scale not explained",
             f"{LAYER0}self_attn.scaling",
@@ -615,6 +696,13 @@ class DecoderSpecBuilder:
         if math.isclose(measured, TINY_HIDDEN**0.5, rel_tol=1e-5):
             self._source("text.embedding_scale", r"hidden_size\s*\*\*\s*0\.5")
             return "sqrt_hidden"
+        for key, uses in _SCALE_CANDIDATES.items():
+            value = getattr(self.tiny, key, None)
+            if ("embedding", "times") in uses and _is_number(value):
+                if math.isclose(measured, value, rel_tol=1e-5):
+                    return "none"  # a config multiplier: _with_scales verifies it
+                if math.isclose(measured, value * TINY_HIDDEN**0.5, rel_tol=1e-5):
+                    return "sqrt_hidden"
         self._delta("embedding scale not explained", "model.embed_tokens", f"x {measured:.6g}")
         return "none"
 
@@ -655,11 +743,16 @@ class DecoderSpecBuilder:
             detail = f"{pattern} {shape}" + (f": {found.evidence.detail}" if found else "")
             self._delta("parameter with no role in the spec", where, detail)
 
-    def _check_multipliers(self) -> None:
-        for key in _MULTIPLIER_KEYS:
+    def _check_multipliers(self, keys: Sequence[str]) -> None:
+        """Where other deltas keep the spec from running, no multiplier can be verified: each
+        is reported (even at 1.0, other checkpoints of the architecture may set it)."""
+        for key in keys:
             value = getattr(self.cfg, key, None)
-            if value not in (None, 1, 1.0, 0, 0.0):
-                self._delta(f"config multiplier {key}", f"config.json:{key}", repr(value))
+            self._delta(
+                f"config multiplier {key} (not checked: the spec is incomplete)",
+                f"config.json:{key}",
+                repr(value),
+            )
 
 
 def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
@@ -729,6 +822,10 @@ def _summarise(kinds: Sequence[str]) -> str:
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} x {k}" for k, n in counts.items())
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _plain(value: Any) -> Any:

@@ -82,6 +82,12 @@ def _shared(s: ArchitectureSpec) -> Value:
     return "gated" if moe.shared.gated else "ungated"
 
 
+def _scales(s: ArchitectureSpec) -> Value:
+    """``site=factor`` per config multiplier, e.g. ``logits=1.0 / config.logits_scaling``."""
+    found = sorted(f"{scale.site}={scale.expression()}" for scale in s.text.scales)
+    return "; ".join(found) or "none"
+
+
 CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     # name, evidence path in the spec, value
     (
@@ -106,6 +112,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         "text.final_logit_softcap",
         lambda s: s.text.final_logit_softcap is not None,
     ),
+    ("scales", "text.scales", _scales),
     ("rope.type", "text.rope", _rope_type),
     ("rope.partial", "text.rope", _partial_rotary),
     ("rope.per_layer_theta", "text.rope", _per_layer_theta),
@@ -145,8 +152,6 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
 
 
 def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
-    if path == "text.rope":
-        return tuple(
-            e for key, items in spec.evidence if key.startswith("text.rope.") for e in items
-        )
+    if path in ("text.rope", "text.scales"):
+        return tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
     return spec.evidence_for(path)

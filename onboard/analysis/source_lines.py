@@ -22,11 +22,12 @@ def _modeling_first(files: Iterable[SourceFile]) -> list[SourceFile]:
 
 
 def find_line(files: Iterable[SourceFile], pattern: str) -> Evidence | None:
-    """The first line matching ``pattern`` (a regex) in the modeling file, else any file given."""
+    """The first code line matching ``pattern`` (a regex) in the modeling file, else any file
+    given. Comment lines are skipped: evidence is what the code does, not what it says."""
     regex = re.compile(pattern)
     for source in _modeling_first(files):
         for number, line in enumerate(source.text.splitlines(), start=1):
-            if regex.search(line):
+            if regex.search(line) and not line.lstrip().startswith("#"):
                 return Evidence("source", f"{source.name}:{number}", line.strip()[:120])
     return None
 

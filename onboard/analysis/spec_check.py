@@ -50,6 +50,17 @@ def check_spec(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Del
     return tuple(_delta(m, model) for m in mismatches)
 
 
+def find_mismatches(text: TextDecoderSpec, model: Any, tiny_config: Any) -> list[Mismatch] | None:
+    """The modules whose output the spec does not reproduce; None when the spec cannot run."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return SpecInterpreter(text, model, tiny_config).compare()
+    except Exception:  # the interpreter cannot even run: the spec does not fit the model
+        return None
+
+
 def check_attention(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Delta, ...]:
     """Deltas for the attention modules alone, for a spec that other deltas already mark
     incomplete (so a spec the interpreter cannot run adds nothing)."""
@@ -116,7 +127,11 @@ class SpecInterpreter:
                 check(f"model.layers.{i}.self_attn", self.attention(i, x[0]), y)
             return mismatches
         embed_in, embed_out = captured["model.embed_tokens"]
-        check("model.embed_tokens", self.embed(embed_in[0]), embed_out)
+        # A config multiplier may be applied inside the embedding module or after it.
+        outside = self.embed(embed_in[0], multiplier=False)
+        inside = self.embed(embed_in[0])
+        closer = min((inside, outside), key=lambda e: (e - embed_out).abs().max().item())
+        check("model.embed_tokens", closer, embed_out)
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}"
             for _role, attr in self.text.norm.names:
@@ -166,20 +181,24 @@ class SpecInterpreter:
     def bias(self, name: str) -> Any:
         return self.params.get(name)
 
-    def embed(self, ids: Any) -> Any:
+    def embed(self, ids: Any, *, multiplier: bool = True) -> Any:
         hidden = self.weight("model.embed_tokens.weight")[ids]
         if self.text.embedding_scale == "sqrt_hidden":
             hidden = hidden * self.config.hidden_size**0.5
-        return hidden
+        return hidden * self.factor("embedding") if multiplier else hidden
 
-    def norm(self, x: Any, prefix: str) -> Any:
+    def factor(self, site: str) -> float:
+        scale = self.text.scale_at(site)
+        return scale.factor(self.config) if scale else 1.0
+
+    def norm(self, x: Any, prefix: str, eps: float | None = None) -> Any:
         import torch
 
         spec = self.text.norm
         x = x.float()
         if spec.kind == "layer":
             x = x - x.mean(-1, keepdim=True)
-        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + spec.eps)
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + (eps or spec.eps))
         y = y * (self.weight(prefix + "weight") + spec.weight_offset)
         bias = self.bias(prefix + "bias")
         return y + bias if bias is not None else y
@@ -228,7 +247,9 @@ class SpecInterpreter:
         nope, rope_dim, v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
         if mla.q_lora_rank:
             q = self.linear(
-                self.norm(self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm."),
+                self.norm(
+                    self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm.", mla.norm_eps
+                ),
                 prefix + "q_b_proj.",
             )
         else:
@@ -237,7 +258,8 @@ class SpecInterpreter:
         q_pass, q_rot = q.split([nope, rope_dim], dim=-1)
         compressed = self.linear(x, prefix + "kv_a_proj_with_mqa.")
         kv_latent, k_rot = compressed.split([config.kv_lora_rank, rope_dim], dim=-1)
-        kv = self.linear(self.norm(kv_latent, prefix + "kv_a_layernorm."), prefix + "kv_b_proj.")
+        latent = self.norm(kv_latent, prefix + "kv_a_layernorm.", mla.norm_eps)
+        kv = self.linear(latent, prefix + "kv_b_proj.")
         kv = kv.view(batch, seq, self.heads, nope + v_dim).transpose(1, 2)
         k_pass, v = kv.split([nope, v_dim], dim=-1)
         k_rot = k_rot.view(batch, 1, seq, rope_dim)
@@ -289,7 +311,7 @@ class SpecInterpreter:
 
         spec = self.text.attention
         if spec.scale_key:
-            return float(getattr(self.config, spec.scale_key)) ** -0.5
+            return float(getattr(self.config, spec.scale_key)) ** spec.scale_power
         if spec.mla is not None:
             qk = self.config.qk_nope_head_dim + self.config.qk_rope_head_dim
             return _yarn_scale(self.config, qk**-0.5) if spec.yarn_mscale else qk**-0.5
@@ -360,12 +382,13 @@ class SpecInterpreter:
             def norm(role: str, x: Any, prefix: str = prefix) -> Any:
                 return self.norm(x, f"{prefix}{names[role]}.") if role in names else x
 
+            residual = self.factor("residual")
             attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
-            hidden = hidden + attn
-            hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden)))
+            hidden = hidden + attn * residual
+            hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
         hidden = self.norm(hidden, "model.norm.")
         head = self.params.get("lm_head.weight", self.weight("model.embed_tokens.weight"))
-        logits = hidden @ head.T
+        logits = (hidden @ head.T) * self.factor("logits")
         cap = self.text.final_logit_softcap
         return torch.tanh(logits / cap) * cap if cap else logits
 

@@ -25,8 +25,10 @@ from onboard.spec import (
     MLPSpec,
     NormSpec,
     RopeSpec,
+    ScaleSpec,
     TextDecoderSpec,
 )
+from onboard.tiny import MULTIPLIER_KEYS
 
 NORM_BASES = ("LayerNorm", "RMSNorm")
 # transformers ACT2FN entries without parameters whose formula the targets know.
@@ -288,6 +290,16 @@ class StaticReader:
             tie_word_embeddings=self._tied(),
             embedding_scale=self._embedding_scale(model_class, parts.get("embed_tokens")),
             final_logit_softcap=self._final_softcap(),
+            scales=self._scales(
+                {
+                    "embedding": [model_class, _called_class(parts["embed_tokens"].value)]
+                    if "embed_tokens" in parts
+                    else [model_class],
+                    "residual": [layer_class],
+                    "logits": [self.causal_lm],
+                },
+                skip={attention.scale_key},
+            ),
         )
 
     def _built_class(self, node: ast.Assign | None) -> str | None:
@@ -514,10 +526,11 @@ class StaticReader:
             self._cite("text.attention.qk_norm", parts["q_norm"])
         scale_key = self._scale_key(parts.get("scaling"))
         scale = head_dim**-0.5
+        power = 1.0 if scale_key in MULTIPLIER_KEYS else -0.5
         if scale_key is not None:
             value = self.cfg.get(scale_key)
             if isinstance(value, int | float) and value > 0:
-                scale = float(value) ** -0.5
+                scale = float(value) ** power
             else:
                 self._delta(
                     f"attention scale key {scale_key} has no usable value", None, repr(value)
@@ -541,6 +554,7 @@ class StaticReader:
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
+            scale_power=power,
         )
 
     def _scale_key(self, scaling: ast.Assign | None) -> str | None:
@@ -565,6 +579,8 @@ class StaticReader:
             return None
         if key is not None:
             return key
+        if _config_key(expr) in MULTIPLIER_KEYS:  # the config holds the scale itself (Granite)
+            return _config_key(expr)
         self._delta(
             "attention scale not explained by head_dim ** -0.5 or config.<key> ** -0.5",
             scaling,
@@ -866,6 +882,33 @@ class StaticReader:
         self._absent("text.embedding_scale", model_class, "embeddings used as looked up")
         return "none"
 
+    def _scales(
+        self, sites: Mapping[str, Sequence[str | None]], skip: set[str | None]
+    ) -> tuple[ScaleSpec, ...]:
+        """Config multipliers: where the code multiplies or divides by ``config.<key>`` (or an
+        attribute set from it). A use in any other place is a delta, never dropped."""
+        found: list[ScaleSpec] = []
+        for key in MULTIPLIER_KEYS:
+            if key in skip or not any(_reads_key(n, key) for n in ast.walk(self.src.tree)):
+                continue
+            uses = [
+                (site, node, form)
+                for site, classes in sites.items()
+                for name in classes
+                if name in self.src.classes
+                for node, form in _scaling_uses(self.src.classes[name], key)
+            ]
+            if len({site for site, _, _ in uses}) != 1 or any(f != uses[0][2] for _, _, f in uses):
+                where = next(n for n in ast.walk(self.src.tree) if _reads_key(n, key))
+                self._delta(f"config multiplier {key} used where onboard cannot place it", where)
+                continue
+            site, node, form = uses[0]
+            self._cite(f"text.scales.{site}", node)
+            found.append(ScaleSpec(site, key, form))
+        if not found:
+            self._absent("text.scales", self.causal_lm, "no config multiplier")
+        return tuple(found)
+
     def _final_softcap(self) -> float | None:
         forward = self.src.method(self.causal_lm, "forward")
         tanh = _first_tanh([forward]) if forward is not None else None
@@ -947,6 +990,55 @@ def _is_one(node: ast.AST | None) -> bool:
 
 def _is_two(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == 2
+
+
+def _reads_key(node: ast.AST, key: str) -> bool:
+    return _config_key(node) == key
+
+
+def _scaling_uses(cls: ast.ClassDef, key: str) -> list[tuple[ast.AST, str]]:
+    """``x * factor`` / ``x / factor`` in ``cls`` where the factor is ``config.<key>`` or a
+    ``self.<attr>`` the class set from it (MiniCPM3: scale_depth / math.sqrt(layers)), or a
+    sub-module built with it (``embed_scale=config.scale_emb``)."""
+    attrs: dict[str, str] = {}
+    uses: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Assign):
+            continue
+        if not any(_reads_key(n, key) for n in ast.walk(node.value)):
+            continue
+        calls = [n for n in ast.walk(node.value) if isinstance(n, ast.Call)]
+        if any(_reads_key(k.value, key) for call in calls for k in call.keywords):
+            uses.append((node, "times"))
+            continue
+        right = node.value.right if isinstance(node.value, ast.BinOp) else None
+        over_sqrt = (
+            right is not None and _mentions(right, "sqrt") and _mentions(right, "num_hidden_layers")
+        )
+        for target in node.targets:
+            if _self_attr(target):
+                attrs[target.attr] = "times_over_sqrt_layers" if over_sqrt else "times"
+
+    def factor(operand: ast.AST) -> str | None:
+        if _reads_key(operand, key):
+            return "times"
+        if _self_attr(operand) and operand.attr in attrs:
+            return attrs[operand.attr]
+        return None
+
+    for node in ast.walk(cls):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
+            form = factor(node.right) or (
+                factor(node.left) if isinstance(node.op, ast.Mult) else None
+            )
+            if form is None:
+                continue
+            if isinstance(node.op, ast.Div):
+                if form != "times":
+                    continue
+                form = "divided_by"
+            uses.append((node, form))
+    return uses
 
 
 def _matches(cls: ast.ClassDef, predicate: Any) -> bool:

@@ -68,6 +68,7 @@ BASELINE: dict[str, Value] = {
     "norm.placement": "pre",
     "embedding.scale": "none",
     "logits.final_softcap": False,
+    "scales": "none",
     "rope.type": "default",
     "rope.partial": False,
     "rope.per_layer_theta": False,
@@ -278,8 +279,24 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         # modeling_granite.py:124 scaling = config.attention_multiplier (1.0 by default): a
         # scale given directly, not head_dim ** -0.5 nor query_pre_attn_scalar ** -0.5.
-        # (embedding/residual/logits multipliers are 1.0 in the default config: no effect)
-        "attention.scale": Unresolved("attention scale not explained"),
+        "attention.scale": "attention_multiplier",
+        # modeling_granite.py:397 inputs_embeds * embedding_multiplier; :273, :278 residual +
+        # hidden_states * residual_multiplier; :497 logits / logits_scaling (all 1.0 by default)
+        "scales": "embedding=config.embedding_multiplier; logits=1.0 / config.logits_scaling; "
+        "residual=config.residual_multiplier",
+    },
+    {
+        "type": "minicpm3",
+        "config": DEFAULT,
+        # modeling_minicpm3.py:239 MiniCPM3Attention: DeepSeek-V2's latent attention
+        "attention.kind": "mla",
+        # modeling_minicpm3.py:314 yarn_apply_mscale on default RoPE: qk_head_dim ** -0.5
+        "attention.scale": "qk_head_dim",
+        # :453-455 embed_scale=config.scale_emb; :390 scale_depth / sqrt(num_hidden_layers) on each
+        # residual branch; :581 hidden_states / config.logits_scaling before the LM head
+        "scales": "embedding=config.scale_emb; logits=1.0 / config.logits_scaling; "
+        "residual=config.scale_depth / math.sqrt(config.num_hidden_layers)",
+        "embeddings.tied": True,  # configuration_minicpm3.py:103
     },
     {
         "type": "cohere",
@@ -290,7 +307,8 @@ LABELS: list[dict[str, Any]] = [
         # modeling_cohere.py:115 repeat_interleave(freqs, 2) and :177-178 x[..., ::2]
         "rope.interleaved": True,
         "embeddings.tied": True,  # configuration_cohere.py:82
-        "unresolved": ("logit_scale",),  # modeling_cohere.py:503 logits * logit_scale (0.0625)
+        # modeling_cohere.py:503 logits * logit_scale (0.0625): not checked, the spec is incomplete
+        "scales": Unresolved("config multiplier logit_scale"),
     },
     {
         "type": "cohere2",
@@ -302,7 +320,7 @@ LABELS: list[dict[str, Any]] = [
         "rope.type": "default/none",  # modeling_cohere2.py:229 RoPE only if sliding_window
         "rope.interleaved": Unresolved("Cohere2Attention"),  # modeling_cohere2.py:89, 152-153
         "embeddings.tied": True,  # configuration_cohere2.py:81
-        "unresolved": ("logit_scale",),  # modeling_cohere2.py:481
+        "scales": Unresolved("config multiplier logit_scale"),  # modeling_cohere2.py:481
     },
     {
         "type": "apertus",
@@ -341,8 +359,11 @@ LABELS: list[dict[str, Any]] = [
         # after each sub-block (modeling_hyperclovax.py:288-293, forward 336-344) besides
         # input_layernorm / post_attention_layernorm
         "norm.placement": "sandwich",
-        "attention.scale": Unresolved("attention scale not explained"),
-        "unresolved": ("attention_multiplier",),
+        "attention.scale": "attention_multiplier",
+        # :406 inputs_embeds * embedding_multiplier; :338, :345 residual + hidden_states *
+        # residual_multiplier; :505-506 logits * logits_scaling (Granite divides; this multiplies)
+        "scales": "embedding=config.embedding_multiplier; logits=config.logits_scaling; "
+        "residual=config.residual_multiplier",
     },
     {
         "type": "diffllama",
@@ -583,7 +604,10 @@ LABELS: list[dict[str, Any]] = [
         "type": "granitemoe",
         "config": DEFAULT,
         # modeling_granitemoe.py:283 scaling = config.attention_multiplier
-        "attention.scale": Unresolved("attention scale not explained"),
+        "attention.scale": "attention_multiplier",
+        # :457 embedding, :368/:372 residual, :620 logits multipliers: the router parameters leave
+        # the spec incomplete, so they cannot be checked and are reported
+        "scales": Unresolved("config multiplier embedding_multiplier (not checked"),
         "moe.router": "topk_then_softmax",  # modeling_granitemoe.py:141-142
         "moe.dense_layers": "none",  # modeling_granitemoe.py:348 every layer block_sparse_moe
     },

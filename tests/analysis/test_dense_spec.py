@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -165,7 +166,7 @@ def test_on_disk_tensor_layout_recorded() -> None:
     assert spec.weights.tied_keys == ("lm_head.weight",)
 
 
-def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path) -> None:
+def _granite_like(tmp_path) -> Path:
     config = json.loads(fixture_config("meta-llama/Llama-3.2-1B").read_text())
     config.update(
         model_type="granite",
@@ -176,10 +177,40 @@ def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path) -> None:
     )
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    spec = analyse(load_source(str(path))).spec
-    found = {d.what for d in spec.unresolved}
-    assert "config multiplier residual_multiplier" in found
-    assert "config multiplier logits_scaling" in found
+    return path
+
+
+def test_config_multipliers_are_placed_by_trying_their_known_uses(tmp_path) -> None:
+    """Granite divides logits by logits_scaling (HyperCLOVAX multiplies): only the combination
+    with which the tiny model matches HF is kept, with the HF lines that apply each one."""
+    spec = analyse(load_source(str(_granite_like(tmp_path)))).spec
+    assert spec.unresolved == ()
+    assert {(s.site, s.key, s.form) for s in spec.text.scales} == {
+        ("embedding", "embedding_multiplier", "times"),
+        ("residual", "residual_multiplier", "times"),
+        ("logits", "logits_scaling", "divided_by"),
+    }
+    assert (spec.text.attention.scale_key, spec.text.attention.scale) == (
+        "attention_multiplier",
+        0.015,
+    )
+    logits_lines = [e.where for e in spec.evidence_for("text.scales.logits")]
+    assert any(w.startswith("modeling_granite.py:") for w in logits_lines), logits_lines
+
+
+def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path, monkeypatch) -> None:
+    """A multiplier used in a way no known use reproduces is a delta at the HF line, not
+    silently dropped (here onboard is made to forget that Granite divides the logits)."""
+    from onboard.analysis import decoder
+
+    candidates = dict(decoder._SCALE_CANDIDATES, logits_scaling=(("logits", "times"), None))
+    monkeypatch.setattr(decoder, "_SCALE_CANDIDATES", candidates)
+    spec = analyse(load_source(str(_granite_like(tmp_path)))).spec
+    found = {d.what: d.where for d in spec.unresolved}
+    what = "config multiplier logits_scaling: no known use of it reproduces HF"
+    assert what in found
+    assert found[what].startswith("modeling_granite.py:")
+    assert spec.text.scales == ()
 
 
 def test_hybrid_is_not_generated_yet() -> None:

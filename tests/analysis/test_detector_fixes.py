@@ -22,7 +22,7 @@ from onboard.analysis.spec_check import check_spec
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.source import load_source
-from onboard.tiny import TINY_TOP_K, shrink_config
+from onboard.tiny import MULTIPLIER_KEYS, TINY_TOP_K, multiplier_defaults, shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.new_types import default_config_dir
 
@@ -53,6 +53,25 @@ def test_top_k_never_exceeds_experts_that_are_not_shrunk() -> None:
     """Hunyuan's default: one expert, top-1; top-2 of it could not run."""
     config = {"model_type": "x", "num_hidden_layers": 2, "num_experts": 1, "moe_topk": 1}
     assert shrink_config(config, None).config["moe_topk"] == 1
+
+
+def test_config_multipliers_get_distinct_tiny_values() -> None:
+    """Real configs often hold 1.0 (or equal values), which would hide where HF applies them."""
+    config = {"model_type": "x", "num_hidden_layers": 2}
+    config |= dict.fromkeys(MULTIPLIER_KEYS, 1.0)
+    tiny = shrink_config(config, None).config
+    values = [tiny[key] for key in MULTIPLIER_KEYS]
+    assert len(set(values)) == len(values) and 1.0 not in values
+
+
+def test_multiplier_defaults_come_from_the_config_class_but_not_properties() -> None:
+    """A key config.json omits still reaches the tiny config; MiniCPM3's logits_scaling is a
+    property of hidden_size / dim_model_base and cannot be set."""
+    granite = make_hf_config({"model_type": "granite"})
+    assert multiplier_defaults(granite)["residual_multiplier"] == 1.0
+    minicpm3 = make_hf_config({"model_type": "minicpm3"})
+    assert "logits_scaling" not in multiplier_defaults(minicpm3)
+    assert "scale_emb" in multiplier_defaults(minicpm3)
 
 
 def test_a_tiny_model_without_layers_is_refused() -> None:

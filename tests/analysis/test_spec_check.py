@@ -53,7 +53,6 @@ def test_missing_embedding_scale_points_at_the_embedding() -> None:
 @pytest.mark.parametrize(
     ("model_type", "attention_class"),
     [
-        ("granite", "GraniteAttention"),  # a scale given directly (attention_multiplier)
         ("cohere2", "Cohere2Attention"),  # no RoPE on its full-attention layers
     ],
 )
@@ -73,10 +72,10 @@ def test_unknown_attention_variants_are_refused_with_a_location(
 def test_unresolved_spec_blocks_generation(tmp_path) -> None:
     from onboard.pipeline import NewOptions, onboard_new
 
-    folder = default_config_dir("granite", tmp_path)
+    folder = default_config_dir("cohere2", tmp_path)
     with pytest.raises(UnsupportedFeatureError) as caught:
         onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    assert any("GraniteAttention" in item for item in caught.value.items)
+    assert any("Cohere2Attention" in item for item in caught.value.items)
     assert not (tmp_path / "out").exists()
 
 

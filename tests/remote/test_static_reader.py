@@ -25,6 +25,7 @@ READ_FULLY = (
     "nemotron",
     "starcoder2",
     "granite",
+    "hyperclovax",
     "cohere",
     "helium",
     "ernie4_5",
@@ -41,6 +42,7 @@ REFUSED = {
     "diffllama": "lambda_q1",
     "hunyuan_v1_dense": "query_layernorm",
     "cohere": "parallel attention",
+    "minicpm3": "q_a_proj has no role",  # latent attention is not read statically
 }
 
 
