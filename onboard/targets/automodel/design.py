@@ -280,7 +280,12 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         "full_width": "q_norm / k_norm over the full projection width, before RoPE",
     }[text.attention.qk_norm]
     scale_key = text.attention.scale_key
-    scale = f"config.{scale_key} ** -0.5" if scale_key else "head_dim ** -0.5"
+    power = text.attention.scale_power
+    scale = (
+        f"config.{scale_key}" + (f" ** {power:g}" if power != 1 else "")
+        if scale_key
+        else "head_dim ** -0.5"
+    )
     reasons = {
         "qk_norm": Reason(qk, cite(spec, "text.attention.qk_norm")),
         "layer_types": Reason("attention kind of every layer", cite(spec, "text.layer_types")),

@@ -164,6 +164,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
     if getattr(text.attention, "mla", None) is not None:
         found.append("multi-head latent attention (config.json:kv_lora_rank)")
+    for scale in getattr(text, "scales", ()):
+        found.append(
+            f"config multiplier: {scale.describe()} (config.json:{scale.key}); the generated "
+            "layers and model do not apply config multipliers yet"
+        )
     if getattr(text.attention, "yarn_mscale", False):
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
     for kind, rope in text.rope:

@@ -29,8 +29,15 @@ TEXT_FEATURES = frozenset(
         "shared_experts",
         "dense_layers",
         "attention_kind",
+        "scales",
     }
 )
+# Fields of mobius' ArchitectureConfig that hold each config multiplier.
+SCALE_FIELDS = {
+    "embedding": "embedding_multiplier",
+    "residual": "residual_multiplier",
+    "logits": "logit_scale",
+}
 # mobius gates for the routers they compute (profiles.router_kind), and how to build them.
 GATES = {
     "softmax_topk": (
@@ -99,8 +106,9 @@ class TextDesign:
     placement: str
     norm_names: tuple[tuple[str, str], ...]  # role -> attribute, for the sandwich layer
     mlp_class: str
-    embedding_scale: bool
-    attention_scale: bool  # scale q.k by query_pre_attn_scalar ** -0.5
+    embedding_scale: str | None  # the embeddings' factor (source), None when there is none
+    attention_scale: str | None  # the q.k scale (source) when it is not head_dim ** -0.5
+    residual_scale: bool  # sub-block outputs x config.residual_multiplier
     layer_kinds: tuple[str, ...]
     windowed: bool  # some layer slides: the forward builds per-kind masks
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
@@ -108,6 +116,7 @@ class TextDesign:
     reasons: tuple[str, ...]  # one line per feature the text model changes
     moe: MoEDesign | None = None
     mla: bool = False
+    mla_norm_eps: float | None = None  # DeepSeekMLA reads rms_norm_eps; HF fixes this one
 
     @property
     def overrides_forward(self) -> bool:
@@ -130,6 +139,7 @@ class ModelDesign:
     extra_fields: tuple[ExtraField, ...]
     text: TextDesign | None
     final_softcap: bool
+    logits_scale: bool  # logits x config.logit_scale
     renames: tuple[tuple[str, str], ...]
     changes: tuple[str, ...]  # "same as <base> except" bullet lines
     architecture: str
@@ -171,6 +181,9 @@ def design_model(
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
         extra = (*extra, ExtraField("final_logit_softcapping", "float", "0.0"))
     changes = tuple(text_design.reasons if text_design else ()) + _flag_changes(spec, settings)
+    logits = spec.text.scale_at("logits")
+    if logits is not None:
+        changes += (_why(logits.describe(), spec, "text.scales.logits"),)
     if final_softcap:
         changes += ("final logits soft-capped: tanh(logits / cap) * cap",)
     module = module_name(name or spec.model_type)
@@ -184,6 +197,7 @@ def design_model(
         extra_fields=extra,
         text=text_design,
         final_softcap=final_softcap,
+        logits_scale=logits is not None,
         renames=_renames(spec, text_design),
         changes=changes,
         architecture=spec.source.architecture,
@@ -229,10 +243,13 @@ def _text_design(
         reasons.append(_why("norms after attention and the MLP", spec, "text.norm.placement"))
     if text.embedding_scale == "sqrt_hidden":
         reasons.append(_why("embeddings x sqrt(hidden_size), exact", spec, "text.embedding_scale"))
-    if text.attention.scale_key:
-        reasons.append(
-            _why("q.k scaled by query_pre_attn_scalar ** -0.5", spec, "text.attention.scale")
-        )
+    for site in ("embedding", "residual"):
+        scale = text.scale_at(site)
+        if scale is not None:
+            reasons.append(_why(scale.describe(), spec, f"text.scales.{site}"))
+    attention_scale = _attention_scale_expr(spec)
+    if attention_scale:
+        reasons.append(_why(f"q.k scaled by {attention_scale}", spec, "text.attention.scale"))
     windowed = needed["sliding_window"] != "none"
     if len(kinds) > 1:
         reasons.append(
@@ -251,9 +268,18 @@ def _text_design(
     elif needed["mlp"] == "plain":
         reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
     moe = _moe_design(spec, prefix, reasons)
-    if spec.text.attention.mla is not None:
+    mla = spec.text.attention.mla
+    if mla is not None:
         reasons.append(
             _why("multi-head latent attention (low-rank q and kv)", spec, "text.attention.mla")
+        )
+    if mla is not None and mla.norm_eps is not None:
+        reasons.append(
+            _why(
+                f"latent norms with a fixed epsilon {mla.norm_eps:g}",
+                spec,
+                "text.attention.mla.norm_eps",
+            )
         )
     return TextDesign(
         norm_class=norm_class,
@@ -262,8 +288,9 @@ def _text_design(
         mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
             needed["mlp"], "MLP"
         ),
-        embedding_scale=text.embedding_scale == "sqrt_hidden",
-        attention_scale=bool(text.attention.scale_key),
+        embedding_scale=_embedding_scale_expr(spec),
+        attention_scale=attention_scale,
+        residual_scale=text.scale_at("residual") is not None,
         layer_kinds=kinds,
         windowed=windowed,
         uniform_window=needed["sliding_window"] == "uniform",
@@ -271,7 +298,50 @@ def _text_design(
         reasons=tuple(reasons),
         moe=moe,
         mla=spec.text.attention.mla is not None,
+        mla_norm_eps=spec.text.attention.mla.norm_eps if spec.text.attention.mla else None,
     )
+
+
+def _embedding_scale_expr(spec: ArchitectureSpec) -> str | None:
+    factors = []
+    if spec.text.embedding_scale == "sqrt_hidden":
+        factors.append("config.hidden_size**0.5")
+    if spec.text.scale_at("embedding") is not None:
+        factors.append(f"config.{SCALE_FIELDS['embedding']}")
+    return " * ".join(factors) or None
+
+
+def _attention_scale_expr(spec: ArchitectureSpec) -> str | None:
+    """The q.k scale as mobius config source: the generated config copies the HF key."""
+    attention = spec.text.attention
+    if attention.scale_key == "query_pre_attn_scalar":
+        return "config.query_pre_attn_scalar**-0.5"
+    if attention.scale_key == "attention_multiplier":
+        return "config.attention_multiplier"
+    return None
+
+
+def _scale_settings(spec: ArchitectureSpec) -> list[Setting]:
+    """Copy each config multiplier into the mobius config field the generated code reads."""
+    settings = []
+    attention = spec.text.attention
+    if attention.scale_key == "attention_multiplier":
+        settings.append(
+            Setting(
+                "attention_multiplier",
+                "config.attention_multiplier",
+                _why("q.k scale", spec, "text.attention.scale"),
+            )
+        )
+    for scale in spec.text.scales:
+        settings.append(
+            Setting(
+                SCALE_FIELDS[scale.site],
+                scale.expression(),
+                _why(scale.describe(), spec, f"text.scales.{scale.site}"),
+            )
+        )
+    return settings
 
 
 def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoEDesign | None:
@@ -450,6 +520,7 @@ def _settings(
         )
     elif "final_logit_softcapping" in base_fields:
         settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
+    settings += _scale_settings(spec)
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     set_fields = {s.field for s in settings}

@@ -37,7 +37,9 @@ CASES_DIR = "testdata/cases/causal-lm"
 def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:
     text = design.text
     graph_code = bool(
-        design.final_softcap or (text and (text.custom_layer or text.overrides_forward))
+        design.final_softcap
+        or design.logits_scale
+        or (text and (text.custom_layer or text.overrides_forward))
     )
     source = render_template(
         "mobius/model.py.j2", d=design, header=header_for(spec, command), graph_code=graph_code

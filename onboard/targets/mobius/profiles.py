@@ -21,8 +21,9 @@ FEATURES = (
     "layer_dispatch",  # uniform, layer_types
     "sliding_window",  # none, uniform, per_layer
     "per_kind_rope",  # no, yes (a different theta for sliding layers)
-    "attention_scale",  # head_dim, query_pre_attn_scalar
+    "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier
     "final_softcap",  # no, yes
+    "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
     "mlp",  # gated, fused_gate_up, plain (up -> act -> down)
     "experts",  # none, routed
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
@@ -59,6 +60,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "per_kind_rope": {"no"},
         "attention_scale": {"head_dim"},
         "final_softcap": {"no"},
+        "scales": {"none"},
         "mlp": {"gated"},
         "experts": {"none"},
         "router": {"none"},
@@ -223,8 +225,9 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "layer_dispatch": "layer_types" if len(kinds) > 1 else "uniform",
         "sliding_window": window,
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
-        "attention_scale": "query_pre_attn_scalar" if text.attention.scale_key else "head_dim",
+        "attention_scale": text.attention.scale_key or "head_dim",
         "final_softcap": "yes" if text.final_logit_softcap else "no",
+        "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
         "mlp": text.mlp.kind,
     }
 
