@@ -18,7 +18,7 @@ from typing import Any, Literal
 SPEC_VERSION = 1
 
 NormKind = Literal["rms", "layer"]
-NormPlacement = Literal["pre", "sandwich", "post"]
+NormPlacement = Literal["pre", "sandwich", "post", "parallel"]
 QKNorm = Literal["none", "per_head", "full_width"]
 MLPKind = Literal["gated", "plain", "fused_gate_up"]
 LayerKind = Literal["full_attention", "sliding_attention"]
@@ -163,6 +163,8 @@ class NormSpec:
 
     Roles: ``attn_in`` / ``mlp_in`` normalise a sub-block's input (pre-norm), ``attn_out`` /
     ``mlp_out`` its output before the residual add (post-norm); sandwich layers have all four.
+    ``parallel`` layers add attention and MLP of the same input to the residual at once (Cohere:
+    ``x + attn(norm(x)) + mlp(norm(x))``).
     """
 
     kind: NormKind
@@ -171,6 +173,7 @@ class NormSpec:
     placement: NormPlacement
     names: tuple[tuple[str, str], ...] = ()
     eps_key: str | None = "rms_norm_eps"  # config key HF reads the epsilon from, if any
+    bias: bool = True  # LayerNorms only: whether they add a bias (Cohere's do not)
 
     def name_for(self, role: str) -> str | None:
         return dict(self.names).get(role)

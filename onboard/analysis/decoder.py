@@ -223,11 +223,15 @@ class DecoderSpecBuilder:
     ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
         """GLM, Helium, ERNIE rotate (x0, x1), (x2, x3) ... pairs with no config flag saying so:
         accept interleaved RoPE when, and only when, it makes every attention module match."""
-        if not text.rope or any(r.interleaved or r.rope_type is None for _, r in text.rope):
+        rotating = [r for _, r in text.rope if r.rope_type is not None]
+        if not rotating or any(r.interleaved for r in rotating):
             return text, mismatches
         paired = dataclasses.replace(
             text,
-            rope=tuple((kind, dataclasses.replace(r, interleaved=True)) for kind, r in text.rope),
+            rope=tuple(
+                (kind, dataclasses.replace(r, interleaved=r.rope_type is not None))
+                for kind, r in text.rope
+            ),
         )
         if self._attention_mismatches(paired):
             return text, mismatches
@@ -549,8 +553,6 @@ class DecoderSpecBuilder:
     def norm(self) -> NormSpec:
         layer_norms = [n for n in self.probe.layer_norms if "." not in n.name]
         flow = self.probe.flow
-        if flow.parallel:
-            self._delta("parallel attention and MLP", f"{LAYER0}", "both read one tensor")
         roles = {
             "attn_in": flow.attn_in,
             "attn_out": flow.attn_out,
@@ -563,13 +565,16 @@ class DecoderSpecBuilder:
             if norm.name not in placed:
                 self._delta("norm with no place in the layer", f"{LAYER0}{norm.name}")
         placement = _placement(dict(names))
+        if flow.parallel:
+            placement = "parallel" if placement == "pre" else None
         if placement is None:
             self._delta("unrecognised norm placement", f"{LAYER0}", repr(roles))
             placement = "pre"
         self._probe(
             "text.norm.placement",
             f"{LAYER0}*",
-            ", ".join(f"{name} on {role}" for role, name in names),
+            ", ".join(f"{name} on {role}" for role, name in names)
+            + ("; attention and MLP read one tensor" if flow.parallel else ""),
         )
         reference = self.probe.final_norm or (layer_norms[0] if layer_norms else None)
         if reference is None:
@@ -593,7 +598,12 @@ class DecoderSpecBuilder:
                 f"model.{reference.name}",
                 f"{reference.eps} != {eps}",
             )
-        return NormSpec(reference.kind, eps, reference.weight_offset, placement, names, eps_key)
+        bias = reference.kind == "layer" and reference.has_bias
+        if any(n.kind == "layer" and n.has_bias != bias for n in layer_norms):
+            self._delta("LayerNorms with and without bias", f"{LAYER0}", "mixed")
+        return NormSpec(
+            reference.kind, eps, reference.weight_offset, placement, names, eps_key, bias
+        )
 
     def _norm_evidence(self, norm: NormProbe) -> None:
         offset = "scales by (1 + w)" if norm.weight_offset else "scales by w"

@@ -384,6 +384,10 @@ class SpecInterpreter:
 
             residual = self.factor("residual")
             attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
+            if self.text.norm.placement == "parallel":  # both read the layer's input
+                mlp = self.mlp(i, norm("mlp_in", hidden))
+                hidden = hidden + attn * residual + mlp * residual
+                continue
             hidden = hidden + attn * residual
             hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
         hidden = self.norm(hidden, "model.norm.")

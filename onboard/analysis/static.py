@@ -217,6 +217,7 @@ class StaticReader:
         self.deltas: list[Delta] = []
         self.roles: dict[str, str] = {"causal_lm": causal_lm}
         self.explained: set[int] = set()
+        self.parallel = False  # set while reading the layer: the MLP reads attention's input
 
     def _cite(self, path: str, node: ast.AST) -> None:
         self.log.add(path, self.src.cite(node))
@@ -357,6 +358,8 @@ class StaticReader:
                 self._delta(f"norm {attr} with no place in the layer", norms[attr])
             self._cite("text.norm.names", norms[attr])
         placement = _placement(set(roles))
+        if self.parallel:
+            placement = "parallel" if placement == "pre" else None
         if placement is None:
             self._delta(
                 "unrecognised norm placement", self.src.method(layer_class, "forward"), repr(roles)
@@ -379,7 +382,16 @@ class StaticReader:
                 "source", f"{self.src.file.name}:{layer_node.lineno}", f"{placement}: {roles}"
             ),
         )
-        return NormSpec(kind, eps, offset, placement, tuple(roles.items()), eps_key)
+        bias = kind == "layer" and self._norm_bias(class_name, reference)
+        return NormSpec(kind, eps, offset, placement, tuple(roles.items()), eps_key, bias)
+
+    def _norm_bias(self, class_name: str | None, reference: ast.Assign | None) -> bool:
+        """torch's LayerNorm has a bias unless built with ``bias=False``; the file's own norm
+        class has one when its ``__init__`` sets ``self.bias``."""
+        if class_name == "LayerNorm":
+            flag = _keyword(_call(reference.value), "bias") if reference else None
+            return not (isinstance(flag, ast.Constant) and flag.value is False)
+        return class_name in self.src.classes and "bias" in self.src.assignments(class_name)
 
     def _norm_class(self, class_name: str | None) -> tuple[str, float]:
         if class_name == "LayerNorm":
@@ -455,11 +467,8 @@ class StaticReader:
         if name == "mlp":
             if source.startswith("norm:"):
                 if roles.get("attn_in") == source[5:] and "attn_out" not in roles:
-                    self._delta(
-                        "parallel attention and MLP: both read the same normed input",
-                        call,
-                        f"{source[5:]} feeds self_attn and mlp",
-                    )
+                    self.parallel = True  # the MLP reads the attention's own input (Cohere)
+                    self._cite("text.norm.placement", call)
                 roles.setdefault("mlp_in", source[5:])
             return "mlp"
         return "other"

@@ -303,12 +303,11 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         "norm.kind": "layer",  # modeling_cohere.py:51-66 CohereLayerNorm subtracts the mean
         # modeling_cohere.py:343-344 residual + attention + mlp of one normed input
-        "norm.placement": Unresolved("parallel attention"),
+        "norm.placement": "parallel",
         # modeling_cohere.py:115 repeat_interleave(freqs, 2) and :177-178 x[..., ::2]
         "rope.interleaved": True,
         "embeddings.tied": True,  # configuration_cohere.py:82
-        # modeling_cohere.py:503 logits * logit_scale (0.0625): not checked, the spec is incomplete
-        "scales": Unresolved("config multiplier logit_scale"),
+        "scales": "logits=config.logit_scale",  # modeling_cohere.py:503 logits * logit_scale
     },
     {
         "type": "cohere2",
@@ -316,11 +315,11 @@ LABELS: list[dict[str, Any]] = [
         # configuration_cohere2.py:96-100 pattern 4; modeling_cohere2.py:198
         "attention.sliding_window": "per_layer",
         "norm.kind": "layer",  # modeling_cohere2.py:96-112
-        "norm.placement": Unresolved("parallel attention"),  # modeling_cohere2.py:317-318
+        "norm.placement": "parallel",  # modeling_cohere2.py:317-318
         "rope.type": "default/none",  # modeling_cohere2.py:229 RoPE only if sliding_window
-        "rope.interleaved": Unresolved("Cohere2Attention"),  # modeling_cohere2.py:89, 152-153
+        "rope.interleaved": True,  # modeling_cohere2.py:89, 152-153 (the sliding layers)
         "embeddings.tied": True,  # configuration_cohere2.py:81
-        "scales": Unresolved("config multiplier logit_scale"),  # modeling_cohere2.py:481
+        "scales": "logits=config.logit_scale",  # modeling_cohere2.py:481
     },
     {
         "type": "apertus",
@@ -548,16 +547,16 @@ LABELS: list[dict[str, Any]] = [
         # rms_norm_eps None by default (configuration :126): modeling_cohere2_moe.py:356-360
         # Cohere2MoeLayerNorm, which subtracts the mean (:68-82)
         "norm.kind": "layer",
-        "norm.placement": Unresolved("parallel attention"),  # modeling_cohere2_moe.py:399-400
+        "norm.placement": "parallel",  # modeling_cohere2_moe.py:399-400
         # modeling_cohere2_moe.py:319-320 RoPE only if sliding (force_rope only for dense layers)
         "rope.type": "default/none",
-        "rope.interleaved": Unresolved("Cohere2MoeAttention"),  # modeling_cohere2_moe.py:239, 451
+        "rope.interleaved": True,  # modeling_cohere2_moe.py:239, 451
         "embeddings.tied": True,  # configuration_cohere2_moe.py:110
         "moe.router": "topk_then_softmax",  # modeling_cohere2_moe.py:152-154 (softmax default)
         # num_shared_experts 0 by default (configuration :118): no shared expert
         # configuration_cohere2_moe.py:154-156 mlp_layer_types all sparse (first_k_dense 0)
         "moe.dense_layers": "none",
-        "unresolved": ("logit_scale",),  # modeling_cohere2_moe.py:632
+        "scales": "logits=config.logit_scale",  # modeling_cohere2_moe.py:632
     },
     {
         "type": "exaone_moe",

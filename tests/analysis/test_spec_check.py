@@ -13,6 +13,7 @@ from onboard.hf_config import make_hf_config
 from onboard.source import load_source
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.analyses import DENSE, analysis_of
+from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 
 
@@ -50,32 +51,29 @@ def test_missing_embedding_scale_points_at_the_embedding() -> None:
     assert any("Gemma3TextScaledWordEmbedding" in d.what for d in deltas)
 
 
-@pytest.mark.parametrize(
-    ("model_type", "attention_class"),
-    [
-        ("cohere2", "Cohere2Attention"),  # no RoPE on its full-attention layers
-    ],
-)
-def test_unknown_attention_variants_are_refused_with_a_location(
-    tmp_path, model_type, attention_class
-) -> None:
-    """An attention the spec cannot describe is named with its HF class and line. (Interleaved
-    RoPE without a config flag, GLM / Helium / ERNIE, is now found by trying it: see
-    test_interleaved_rope_without_a_config_flag_is_found.)"""
-    folder = default_config_dir(model_type, tmp_path)
+def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkeypatch) -> None:
+    """An attention the spec cannot describe is named with its HF class and line: here onboard
+    is made to forget interleaved RoPE, which Cohere rotates without a config key saying so."""
+    from onboard.analysis import decoder
+
+    monkeypatch.setattr(
+        decoder.DecoderSpecBuilder, "_try_interleaved_rope", lambda self, text, found: (text, found)
+    )
+    folder = default_config_dir("cohere", tmp_path)
     spec = analyse(load_source(str(folder))).spec
     assert spec.unresolved, "the analysis must not claim to understand this model"
-    delta = next(d for d in spec.unresolved if attention_class in d.what)
-    assert delta.where.startswith(f"modeling_{model_type}.py:")
+    delta = next(d for d in spec.unresolved if "CohereAttention" in d.what)
+    assert delta.where.startswith("modeling_cohere.py:")
 
 
 def test_unresolved_spec_blocks_generation(tmp_path) -> None:
+    """SmolLM3 skips RoPE in every fourth layer, whatever the layer kind: nothing is written."""
     from onboard.pipeline import NewOptions, onboard_new
 
-    folder = default_config_dir("cohere2", tmp_path)
+    folder = fixture_config("HuggingFaceTB/SmolLM3-3B").parent
     with pytest.raises(UnsupportedFeatureError) as caught:
         onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    assert any("Cohere2Attention" in item for item in caught.value.items)
+    assert any("SmolLM3Attention" in item for item in caught.value.items)
     assert not (tmp_path / "out").exists()
 
 

@@ -41,7 +41,6 @@ REFUSED = {
     "apertus": "activation 'xielu'",
     "diffllama": "lambda_q1",
     "hunyuan_v1_dense": "query_layernorm",
-    "cohere": "parallel attention",
     "minicpm3": "q_a_proj has no role",  # latent attention is not read statically
 }
 

@@ -22,6 +22,7 @@ TEXT_FEATURES = frozenset(
         "layer_dispatch",
         "sliding_window",
         "per_kind_rope",
+        "nope_kinds",
         "attention_scale",
         "mlp",
         "experts",
@@ -61,6 +62,7 @@ NORM_CLASSES = {
     "rms+1": "OffsetRMSNorm",
     "layer": "LayerNorm",
     "layer+1": "OffsetLayerNorm",
+    "layer/no-bias": "LayerNormNoBias",
 }
 # Attribute names mobius' DecoderLayer gives its norms, per placement and role.
 DECODER_LAYER_NORMS = {
@@ -113,6 +115,7 @@ class TextDesign:
     windowed: bool  # some layer slides: the forward builds per-kind masks
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
     per_kind_rope: bool
+    nope_kinds: tuple[str, ...]  # layer kinds whose attention skips RoPE
     reasons: tuple[str, ...]  # one line per feature the text model changes
     moe: MoEDesign | None = None
     mla: bool = False
@@ -121,11 +124,17 @@ class TextDesign:
     @property
     def overrides_forward(self) -> bool:
         # Latent attention cannot take TextModel's GroupQueryAttention context: always own masks.
-        return self.windowed or self.per_kind_rope or len(self.layer_kinds) > 1 or self.mla
+        return (
+            self.windowed
+            or self.per_kind_rope
+            or len(self.layer_kinds) > 1
+            or self.mla
+            or bool(self.nope_kinds)
+        )
 
     @property
     def custom_layer(self) -> bool:
-        return self.placement == "sandwich" or self.moe is not None or self.mla
+        return self.placement in ("sandwich", "parallel") or self.moe is not None or self.mla
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,7 @@ def _text_design(
         reasons.append(_why("norms scale by (1 + w)", spec, "text.norm.weight_offset"))
     elif needed["norm"].startswith("layer"):
         offset = " scaling by (1 + w)" if needed["norm"] == "layer+1" else ""
+        offset += " without bias" if needed["norm"].endswith("/no-bias") else ""
         reasons.append(_why(f"LayerNorm (centred) norms{offset}", spec, "text.norm.kind"))
     if text.norm.placement == "sandwich":
         reasons.append(
@@ -241,6 +251,14 @@ def _text_design(
         )
     elif text.norm.placement == "post":
         reasons.append(_why("norms after attention and the MLP", spec, "text.norm.placement"))
+    elif text.norm.placement == "parallel":
+        reasons.append(
+            _why(
+                "attention and MLP read the same normed input; both add to the residual",
+                spec,
+                "text.norm.placement",
+            )
+        )
     if text.embedding_scale == "sqrt_hidden":
         reasons.append(_why("embeddings x sqrt(hidden_size), exact", spec, "text.embedding_scale"))
     for site in ("embedding", "residual"):
@@ -259,6 +277,9 @@ def _text_design(
         reasons.append(
             _why("sliding-window mask on the default EP too", spec, "text.sliding_window")
         )
+    nope_kinds = tuple(k for k in needed["nope_kinds"].split("+") if k != "none")
+    for kind in nope_kinds:
+        reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
     if needed["per_kind_rope"] == "yes":
         reasons.append(
             _why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention")
@@ -295,6 +316,7 @@ def _text_design(
         windowed=windowed,
         uniform_window=needed["sliding_window"] == "uniform",
         per_kind_rope=needed["per_kind_rope"] == "yes",
+        nope_kinds=nope_kinds,
         reasons=tuple(reasons),
         moe=moe,
         mla=spec.text.attention.mla is not None,

@@ -15,12 +15,13 @@ from onboard.spec import ArchitectureSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
-    "norm",  # rms, rms+1 (Gemma's 1 + w), layer, layer+1
-    "placement",  # pre, sandwich, post
+    "norm",  # rms, rms+1 (Gemma's 1 + w), layer, layer+1, layer/no-bias (Cohere)
+    "placement",  # pre, sandwich, post, parallel
     "embedding_scale",  # none, sqrt_hidden
     "layer_dispatch",  # uniform, layer_types
     "sliding_window",  # none, uniform, per_layer
     "per_kind_rope",  # no, yes (a different theta for sliding layers)
+    "nope_kinds",  # none, or the layer kinds that skip RoPE while others rotate (Cohere 2)
     "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
@@ -58,6 +59,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "layer_dispatch": {"uniform"},
         "sliding_window": {"none"},
         "per_kind_rope": {"no"},
+        "nope_kinds": {"none"},
         "attention_scale": {"head_dim"},
         "final_softcap": {"no"},
         "scales": {"none"},
@@ -204,12 +206,18 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     """The value of every structural feature that ``spec`` needs."""
     text = spec.text
     norm = text.norm.kind + ("+1" if text.norm.weight_offset else "")
+    if text.norm.kind == "layer" and not text.norm.bias:
+        norm += "/no-bias"
     kinds = text.distinct_layer_types
     if "sliding_attention" not in kinds or not text.sliding_window:
         window = "none"
     else:
         window = "uniform" if len(kinds) == 1 else "per_layer"
-    thetas = {(r.rope_type, r.theta, r.partial_rotary_factor, r.scaling) for _, r in text.rope}
+    thetas = {
+        (r.rope_type, r.theta, r.partial_rotary_factor, r.scaling)
+        for _, r in text.rope
+        if r.rope_type is not None
+    }
     moe = text.moe
     return {
         "experts": "routed" if moe else "none",
@@ -225,6 +233,8 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "layer_dispatch": "layer_types" if len(kinds) > 1 else "uniform",
         "sliding_window": window,
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
+        "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None and len(kinds) > 1)
+        or "none",
         "attention_scale": text.attention.scale_key or "head_dim",
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",

@@ -107,6 +107,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         if (
             full
             and sliding
+            and None not in (full.rope_type, sliding.rope_type)  # a kind without RoPE is fine
             and (
                 (full.rope_type, full.partial_rotary_factor, full.scaling)
                 != (sliding.rope_type, sliding.partial_rotary_factor, sliding.scaling)

@@ -126,6 +126,8 @@ def test_rounded_embedding_scale_is_over_the_gate(tmp_path: Path) -> None:
             "RMSNorm(config.kv_lora_rank, eps=1e-06)",
             "RMSNorm(config.kv_lora_rank, eps=config.rms_norm_eps)",
         ),
+        # a sequential layer instead of Cohere's parallel one
+        ("cohere", "self.mlp(op, hidden_states)", "self.mlp(op, op.Add(residual, attn_output))"),
     ],
 )
 def test_wrong_multiplier_or_latent_eps_is_caught(tmp_path: Path, model_type, old, new) -> None:
@@ -167,6 +169,12 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("hyperclovax", set()),
         # latent attention with a fixed latent-norm epsilon; scale_depth / sqrt(layers)
         ("minicpm3", set()),
+        # parallel attention and MLP, LayerNorm without bias, interleaved RoPE, logit_scale
+        ("cohere", set()),
+        # the same, plus sliding layers with RoPE and full layers without
+        ("cohere2", {"T8"}),
+        # post-norm; full-attention layers skip RoPE
+        ("exaone4", {"T8"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
