@@ -174,6 +174,7 @@ class NormSpec:
     names: tuple[tuple[str, str], ...] = ()
     eps_key: str | None = "rms_norm_eps"  # config key HF reads the epsilon from, if any
     bias: bool = True  # LayerNorms only: whether they add a bias (Cohere's do not)
+    weight: bool = True  # False: nothing to learn, scale 1 (OLMo's LayerNorm, NanoChat's RMSNorm)
 
     def name_for(self, role: str) -> str | None:
         return dict(self.names).get(role)

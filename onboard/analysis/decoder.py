@@ -58,6 +58,8 @@ _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
     "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),
     "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
 }
+# Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
+_CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
 # rope_parameters keys that scale the query by position (Ministral 3, Mistral 4): the spec check
 # runs at positions where the scale is still 1, so the config says it.
@@ -133,6 +135,7 @@ class DecoderSpecBuilder:
         layer_types = self.layer_types()
         mlp = self.mlp()
         self._check_parameters()
+        self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
         if tie and any(name == "lm_head.weight" for name, _ in self.probe.disk_tensors):
@@ -601,8 +604,23 @@ class DecoderSpecBuilder:
         bias = reference.kind == "layer" and reference.has_bias
         if any(n.kind == "layer" and n.has_bias != bias for n in layer_norms):
             self._delta("LayerNorms with and without bias", f"{LAYER0}", "mixed")
+        if any(n.has_weight != reference.has_weight for n in layer_norms):
+            self._delta("norms with and without a learnable weight", f"{LAYER0}", "mixed")
+        if not reference.has_weight:
+            self._probe(
+                "text.norm.weight",
+                f"model.{reference.name} ({reference.class_name})",
+                "no learnable weight: scale 1",
+            )
         return NormSpec(
-            reference.kind, eps, reference.weight_offset, placement, names, eps_key, bias
+            reference.kind,
+            eps,
+            reference.weight_offset,
+            placement,
+            names,
+            eps_key,
+            bias,
+            reference.has_weight,
         )
 
     def _norm_evidence(self, norm: NormProbe) -> None:
@@ -752,6 +770,19 @@ class DecoderSpecBuilder:
             where = found.evidence.where if found else pattern
             detail = f"{pattern} {shape}" + (f": {found.evidence.detail}" if found else "")
             self._delta("parameter with no role in the spec", where, detail)
+
+    def _check_clipping(self) -> None:
+        """OLMo clamps q, k and v to +-config.clip_qkv: the tiny model's activations never reach
+        a real clip value, so the spec check cannot see it; a set value is reported."""
+        for key in _CLIP_KEYS:
+            value = getattr(self.cfg, key, None)
+            if value is not None:
+                found = find_line(self.files, rf"\bconfig\.{key}\b")
+                self._delta(
+                    f"activations clipped at config.{key}",
+                    found.where if found else f"config.json:{key}",
+                    f"{key} = {value!r}",
+                )
 
     def _check_multipliers(self, keys: Sequence[str]) -> None:
         """Where other deltas keep the spec from running, no multiplier can be verified: each

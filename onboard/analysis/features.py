@@ -47,6 +47,14 @@ def _norm(s: ArchitectureSpec) -> Value:
     return s.text.norm.kind + ("+1" if s.text.norm.weight_offset else "")
 
 
+def _affine(s: ArchitectureSpec) -> Value:
+    """What the norms learn: ``weight``, ``weight+bias`` (LayerNorm) or ``none`` (OLMo)."""
+    norm = s.text.norm
+    if not norm.weight:
+        return "none"
+    return "weight+bias" if norm.kind == "layer" and norm.bias else "weight"
+
+
 def _rope_type(s: ArchitectureSpec) -> Value:
     types = {r.rope_type or "none" for _, r in s.text.rope}
     return "/".join(sorted(types))
@@ -105,6 +113,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("mlp.activation", "text.mlp.activation", lambda s: s.text.mlp.activation),
     ("mlp.bias", "text.mlp.bias", lambda s: s.text.mlp.bias),
     ("norm.kind", "text.norm.weight_offset", _norm),
+    ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
     ("embedding.scale", "text.embedding_scale", lambda s: s.text.embedding_scale),
     (

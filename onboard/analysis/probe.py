@@ -29,6 +29,7 @@ class NormProbe:
     eps: float | None
     width: int
     has_bias: bool
+    has_weight: bool = True  # False for parameter-free norms (OLMo's LayerNorm, NanoChat's)
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ def probe_model(model: Any) -> Probe:
     layer = decoder.layers[0]
     with torch.no_grad():
         flow = _trace_layer_flow(model, layer)
+        hidden = model.config.hidden_size
         layer_norms = tuple(
-            _measure_norm(name, module)
+            _measure_norm(name, module, hidden)
             for name, module in layer.named_modules()
             if name and _is_norm(module)
         )
@@ -86,7 +88,7 @@ def probe_model(model: Any) -> Probe:
             parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
             disk_tensors=tensor_shapes(model),
             layer_norms=layer_norms,
-            final_norm=_measure_norm("norm", final) if final is not None else None,
+            final_norm=_measure_norm("norm", final, hidden) if final is not None else None,
             flow=flow,
             embed_scale=_embed_scale(decoder.embed_tokens),
             attention_scaling=_float_attr(attn, "scaling"),
@@ -125,19 +127,19 @@ def _is_norm(module: Any) -> bool:
     if isinstance(module, torch.nn.LayerNorm):
         return True
     name = type(module).__name__.lower()
-    return "norm" in name and hasattr(module, "weight") and module.weight is not None
+    weighted = getattr(module, "weight", None) is not None
+    parameter_free = next(module.parameters(), None) is None
+    return "norm" in name and (weighted or parameter_free)
 
 
-def _measure_norm(name: str, module: Any) -> NormProbe:
+def _measure_norm(name: str, module: Any, width: int) -> NormProbe:
     """Run the norm with zero and unit weights to read its offset and whether it centres."""
     import torch
 
     weight = getattr(module, "weight", None)
+    eps = _float_attr(module, "variance_epsilon") or _float_attr(module, "eps")
     if not isinstance(weight, torch.nn.Parameter):
-        raise UnsupportedFeatureError(
-            f"norm {name} ({type(module).__name__}) has no learnable weight; onboard's spec "
-            "describes weighted norms only"
-        )
+        return _measure_parameter_free_norm(name, module, eps, width)
     width = weight.shape[-1]
     saved = weight.detach().clone()
     bias = getattr(module, "bias", None)
@@ -156,7 +158,6 @@ def _measure_norm(name: str, module: Any) -> NormProbe:
         if bias is not None:
             bias.copy_(saved_bias)
     centred = unit_out.mean(dim=-1).abs().max().item() < 1e-4
-    eps = _float_attr(module, "variance_epsilon") or _float_attr(module, "eps")
     return NormProbe(
         name=name,
         class_name=type(module).__name__,
@@ -165,6 +166,41 @@ def _measure_norm(name: str, module: Any) -> NormProbe:
         eps=eps,
         width=width,
         has_bias=bias is not None,
+    )
+
+
+def _measure_parameter_free_norm(
+    name: str, module: Any, eps: float | None, width: int
+) -> NormProbe:
+    """A norm with nothing to learn: whether it centres, and its epsilon, which such norms
+    often fix in code (OLMo: ``eps=1e-5``) rather than keep as an attribute."""
+    import torch
+
+    shape = getattr(module, "normalized_shape", None)  # torch's norms and OLMo's know theirs
+    if isinstance(shape, tuple | list) and len(shape) == 1 and isinstance(shape[0], int):
+        width = shape[0]
+    x = torch.randn(3, width) * 2 + 0.5
+    try:
+        out = module(x)
+        small = torch.tensor([1e-3, -1e-3]).repeat(width // 2).unsqueeze(0)
+        ratio = (small[0, 0] / module(small)[0, 0]).item()
+    except Exception:
+        raise UnsupportedFeatureError(
+            f"norm {name} ({type(module).__name__}) has no learnable weight and cannot be run "
+            f"on its own at width {width}"
+        ) from None
+    centred = out.mean(dim=-1).abs().max().item() < 1e-4
+    if eps is None:  # x / sqrt(mean(x^2) + eps) with mean(x^2) = 1e-6
+        eps = float(f"{ratio**2 - 1e-6:.2g}")
+    return NormProbe(
+        name=name,
+        class_name=type(module).__name__,
+        kind="layer" if centred else "rms",
+        weight_offset=0.0,
+        eps=eps,
+        width=width,
+        has_bias=False,
+        has_weight=False,
     )
 
 

@@ -199,7 +199,8 @@ class SpecInterpreter:
         if spec.kind == "layer":
             x = x - x.mean(-1, keepdim=True)
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + (eps or spec.eps))
-        y = y * (self.weight(prefix + "weight") + spec.weight_offset)
+        if spec.weight:
+            y = y * (self.weight(prefix + "weight") + spec.weight_offset)
         bias = self.bias(prefix + "bias")
         return y + bias if bias is not None else y
 

@@ -382,16 +382,26 @@ class StaticReader:
                 "source", f"{self.src.file.name}:{layer_node.lineno}", f"{placement}: {roles}"
             ),
         )
-        bias = kind == "layer" and self._norm_bias(class_name, reference)
-        return NormSpec(kind, eps, offset, placement, tuple(roles.items()), eps_key, bias)
+        weight = self._norm_has(class_name, reference, "weight", "elementwise_affine")
+        bias = kind == "layer" and weight and self._norm_has(class_name, reference, "bias", "bias")
+        return NormSpec(kind, eps, offset, placement, tuple(roles.items()), eps_key, bias, weight)
 
-    def _norm_bias(self, class_name: str | None, reference: ast.Assign | None) -> bool:
-        """torch's LayerNorm has a bias unless built with ``bias=False``; the file's own norm
-        class has one when its ``__init__`` sets ``self.bias``."""
-        if class_name == "LayerNorm":
-            flag = _keyword(_call(reference.value), "bias") if reference else None
-            return not (isinstance(flag, ast.Constant) and flag.value is False)
-        return class_name in self.src.classes and "bias" in self.src.assignments(class_name)
+    def _norm_has(
+        self, class_name: str | None, reference: ast.Assign | None, attr: str, switch: str
+    ) -> bool:
+        """torch's norms have ``weight`` / ``bias`` unless built with ``<switch>=False``; the
+        file's own norm class has one when its ``__init__`` sets ``self.<attr>``."""
+        cls = self.src.classes.get(class_name) if class_name else None
+        torch_norm = cls is None or any(
+            (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) in NORM_BASES
+            for b in cls.bases
+        )
+        if not torch_norm:
+            return attr in self.src.assignments(class_name)
+        flag = _keyword(_call(reference.value), switch) if reference else None
+        if flag is None and cls is not None:  # the subclass's own default (Nemotron: bias=True)
+            flag = _default(self.src.method(class_name, "__init__"), switch)
+        return not (isinstance(flag, ast.Constant) and flag.value is False)
 
     def _norm_class(self, class_name: str | None) -> tuple[str, float]:
         if class_name == "LayerNorm":
@@ -999,6 +1009,19 @@ def _is_one(node: ast.AST | None) -> bool:
 
 def _is_two(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == 2
+
+
+def _default(function: ast.FunctionDef | None, name: str) -> ast.AST | None:
+    """The default value of parameter ``name`` of ``function``, if it has one."""
+    if function is None:
+        return None
+    args = function.args
+    positional = args.posonlyargs + args.args
+    with_defaults = positional[len(positional) - len(args.defaults) :]
+    defaults = dict(zip([a.arg for a in with_defaults], args.defaults, strict=True))
+    keyword_only = zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    defaults |= {a.arg: d for a, d in keyword_only if d is not None}
+    return defaults.get(name)
 
 
 def _reads_key(node: ast.AST, key: str) -> bool:

@@ -65,6 +65,7 @@ BASELINE: dict[str, Value] = {
     "mlp.activation": "silu",
     "mlp.bias": False,
     "norm.kind": "rms",
+    "norm.affine": "weight",
     "norm.placement": "pre",
     "embedding.scale": "none",
     "logits.final_softcap": False,
@@ -198,6 +199,7 @@ LABELS: list[dict[str, Any]] = [
         "type": "stablelm",
         "config": DEFAULT,
         "norm.kind": "layer",  # modeling_stablelm.py:337 nn.LayerNorm
+        "norm.affine": "weight+bias",  # nn.LayerNorm's default bias=True
         # use_parallel_residual False (configuration_stablelm.py:60): modeling_stablelm.py:375-381
         "rope.partial": True,  # configuration_stablelm.py:68 0.25; modeling_stablelm.py:88-90
     },
@@ -213,6 +215,7 @@ LABELS: list[dict[str, Any]] = [
         "mlp.kind": "plain",  # modeling_nemotron.py:189-190
         "mlp.activation": "relu2",  # configuration_nemotron.py:53
         "norm.kind": "layer+1",  # modeling_nemotron.py:62,77 F.layer_norm(..., self.weight + 1.0)
+        "norm.affine": "weight+bias",  # modeling_nemotron.py:68 bias=True passed to nn.LayerNorm
         "rope.partial": True,  # configuration_nemotron.py:69 0.5; modeling_nemotron.py:116-118
     },
     {
@@ -286,6 +289,14 @@ LABELS: list[dict[str, Any]] = [
         "residual=config.residual_multiplier",
     },
     {
+        "type": "olmo",
+        "config": DEFAULT,
+        # modeling_olmo.py:49-60 OlmoLayerNorm: F.layer_norm(..., None, None, eps=1e-5), nothing
+        # to learn; :287-288, :352 every norm is one. clip_qkv None by default (configuration :84)
+        "norm.kind": "layer",
+        "norm.affine": "none",
+    },
+    {
         "type": "minicpm3",
         "config": DEFAULT,
         # modeling_minicpm3.py:239 MiniCPM3Attention: DeepSeek-V2's latent attention
@@ -348,6 +359,7 @@ LABELS: list[dict[str, Any]] = [
         "mlp.activation": "relu2",  # configuration_jais2.py:69
         "mlp.bias": True,  # modeling_jais2.py:50-51 mlp_bias (True, configuration_jais2.py:80)
         "norm.kind": "layer",  # modeling_jais2.py:204 nn.LayerNorm
+        "norm.affine": "weight+bias",
     },
     {
         "type": "hyperclovax",
@@ -387,6 +399,7 @@ LABELS: list[dict[str, Any]] = [
         "mlp.activation": "gelu_pytorch_tanh",  # configuration_starcoder2.py:67
         "mlp.bias": True,  # modeling_starcoder2.py:57-58 bias=config.use_bias
         "norm.kind": "layer",  # modeling_starcoder2.py:211 nn.LayerNorm
+        "norm.affine": "weight+bias",
         "embeddings.tied": True,  # configuration_starcoder2.py:81
     },
     {
@@ -525,6 +538,7 @@ LABELS: list[dict[str, Any]] = [
         "type": "phimoe",
         "config": DEFAULT,
         "norm.kind": "layer",  # modeling_phimoe.py:538 nn.LayerNorm
+        "norm.affine": "weight+bias",
         # modeling_phimoe.py:472-489 sparsemixer (:349-440): masked top-2 with jitter threshold
         "moe.router": Unresolved("no known router"),
         "moe.dense_layers": "none",  # every layer PhimoeSparseMoeBlock

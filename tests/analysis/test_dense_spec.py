@@ -234,3 +234,16 @@ def test_hostile_sizes(tmp_path, field, value, message) -> None:
     path.write_text(json.dumps(config))
     with pytest.raises(InvalidConfigError, match=message):
         analyse(load_source(str(path)))
+
+
+def test_clipped_activations_are_reported(tmp_path) -> None:
+    """The tiny model never reaches a real clip value, so only the config can say it."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("olmo", tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["clip_qkv"] = 8.0
+    (folder / "config.json").write_text(json.dumps(config))
+    spec = analyse(load_source(str(folder))).spec
+    delta = next(d for d in spec.unresolved if "clip_qkv" in d.what)
+    assert delta.where.startswith("modeling_olmo.py:")

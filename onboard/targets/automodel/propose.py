@@ -164,6 +164,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
     if getattr(text.attention, "mla", None) is not None:
         found.append("multi-head latent attention (config.json:kv_lora_rank)")
+    if not text.norm.weight:
+        found.append(
+            f"norms without a learnable weight ({cite_norm(spec)}): the generated norms are "
+            "AutoModel's RMSNorm / LayerNorm, which learn one"
+        )
     for scale in getattr(text, "scales", ()):
         found.append(
             f"config multiplier: {scale.describe()} (config.json:{scale.key}); the generated "
@@ -188,6 +193,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         if getattr(rope, "interleaved", False):
             found.append(f"interleaved RoPE pairs {where}")
     return tuple(found)
+
+
+def cite_norm(spec: ArchitectureSpec) -> str:
+    evidence = spec.evidence_for("text.norm.weight")
+    return evidence[0].where if evidence else "text.norm"
 
 
 def moe_blockers(spec: ArchitectureSpec) -> list[str]:

@@ -106,6 +106,7 @@ class MoEDesign:
 class TextDesign:
     norm_class: str
     placement: str
+    weight_free_norm: str | None  # rms or layer: the generated norm class has nothing to learn
     norm_names: tuple[tuple[str, str], ...]  # role -> attribute, for the sandwich layer
     mlp_class: str
     embedding_scale: str | None  # the embeddings' factor (source), None when there is none
@@ -238,8 +239,11 @@ def _text_design(
     text = spec.text
     kinds = text.distinct_layer_types
     reasons = []
-    norm_class = NORM_CLASSES[needed["norm"]]
-    if needed["norm"] == "rms+1":
+    weight_free = text.norm.kind if needed["norm"].endswith("/weight-free") else None
+    norm_class = f"{prefix}WeightFreeNorm" if weight_free else NORM_CLASSES[needed["norm"]]
+    if weight_free:
+        reasons.append(_why("norms without a learnable weight", spec, "text.norm.weight"))
+    elif needed["norm"] == "rms+1":
         reasons.append(_why("norms scale by (1 + w)", spec, "text.norm.weight_offset"))
     elif needed["norm"].startswith("layer"):
         offset = " scaling by (1 + w)" if needed["norm"] == "layer+1" else ""
@@ -305,6 +309,7 @@ def _text_design(
     return TextDesign(
         norm_class=norm_class,
         placement=text.norm.placement,
+        weight_free_norm=weight_free,
         norm_names=text.norm.names,
         mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
             needed["mlp"], "MLP"

@@ -15,7 +15,8 @@ from onboard.spec import ArchitectureSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
-    "norm",  # rms, rms+1 (Gemma's 1 + w), layer, layer+1, layer/no-bias (Cohere)
+    # rms, rms+1 (Gemma's 1 + w), layer, layer+1, layer/no-bias (Cohere), <kind>/weight-free
+    "norm",
     "placement",  # pre, sandwich, post, parallel
     "embedding_scale",  # none, sqrt_hidden
     "layer_dispatch",  # uniform, layer_types
@@ -206,7 +207,9 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     """The value of every structural feature that ``spec`` needs."""
     text = spec.text
     norm = text.norm.kind + ("+1" if text.norm.weight_offset else "")
-    if text.norm.kind == "layer" and not text.norm.bias:
+    if not text.norm.weight:
+        norm += "/weight-free"
+    elif text.norm.kind == "layer" and not text.norm.bias:
         norm += "/no-bias"
     kinds = text.distinct_layer_types
     if "sliding_attention" not in kinds or not text.sliding_window:

@@ -6,6 +6,7 @@ from collections import Counter
 
 from onboard.spec import ArchitectureSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
+from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 
 TEXT_TASKS = (None, "text-generation")
@@ -94,6 +95,9 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
             "mobius Attention has one attn_qkv_bias flag"
         )
+    norm = requirements(spec)["norm"]
+    if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
+        found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")
     if text.mlp.kind == "plain" and len(text.mlp.projections) != 2:
         found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
     for kind, rope in text.rope:
