@@ -33,11 +33,23 @@ def fixture_configs() -> dict[str, Path]:
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:
+    """The fixture, else transformers' default config with the labelled table's overrides (set,
+    with the reason, only where transformers' own default config cannot build a model)."""
     if model_type in fixtures:
         return fixtures[model_type], "fixture"
+    from tests.analysis.labels import LABELS
     from tests.new_types import default_config_dir
 
-    return default_config_dir(model_type, scratch), "default config"
+    overrides = next(
+        (
+            e.get("overrides", {})
+            for e in LABELS
+            if e["type"] == model_type and e["config"] == "default"
+        ),
+        {},
+    )
+    label = "default config" + (f" + {overrides}" if overrides else "")
+    return default_config_dir(model_type, scratch, **overrides), label
 
 
 def run(model_type: str, fixtures: dict[str, Path], scratch: Path) -> dict:
