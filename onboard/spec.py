@@ -84,6 +84,8 @@ class AttentionSpec:
     scale_power: float = -0.5  # 1.0 when the config holds the scale itself (attention_multiplier)
     mla: MLASpec | None = None
     yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
+    # HF attribute of one projection whose output is q, k and v concatenated (Phi-3: qkv_proj)
+    fused_qkv: str | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

@@ -51,14 +51,14 @@ def prove(
     convert: Callable[[dict[str, Any]], Mapping[str, Any]],
     parameters: Mapping[str, Shape],
     *,
-    expected_name: Callable[[str], str] | None = None,
+    expected_name: Callable[[str], str | Collection[str]] | None = None,
     derived_ok: Collection[str] = (),
 ) -> WeightMapProof:
     """Run ``convert`` on fingerprinted tensors shaped like ``checkpoint`` and check the result.
 
-    ``expected_name`` maps a checkpoint key to the parameter it should fill (when the target knows
-    its own renames); ``derived_ok`` lists converted names that may be left over because the
-    conversion derives them (a tied ``lm_head.weight``).
+    ``expected_name`` maps a checkpoint key to the parameter it should fill, or the parameters a
+    split fills (when the target knows its own renames); ``derived_ok`` lists converted names
+    that may be left over because the conversion derives them (a tied ``lm_head.weight``).
     """
     import torch
 
@@ -94,8 +94,9 @@ def prove(
             if name not in derived_ok:  # a tied lm_head may repeat the embedding
                 seen[owner].append(ids[owners == owner])
             wanted = expected_name(key) if expected_name else None
-            if wanted is not None and wanted != name and name not in derived_ok:
-                problems.append(f"{key} landed in {name}, expected {wanted}")
+            allowed = {wanted} if isinstance(wanted, str) else set(wanted or ())
+            if allowed and name not in allowed and name not in derived_ok:
+                problems.append(f"{key} landed in {name}, expected {' or '.join(sorted(allowed))}")
     for name in sorted(set(parameters) - set(converted)):
         problems.append(f"{name} is filled by no checkpoint tensor")
     for index, key in enumerate(keys):

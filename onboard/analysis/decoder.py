@@ -91,6 +91,7 @@ class DecoderSpecBuilder:
         self.deltas: list[Delta] = []
         # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
         self.mlp_projections: tuple[str, ...] = ()
+        self.fused_qkv: str | None = None  # set by build() before the parameter check
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -134,6 +135,7 @@ class DecoderSpecBuilder:
         cfg = self.cfg
         layer_types = self.layer_types()
         mlp = self.mlp()
+        self.fused_qkv = self._fused_qkv()
         self._check_parameters()
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -320,13 +322,15 @@ class DecoderSpecBuilder:
         kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         self._config("text.attention.head_dim", "head_dim", head_dim)
-        biases = {p: self._layer_param(f"self_attn.{p}_proj.bias") is not None for p in "qkvo"}
+        fused = self.fused_qkv
+        attrs = {p: fused or f"{p}_proj" for p in "qkv"} | {"o": "o_proj"}
+        biases = {p: self._layer_param(f"self_attn.{a}.bias") is not None for p, a in attrs.items()}
         bias_keys = []
         for p, present in biases.items():
-            key = f"{LAYER0}self_attn.{p}_proj.bias"
+            key = f"{LAYER0}self_attn.{attrs[p]}.bias"
             self._probe(f"text.attention.{p}_bias", key, "present" if present else "absent")
             config_key = self._config_key_of(
-                f"text.attention.{p}_bias", "model.layers.0.self_attn", f"{p}_proj", "bias"
+                f"text.attention.{p}_bias", "model.layers.0.self_attn", attrs[p], "bias"
             )
             if config_key:
                 bias_keys.append((p, config_key))
@@ -335,8 +339,6 @@ class DecoderSpecBuilder:
         softcap = getattr(cfg, "attn_logit_softcapping", None) or probe.attention_softcap
         if softcap:
             self._config("text.attention.softcap", "attn_logit_softcapping", softcap)
-        if probe.param_shape(f"{LAYER0}self_attn.qkv_proj.weight") is not None:
-            self._delta("fused qkv projection", f"{LAYER0}self_attn.qkv_proj.weight")
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -351,7 +353,35 @@ class DecoderSpecBuilder:
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
             scale_power=1.0 if scale_key == "attention_multiplier" else -0.5,
+            fused_qkv=fused,
         )
+
+    def _fused_qkv(self) -> str | None:
+        """The attention's one projection to q, k and v together (Phi-3's qkv_proj), if any: a
+        linear whose width is the q, k and v widths summed. Which layout it has (concatenated or
+        interleaved per head) the attention check decides."""
+        if self._layer_param("self_attn.kv_a_proj_with_mqa.weight") is not None:
+            return None
+        if self._layer_param("self_attn.q_proj.weight") is not None:
+            self._probe(
+                "text.attention.fused_qkv", f"{LAYER0}self_attn.q_proj.weight", "q, k, v apart"
+            )
+            return None
+        tiny = self.tiny
+        kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
+        width = (tiny.num_attention_heads + 2 * kv_heads) * self._tiny_head_dim
+        prefix = f"{LAYER0}self_attn."
+        for name, shape in self.probe.parameters:
+            attr = name.removeprefix(prefix).removesuffix(".weight")
+            if not name.startswith(prefix) or "." in attr or shape[:1] != (width,):
+                continue
+            self._probe("text.attention.fused_qkv", name, f"shape {shape}: q, k, v")
+            attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "")
+            found = init_assignment(self.files, attention, attr)
+            if found is not None:
+                self.log.add("text.attention.fused_qkv", found.evidence)
+            return attr
+        return None
 
     def mla_attention(self) -> AttentionSpec:
         """Multi-head latent attention: sizes from the config, the scale from the probe."""
@@ -739,6 +769,8 @@ class DecoderSpecBuilder:
         modules = dict(self.probe.modules)
         names = "|".join(re.escape(p) for p in self.mlp_projections) or "(?!)"
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
+        fused = self.fused_qkv or "(?!)"
+        attention_param = re.compile(rf"^self_attn\.{re.escape(fused)}\.(weight|bias)$")
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow
         placed_norms = set(flow.attn_in + flow.attn_out + flow.mlp_in + flow.mlp_out)
@@ -749,6 +781,7 @@ class DecoderSpecBuilder:
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
             if match and (
                 _KNOWN_LAYER_PARAMS.match(match.group(1))
+                or attention_param.match(match.group(1))
                 or mlp_param.match(match.group(1))
                 or match.group(1).rpartition(".")[0] in placed_norms
             ):

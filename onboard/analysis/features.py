@@ -104,6 +104,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         lambda s: "mla" if s.text.attention.mla else "standard",
     ),
     ("attention.qk_norm", "text.attention.qk_norm", _qk_norm),
+    (
+        "attention.fused_qkv",
+        "text.attention.fused_qkv",
+        lambda s: s.text.attention.fused_qkv is not None,
+    ),
     ("attention.qkv_bias", "text.attention.q_bias", lambda s: s.text.attention.q_bias),
     ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),
     ("attention.scale", "text.attention.scale", _scale),

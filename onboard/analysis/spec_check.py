@@ -281,7 +281,11 @@ class SpecInterpreter:
         spec = self.text.attention
         prefix = f"model.layers.{layer}.self_attn."
         batch, seq, _ = x.shape
-        q, k, v = (self.linear(x, f"{prefix}{p}_proj.") for p in "qkv")
+        if spec.fused_qkv:  # q, k and v concatenated along the output
+            widths = [self.heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
+            q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)
+        else:
+            q, k, v = (self.linear(x, f"{prefix}{p}_proj.") for p in "qkv")
         if spec.qk_norm == "full_width":
             q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
         q = q.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)

@@ -560,6 +560,7 @@ class StaticReader:
         self._absent("text.attention.mla", attention_class, "q/k/v projections, no latent ranks")
         if qk_norm == "none":
             self._absent("text.attention.qk_norm", attention_class, "no q_norm / k_norm")
+        self._absent("text.attention.fused_qkv", attention_class, "q_proj, k_proj, v_proj")
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,

@@ -56,6 +56,7 @@ Value = str | bool | int | float | None | Unresolved
 BASELINE: dict[str, Value] = {
     "attention.kind": "standard",
     "attention.qk_norm": "none",
+    "attention.fused_qkv": False,
     "attention.qkv_bias": False,
     "attention.o_bias": False,
     "attention.scale": "head_dim",
@@ -387,7 +388,8 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         "mlp.kind": "fused_gate_up",  # modeling_phi3.py:54 gate_up_proj
         # configuration_phi3.py:81 sliding_window None; partial_rotary_factor 1.0
-        "unresolved": ("qkv_proj",),  # modeling_phi3.py:216 one fused qkv_proj
+        # modeling_phi3.py:216 one qkv_proj; forward :232-235 slices q, then k, then v
+        "attention.fused_qkv": True,
     },
     {
         "type": "starcoder2",

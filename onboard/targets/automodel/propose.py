@@ -164,6 +164,12 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
     if getattr(text.attention, "mla", None) is not None:
         found.append("multi-head latent attention (config.json:kv_lora_rank)")
+    if getattr(text.attention, "fused_qkv", None):
+        found.append(
+            f"one fused {text.attention.fused_qkv} for q, k and v "
+            f"(model.layers.*.self_attn.{text.attention.fused_qkv}): the state-dict adapter "
+            "does not split projections yet"
+        )
     if not text.norm.weight:
         found.append(
             f"norms without a learnable weight ({cite_norm(spec)}): the generated norms are "

@@ -100,8 +100,10 @@ class MobiusTarget:
             # The design routes around the base class's own bugs, so only bugs of the execution
             # providers may explain a failure of generated code.
             bug_ids = PROVIDER_BUGS
-            renames = self.design(analysis.spec, proposal).renames
-            expected_name = functools.partial(_renamed, renames=renames)
+            design = self.design(analysis.spec, proposal)
+            expected_name = functools.partial(
+                _renamed, renames=design.renames, fused_qkv=design.fused_qkv
+            )
         else:
             variant = proposal.already_supported
             if variant is None:
@@ -121,8 +123,14 @@ class MobiusTarget:
         )
 
 
-def _renamed(key: str, renames: tuple[tuple[str, str], ...]) -> str:
-    """The parameter a checkpoint key should fill: the design's renames, applied in order."""
+def _renamed(
+    key: str, renames: tuple[tuple[str, str], ...], fused_qkv: str | None = None
+) -> str | tuple[str, ...]:
+    """The parameter a checkpoint key should fill (the design's renames, applied in order), or
+    the three a fused q/k/v projection is split into."""
+    fused = f".self_attn.{fused_qkv}." if fused_qkv else None
+    if fused and fused in key:
+        return tuple(key.replace(fused, f".self_attn.{p}_proj.") for p in "qkv")
     for old, new in renames:
         key = key.replace(old, new)
     return key

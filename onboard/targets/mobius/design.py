@@ -156,6 +156,11 @@ class ModelDesign:
     # The base's preprocess_weights moves MoE weights under a sub-module the generated MoE layer
     # does not have: the generated class then starts from CausalLMModel's instead.
     generic_preprocess: bool = False
+    fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
+
+    @property
+    def preprocesses(self) -> bool:
+        return bool(self.renames or self.fused_qkv or (self.text and self.text.moe))
 
     @property
     def config_class(self) -> str:
@@ -191,6 +196,14 @@ def design_model(
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
         extra = (*extra, ExtraField("final_logit_softcapping", "float", "0.0"))
     changes = tuple(text_design.reasons if text_design else ()) + _flag_changes(spec, settings)
+    if spec.text.attention.fused_qkv:
+        changes += (
+            _why(
+                f"one {spec.text.attention.fused_qkv} for q, k and v, split when loading",
+                spec,
+                "text.attention.fused_qkv",
+            ),
+        )
     logits = spec.text.scale_at("logits")
     if logits is not None:
         changes += (_why(logits.describe(), spec, "text.scales.logits"),)
@@ -213,6 +226,7 @@ def design_model(
         architecture=spec.source.architecture,
         generic_preprocess=bool(text_design and text_design.moe)
         and profile.moe_weights_under != "mlp",
+        fused_qkv=spec.text.attention.fused_qkv,
     )
 
 

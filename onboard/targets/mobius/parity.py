@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ def build(
     workdir: Path,
     *,
     memory_state: Mapping[str, Any] | None = None,
-    expected_name: Callable[[str], str] | None = None,
+    expected_name: Callable[[str], str | Collection[str]] | None = None,
 ) -> BuiltModel:
     """Build, prove the weight map, apply the checkpoint, save, and load in onnxruntime.
 
@@ -213,7 +213,7 @@ def run_parity(
     bug_ids: tuple[str, ...],
     device: str = "cpu",
     compare_kv: bool = True,
-    expected_name: Callable[[str], str] | None = None,
+    expected_name: Callable[[str], str | Collection[str]] | None = None,
 ) -> ParityReport:
     """Every check on both execution providers; failures a known bug explains become xfail."""
     start = time.perf_counter()
@@ -249,7 +249,7 @@ def _provider_checks(
     provider: str,
     device: str,
     compare_kv: bool = True,
-    expected_name: Callable[[str], str] | None = None,
+    expected_name: Callable[[str], str | Collection[str]] | None = None,
 ) -> tuple[list[Check], WeightMapProof | None]:
     hf_config = make_hf_config(tiny_config)
     reference = build_reference(hf_config, device=device)
