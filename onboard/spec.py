@@ -253,6 +253,8 @@ class TextDecoderSpec:
     embedding_scale: Literal["none", "sqrt_hidden"] = "none"  # token embeddings x sqrt(hidden)
     final_logit_softcap: float | None = None
     scales: tuple[ScaleSpec, ...] = ()  # config multipliers, at most one per site
+    # A per-layer config list: layer i applies RoPE iff config.<key>[i] (SmolLM3's no_rope_layers)
+    rope_layers_key: str | None = None
     moe: MoESpec | None = None
     mlp_kinds: tuple[Literal["dense", "moe"], ...] = ()  # per layer; empty: every layer dense
 

@@ -15,6 +15,7 @@ DENSE = (
     "mistralai/Mistral-7B-v0.1",
     "Qwen/Qwen2.5-0.5B",
     "google/gemma-3-1b-it",
+    "HuggingFaceTB/SmolLM3-3B",  # RoPE skipped in the layers config.no_rope_layers marks
 )
 
 

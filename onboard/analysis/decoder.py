@@ -30,7 +30,7 @@ from onboard.spec import (
     ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, TINY_HIDDEN
+from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, TINY_HIDDEN
 
 LAYER0 = "model.layers.0."
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -92,6 +92,7 @@ class DecoderSpecBuilder:
         # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
         self.mlp_projections: tuple[str, ...] = ()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
+        self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -162,6 +163,7 @@ class DecoderSpecBuilder:
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
+        text = dataclasses.replace(text, rope_layers_key=self.rope_layers_key)
         mismatches = self._attention_mismatches(text)
         if mismatches:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
@@ -726,11 +728,24 @@ class DecoderSpecBuilder:
                 self._probe(f"text.rope.{kind}", module, "output unchanged with RoPE as identity")
                 applied[kind] = False
             elif found == {False, True}:
-                self._rope_per_layer_delta(kind, layers)
+                if not self._rope_layers_from_config(flags):
+                    self._rope_per_layer_delta(kind, layers)
                 applied[kind] = True
             else:
                 applied[kind] = True if found == {True} else None
         return applied
+
+    def _rope_layers_from_config(self, flags: Sequence[bool | None]) -> bool:
+        """A per-layer config list that says, layer by layer, what the probe measured."""
+        for key in PER_LAYER_KEYS:
+            values = getattr(self.tiny, key, None)
+            if isinstance(values, list | tuple) and [bool(v) for v in values] == list(flags):
+                self.rope_layers_key = key
+                self._config("text.rope_layers_key", key, getattr(self.cfg, key, None))
+                self._source("text.rope_layers_key", rf"config\.{key}\[")
+                self._probe("text.rope_layers_key", "model.layers.*.self_attn", f"{flags}")
+                return True
+        return False
 
     def _rope_per_layer_delta(self, kind: str, layers: list[int]) -> None:
         module = f"model.layers.{layers[0]}.self_attn"

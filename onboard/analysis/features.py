@@ -131,6 +131,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("rope.partial", "text.rope", _partial_rotary),
     ("rope.per_layer_theta", "text.rope", _per_layer_theta),
     ("rope.interleaved", "text.rope", lambda s: any(r.interleaved for _, r in s.text.rope)),
+    ("rope.layers", "text.rope_layers_key", lambda s: s.text.rope_layers_key or "all"),
     ("embeddings.tied", "text.tie_word_embeddings", lambda s: s.text.tie_word_embeddings),
     ("moe.router", "text.moe.router", _router),
     (

@@ -294,7 +294,7 @@ class SpecInterpreter:
         if spec.qk_norm == "per_head":
             q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
         kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
-        rotary = self.rope(kind, self.positions[:seq])
+        rotary = self.rope(kind, self.positions[:seq]) if self.rotates(layer) else None
         if rotary is not None:
             cos, sin, dim = rotary
             interleaved = self.text.rope_for(kind).interleaved
@@ -310,6 +310,10 @@ class SpecInterpreter:
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
         return self.linear(out, f"{prefix}o_proj.")
+
+    def rotates(self, layer: int) -> bool:
+        key = self.text.rope_layers_key
+        return not key or bool(getattr(self.config, key)[layer])
 
     def _scale(self) -> float:
         from onboard.analysis.decoder import _yarn_scale

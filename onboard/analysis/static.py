@@ -561,6 +561,7 @@ class StaticReader:
         if qk_norm == "none":
             self._absent("text.attention.qk_norm", attention_class, "no q_norm / k_norm")
         self._absent("text.attention.fused_qkv", attention_class, "q_proj, k_proj, v_proj")
+        self._absent("text.rope_layers_key", attention_class, "RoPE in every layer of a kind")
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,

@@ -75,6 +75,7 @@ BASELINE: dict[str, Value] = {
     "rope.partial": False,
     "rope.per_layer_theta": False,
     "rope.interleaved": False,
+    "rope.layers": "all",
     "embeddings.tied": False,
     "moe.router": "none",
     "moe.renormalize": False,
@@ -254,8 +255,8 @@ LABELS: list[dict[str, Any]] = [
         "type": "smollm3",
         "config": "HuggingFaceTB/SmolLM3-3B",
         # fixture no_rope_layers [1, 1, 1, 0, ...] on all-full layers; modeling_smollm3.py:200,221
-        # skip RoPE every 4th layer: NoPE not tied to a layer kind
-        "rope.type": Unresolved("SmolLM3Attention"),
+        # skip RoPE every 4th layer: NoPE not tied to a layer kind, read from that config list
+        "rope.layers": "no_rope_layers",
         "embeddings.tied": True,  # configuration_smollm3.py:95 (fixture does not set it)
     },
     {

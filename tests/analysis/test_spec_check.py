@@ -13,7 +13,6 @@ from onboard.hf_config import make_hf_config
 from onboard.source import load_source
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.analyses import DENSE, analysis_of
-from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 
 
@@ -67,13 +66,13 @@ def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkey
 
 
 def test_unresolved_spec_blocks_generation(tmp_path) -> None:
-    """SmolLM3 skips RoPE in every fourth layer, whatever the layer kind: nothing is written."""
+    """Ministral 3 scales q by position (llama_4_scaling_beta): nothing is written."""
     from onboard.pipeline import NewOptions, onboard_new
 
-    folder = fixture_config("HuggingFaceTB/SmolLM3-3B").parent
+    folder = default_config_dir("ministral3", tmp_path)
     with pytest.raises(UnsupportedFeatureError) as caught:
         onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    assert any("SmolLM3Attention" in item for item in caught.value.items)
+    assert any("Ministral3Attention" in item for item in caught.value.items)
     assert not (tmp_path / "out").exists()
 
 

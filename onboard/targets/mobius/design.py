@@ -23,6 +23,7 @@ TEXT_FEATURES = frozenset(
         "sliding_window",
         "per_kind_rope",
         "nope_kinds",
+        "rope_layers",
         "attention_scale",
         "mlp",
         "experts",
@@ -117,6 +118,7 @@ class TextDesign:
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
     per_kind_rope: bool
     nope_kinds: tuple[str, ...]  # layer kinds whose attention skips RoPE
+    rope_layers_key: str | None  # config list: layer i rotates iff config.<key>[i]
     reasons: tuple[str, ...]  # one line per feature the text model changes
     moe: MoEDesign | None = None
     mla: bool = False
@@ -131,6 +133,7 @@ class TextDesign:
             or len(self.layer_kinds) > 1
             or self.mla
             or bool(self.nope_kinds)
+            or bool(self.rope_layers_key)
         )
 
     @property
@@ -298,6 +301,14 @@ def _text_design(
     nope_kinds = tuple(k for k in needed["nope_kinds"].split("+") if k != "none")
     for kind in nope_kinds:
         reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
+    if text.rope_layers_key:
+        reasons.append(
+            _why(
+                f"layer i applies RoPE only if config.{text.rope_layers_key}[i]",
+                spec,
+                "text.rope_layers_key",
+            )
+        )
     if needed["per_kind_rope"] == "yes":
         reasons.append(
             _why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention")
@@ -336,6 +347,7 @@ def _text_design(
         uniform_window=needed["sliding_window"] == "uniform",
         per_kind_rope=needed["per_kind_rope"] == "yes",
         nope_kinds=nope_kinds,
+        rope_layers_key=text.rope_layers_key,
         reasons=tuple(reasons),
         moe=moe,
         mla=spec.text.attention.mla is not None,
@@ -562,6 +574,17 @@ def _settings(
     elif "final_logit_softcapping" in base_fields:
         settings.append(Setting("final_logit_softcapping", "0.0", "no final logit soft-capping"))
     settings += _scale_settings(spec)
+    key = text.rope_layers_key
+    if key:
+        if key != "no_rope_layers":  # mobius' ArchitectureConfig has no_rope_layers already
+            extra.append(ExtraField(key, "list[int] | None", "None"))
+        settings.append(
+            Setting(
+                key,
+                f"list(config.{key})",
+                _why("which layers rotate", spec, "text.rope_layers_key"),
+            )
+        )
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     set_fields = {s.field for s in settings}

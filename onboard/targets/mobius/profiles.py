@@ -23,6 +23,7 @@ FEATURES = (
     "sliding_window",  # none, uniform, per_layer
     "per_kind_rope",  # no, yes (a different theta for sliding layers)
     "nope_kinds",  # none, or the layer kinds that skip RoPE while others rotate (Cohere 2)
+    "rope_layers",  # all, or config_list: a config list says which layers rotate (SmolLM3)
     "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
@@ -61,6 +62,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "sliding_window": {"none"},
         "per_kind_rope": {"no"},
         "nope_kinds": {"none"},
+        "rope_layers": {"all"},
         "attention_scale": {"head_dim"},
         "final_softcap": {"no"},
         "scales": {"none"},
@@ -236,6 +238,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "layer_dispatch": "layer_types" if len(kinds) > 1 else "uniform",
         "sliding_window": window,
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
+        "rope_layers": "config_list" if text.rope_layers_key else "all",
         "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None and len(kinds) > 1)
         or "none",
         "attention_scale": text.attention.scale_key or "head_dim",
