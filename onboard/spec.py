@@ -255,6 +255,14 @@ class TextDecoderSpec:
     scales: tuple[ScaleSpec, ...] = ()  # config multipliers, at most one per site
     # A per-layer config list: layer i applies RoPE iff config.<key>[i] (SmolLM3's no_rope_layers)
     rope_layers_key: str | None = None
+    # HF names where they differ from Llama's: role -> attribute. Roles: final_norm (model.<x>),
+    # o_proj (self_attn.<x>); Phi has final_layernorm and dense.
+    names: tuple[tuple[str, str], ...] = ()
+    lm_head_bias: bool = False  # the head adds a bias (Phi)
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names).get(role, role if role != "final_norm" else "norm")
+
     moe: MoESpec | None = None
     mlp_kinds: tuple[Literal["dense", "moe"], ...] = ()  # per layer; empty: every layer dense
 

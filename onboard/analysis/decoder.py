@@ -47,7 +47,6 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
-_KNOWN_TOP_PARAMS = {"model.embed_tokens.weight", "model.norm.weight", "model.norm.bias"}
 # How each multiplier key may enter the computation, most likely first; the analysis keeps the
 # combination with which the whole tiny model matches HF (None: HF does not use the key).
 _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
@@ -93,6 +92,7 @@ class DecoderSpecBuilder:
         self.mlp_projections: tuple[str, ...] = ()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
+        self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -137,6 +137,7 @@ class DecoderSpecBuilder:
         layer_types = self.layer_types()
         mlp = self.mlp()
         self.fused_qkv = self._fused_qkv()
+        self.o_name = self._output_projection()
         self._check_parameters()
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -163,7 +164,18 @@ class DecoderSpecBuilder:
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
-        text = dataclasses.replace(text, rope_layers_key=self.rope_layers_key)
+        final = self.probe.final_norm.name if self.probe.final_norm else "norm"
+        names = tuple(
+            (role, name)
+            for role, name in (("final_norm", final), ("o_proj", self.o_name))
+            if name != {"final_norm": "norm"}.get(role, role)
+        )
+        lm_head_bias = self.probe.param_shape("lm_head.bias") is not None
+        if lm_head_bias:
+            self._probe("text.lm_head_bias", "lm_head.bias", "present")
+        text = dataclasses.replace(
+            text, rope_layers_key=self.rope_layers_key, names=names, lm_head_bias=lm_head_bias
+        )
         mismatches = self._attention_mismatches(text)
         if mismatches:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
@@ -325,7 +337,7 @@ class DecoderSpecBuilder:
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         self._config("text.attention.head_dim", "head_dim", head_dim)
         fused = self.fused_qkv
-        attrs = {p: fused or f"{p}_proj" for p in "qkv"} | {"o": "o_proj"}
+        attrs = {p: fused or f"{p}_proj" for p in "qkv"} | {"o": self.o_name}
         biases = {p: self._layer_param(f"self_attn.{a}.bias") is not None for p, a in attrs.items()}
         bias_keys = []
         for p, present in biases.items():
@@ -357,6 +369,29 @@ class DecoderSpecBuilder:
             scale_power=1.0 if scale_key == "attention_multiplier" else -0.5,
             fused_qkv=fused,
         )
+
+    def _output_projection(self) -> str:
+        """The attention's output projection: o_proj, or the one linear from the heads' width
+        back to the hidden size that is not q, k or v (Phi's dense)."""
+        if self._layer_param("self_attn.o_proj.weight") is not None:
+            return "o_proj"
+        tiny = self.tiny
+        shape = (tiny.hidden_size, tiny.num_attention_heads * self._tiny_head_dim)
+        prefix = f"{LAYER0}self_attn."
+        taken = {"q_proj", "k_proj", "v_proj", self.fused_qkv}
+        found = [
+            attr
+            for name, got in self.probe.parameters
+            if name.startswith(prefix)
+            and name.endswith(".weight")
+            and (attr := name[len(prefix) : -len(".weight")]) not in taken
+            and "." not in attr
+            and got == shape
+        ]
+        if len(found) != 1:
+            return "o_proj"  # none or ambiguous: the parameter check reports what is left
+        self._probe("text.attention.o_bias", f"{prefix}{found[0]}.weight", "output projection")
+        return found[0]
 
     def _fused_qkv(self) -> str | None:
         """The attention's one projection to q, k and v together (Phi-3's qkv_proj), if any: a
@@ -784,14 +819,17 @@ class DecoderSpecBuilder:
         modules = dict(self.probe.modules)
         names = "|".join(re.escape(p) for p in self.mlp_projections) or "(?!)"
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
-        fused = self.fused_qkv or "(?!)"
-        attention_param = re.compile(rf"^self_attn\.{re.escape(fused)}\.(weight|bias)$")
+        own = "|".join(re.escape(n) for n in (self.fused_qkv, self.o_name) if n)
+        attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
+        final = self.probe.final_norm.name if self.probe.final_norm else "norm"
+        top = {"model.embed_tokens.weight", "lm_head.weight", "lm_head.bias"}
+        top |= {f"model.{final}.weight", f"model.{final}.bias"}
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow
         placed_norms = set(flow.attn_in + flow.attn_out + flow.mlp_in + flow.mlp_out)
         seen: set[str] = set()
         for name, shape in self.probe.parameters:
-            if name in _KNOWN_TOP_PARAMS or name == "lm_head.weight":
+            if name in top:
                 continue
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
             if match and (

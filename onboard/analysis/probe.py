@@ -80,7 +80,8 @@ def probe_model(model: Any) -> Probe:
             for name, module in layer.named_modules()
             if name and _is_norm(module)
         )
-        final = getattr(decoder, "norm", None)
+        final_name = final_norm_name(decoder)
+        final = getattr(decoder, final_name, None)
         attn = getattr(layer, "self_attn", None)
         return Probe(
             model_class=type(model).__name__,
@@ -88,7 +89,7 @@ def probe_model(model: Any) -> Probe:
             parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
             disk_tensors=tensor_shapes(model),
             layer_norms=layer_norms,
-            final_norm=_measure_norm("norm", final, hidden) if final is not None else None,
+            final_norm=_measure_norm(final_name, final, hidden) if final is not None else None,
             flow=flow,
             embed_scale=_embed_scale(decoder.embed_tokens),
             attention_scaling=_float_attr(attn, "scaling"),
@@ -99,13 +100,22 @@ def probe_model(model: Any) -> Probe:
         )
 
 
+# What decoders call their final norm (Phi, Persimmon: final_layernorm).
+FINAL_NORM_NAMES = ("norm", "final_layernorm")
+
+
+def final_norm_name(decoder: Any) -> str:
+    return next((n for n in FINAL_NORM_NAMES if hasattr(decoder, n)), "norm")
+
+
 def _decoder(model: Any) -> Any:
-    """The Llama-family layout: model.embed_tokens, model.layers, model.norm, lm_head."""
+    """The Llama-family layout: model.embed_tokens, model.layers, a final norm, lm_head."""
     decoder = getattr(model, "model", None)
     missing = [
         f"model.{attr}"
         for attr in ("embed_tokens", "layers", "norm")
-        if decoder is None or not hasattr(decoder, attr)
+        if decoder is None
+        or not hasattr(decoder, final_norm_name(decoder) if attr == "norm" else attr)
     ]
     if missing:
         top = ", ".join(name for name, _ in model.named_children())

@@ -273,7 +273,7 @@ class SpecInterpreter:
         scores = (query @ key.transpose(-1, -2)) * self._scale() + self._mask(kind, seq)
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * v_dim)
-        return self.linear(out, prefix + "o_proj.")
+        return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def standard_attention(self, layer: int, x: Any) -> Any:
         import torch
@@ -309,7 +309,7 @@ class SpecInterpreter:
         scores = scores + self._mask(kind, seq)
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
-        return self.linear(out, f"{prefix}o_proj.")
+        return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def rotates(self, layer: int) -> bool:
         key = self.text.rope_layers_key
@@ -399,9 +399,12 @@ class SpecInterpreter:
                 continue
             hidden = hidden + attn * residual
             hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
-        hidden = self.norm(hidden, "model.norm.")
+        hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
         head = self.params.get("lm_head.weight", self.weight("model.embed_tokens.weight"))
-        logits = (hidden @ head.T) * self.factor("logits")
+        logits = hidden @ head.T
+        if self.text.lm_head_bias:
+            logits = logits + self.weight("lm_head.bias")
+        logits = logits * self.factor("logits")
         cap = self.text.final_logit_softcap
         return torch.tanh(logits / cap) * cap if cap else logits
 

@@ -291,6 +291,7 @@ class StaticReader:
             tie_word_embeddings=self._tied(),
             embedding_scale=self._embedding_scale(model_class, parts.get("embed_tokens")),
             final_logit_softcap=self._final_softcap(),
+            lm_head_bias=self._lm_head_bias(top.get("lm_head")),
             scales=self._scales(
                 {
                     "embedding": [model_class, _called_class(parts["embed_tokens"].value)]
@@ -929,6 +930,15 @@ class StaticReader:
         if not found:
             self._absent("text.scales", self.causal_lm, "no config multiplier")
         return tuple(found)
+
+    def _lm_head_bias(self, head: ast.Assign | None) -> bool:
+        """torch's Linear has a bias unless built with ``bias=False``."""
+        if head is None:
+            self._absent("text.lm_head_bias", self.causal_lm, "no lm_head")
+            return False
+        self._cite("text.lm_head_bias", head)
+        flag = _keyword(_call(head.value), "bias")
+        return not (isinstance(flag, ast.Constant) and flag.value is False)
 
     def _final_softcap(self) -> float | None:
         forward = self.src.method(self.causal_lm, "forward")

@@ -77,6 +77,7 @@ BASELINE: dict[str, Value] = {
     "rope.interleaved": False,
     "rope.layers": "all",
     "embeddings.tied": False,
+    "logits.bias": False,
     "moe.router": "none",
     "moe.renormalize": False,
     "moe.routed_scaling": False,
@@ -289,6 +290,22 @@ LABELS: list[dict[str, Any]] = [
         # hidden_states * residual_multiplier; :497 logits / logits_scaling (all 1.0 by default)
         "scales": "embedding=config.embedding_multiplier; logits=1.0 / config.logits_scaling; "
         "residual=config.residual_multiplier",
+    },
+    {
+        "type": "phi",
+        "config": DEFAULT,
+        # modeling_phi.py:175-178 q/k/v_proj and dense (the output projection), all bias=True
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :252-254 fc1 -> gelu_new (configuration_phi.py:72) -> fc2, nn.Linear's default bias
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu_new",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :268, :335 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        "norm.placement": "parallel",  # :297 attn_outputs + feed_forward_hidden_states + residual
+        "rope.partial": True,  # configuration_phi.py:88 partial_rotary_factor 0.5
+        "logits.bias": True,  # :409 lm_head bias=True
     },
     {
         "type": "olmo",

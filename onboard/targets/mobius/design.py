@@ -160,6 +160,7 @@ class ModelDesign:
     # does not have: the generated class then starts from CausalLMModel's instead.
     generic_preprocess: bool = False
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
+    lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
 
     @property
     def preprocesses(self) -> bool:
@@ -199,6 +200,8 @@ def design_model(
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
         extra = (*extra, ExtraField("final_logit_softcapping", "float", "0.0"))
     changes = tuple(text_design.reasons if text_design else ()) + _flag_changes(spec, settings)
+    if spec.text.lm_head_bias:
+        changes += (_why("lm_head adds a bias", spec, "text.lm_head_bias"),)
     if spec.text.attention.fused_qkv:
         changes += (
             _why(
@@ -230,6 +233,7 @@ def design_model(
         generic_preprocess=bool(text_design and text_design.moe)
         and profile.moe_weights_under != "mlp",
         fused_qkv=spec.text.attention.fused_qkv,
+        lm_head_bias=spec.text.lm_head_bias,
     )
 
 
@@ -754,6 +758,11 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
 def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
     """HF names (norms, MLP projections) that differ from the names the generated layers use."""
     renames = []
+    final, o_name = spec.text.name_of("final_norm"), spec.text.name_of("o_proj")
+    if final != "norm":
+        renames.append((f"model.{final}.", "model.norm."))
+    if o_name != "o_proj":
+        renames.append((f".self_attn.{o_name}.", ".self_attn.o_proj."))
     moe = spec.text.moe
     if moe is not None:  # the checkpoint's per-expert names -> MoELayer's
         if moe.block_name != "mlp":

@@ -183,6 +183,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("olmo", set()),
         # one fused qkv_proj, split when loading; fused gate_up_proj
         ("phi3", set()),
+        # Phi's names (dense, final_layernorm), lm_head bias, parallel layer, partial RoPE
+        ("phi", {"M3"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
