@@ -84,8 +84,10 @@ class AttentionSpec:
     scale_power: float = -0.5  # 1.0 when the config holds the scale itself (attention_multiplier)
     mla: MLASpec | None = None
     yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
-    # HF attribute of one projection whose output is q, k and v concatenated (Phi-3: qkv_proj)
+    # HF attribute of one projection to q, k and v (Phi-3: qkv_proj); its rows are q, k, v one
+    # after the other (concatenated) or head by head (per_head: Persimmon, GPT-NeoX)
     fused_qkv: str | None = None
+    fused_qkv_layout: Literal["concatenated", "per_head"] = "concatenated"
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
@@ -256,7 +258,8 @@ class TextDecoderSpec:
     # A per-layer config list: layer i applies RoPE iff config.<key>[i] (SmolLM3's no_rope_layers)
     rope_layers_key: str | None = None
     # HF names where they differ from Llama's: role -> attribute. Roles: final_norm (model.<x>),
-    # o_proj (self_attn.<x>); Phi has final_layernorm and dense.
+    # o_proj, q_norm, k_norm (self_attn.<x>); Phi has final_layernorm and dense, Persimmon
+    # q_layernorm and k_layernorm.
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
 

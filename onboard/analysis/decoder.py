@@ -57,6 +57,8 @@ _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
     "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),
     "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
 }
+# What attentions call their q and k norms.
+_QK_NORM_NAMES = (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
@@ -93,6 +95,15 @@ class DecoderSpecBuilder:
         self.fused_qkv: str | None = None  # set by build() before the parameter check
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
+        # q/k norms by their HF names (Persimmon: q_layernorm, k_layernorm)
+        self.q_norm_name, self.k_norm_name = next(
+            (
+                pair
+                for pair in _QK_NORM_NAMES
+                if probe.param_shape(f"{LAYER0}self_attn.{pair[0]}.weight") is not None
+            ),
+            _QK_NORM_NAMES[0],
+        )
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -167,7 +178,12 @@ class DecoderSpecBuilder:
         final = self.probe.final_norm.name if self.probe.final_norm else "norm"
         names = tuple(
             (role, name)
-            for role, name in (("final_norm", final), ("o_proj", self.o_name))
+            for role, name in (
+                ("final_norm", final),
+                ("o_proj", self.o_name),
+                ("q_norm", self.q_norm_name),
+                ("k_norm", self.k_norm_name),
+            )
             if name != {"final_norm": "norm"}.get(role, role)
         )
         lm_head_bias = self.probe.param_shape("lm_head.bias") is not None
@@ -177,6 +193,8 @@ class DecoderSpecBuilder:
             text, rope_layers_key=self.rope_layers_key, names=names, lm_head_bias=lm_head_bias
         )
         mismatches = self._attention_mismatches(text)
+        if mismatches:
+            text, mismatches = self._try_per_head_qkv(text, mismatches)
         if mismatches:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
@@ -236,6 +254,26 @@ class DecoderSpecBuilder:
         for key in keys:
             if key not in used:
                 self._probe("text.scales", f"config.json:{key}", "HF does not use it (tiny check)")
+
+    def _try_per_head_qkv(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """A fused projection's rows may run q, k, v head by head (Persimmon, GPT-NeoX) rather
+        than q then k then v: accept it when, and only when, every attention then matches."""
+        attention = text.attention
+        if not attention.fused_qkv or attention.num_kv_heads != attention.num_heads:
+            return text, mismatches
+        per_head = dataclasses.replace(
+            text, attention=dataclasses.replace(attention, fused_qkv_layout="per_head")
+        )
+        if self._attention_mismatches(per_head):
+            return text, mismatches
+        self._probe(
+            "text.attention.fused_qkv",
+            f"{LAYER0}self_attn.{attention.fused_qkv}",
+            "matches HF only with its rows read as (head, q/k/v, head_dim)",
+        )
+        return per_head, ()
 
     def _try_interleaved_rope(
         self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
@@ -495,7 +533,7 @@ class DecoderSpecBuilder:
         return match.group(1) if match else None
 
     def _qk_norm(self, heads: int) -> str:
-        shape = self._layer_param("self_attn.q_norm.weight")
+        shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")
         if shape is None:
             return "none"
         tiny_heads = self.tiny.num_attention_heads
@@ -504,8 +542,9 @@ class DecoderSpecBuilder:
             self._delta(
                 "q_norm of unexpected width", f"{LAYER0}self_attn.q_norm.weight", str(shape)
             )
-        self._probe("text.attention.qk_norm", f"{LAYER0}self_attn.q_norm.weight", f"shape {shape}")
-        self._source("text.attention.qk_norm", r"self\.q_norm\s*=")
+        name = self.q_norm_name
+        self._probe("text.attention.qk_norm", f"{LAYER0}self_attn.{name}.weight", f"shape {shape}")
+        self._source("text.attention.qk_norm", rf"self\.{name}\s*=")
         return kind
 
     def _attention_scale(self, head_dim: int) -> tuple[float, str | None]:
@@ -820,6 +859,7 @@ class DecoderSpecBuilder:
         names = "|".join(re.escape(p) for p in self.mlp_projections) or "(?!)"
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
         own = "|".join(re.escape(n) for n in (self.fused_qkv, self.o_name) if n)
+        own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
         final = self.probe.final_norm.name if self.probe.final_norm else "norm"
         top = {"model.embed_tokens.weight", "lm_head.weight", "lm_head.bias"}

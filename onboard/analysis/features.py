@@ -107,7 +107,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     (
         "attention.fused_qkv",
         "text.attention.fused_qkv",
-        lambda s: s.text.attention.fused_qkv is not None,
+        lambda s: s.text.attention.fused_qkv_layout if s.text.attention.fused_qkv else "none",
     ),
     ("attention.qkv_bias", "text.attention.q_bias", lambda s: s.text.attention.q_bias),
     ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),

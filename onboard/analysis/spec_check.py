@@ -281,18 +281,24 @@ class SpecInterpreter:
         spec = self.text.attention
         prefix = f"model.layers.{layer}.self_attn."
         batch, seq, _ = x.shape
-        if spec.fused_qkv:  # q, k and v concatenated along the output
+        if spec.fused_qkv and spec.fused_qkv_layout == "per_head":  # (head, q/k/v, head_dim)
+            fused = self.linear(x, f"{prefix}{spec.fused_qkv}.")
+            fused = fused.view(batch, seq, self.heads, 3, self.head_dim)
+            q, k, v = (fused[..., i, :].reshape(batch, seq, -1) for i in range(3))
+        elif spec.fused_qkv:  # q, k and v concatenated along the output
             widths = [self.heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
             q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)
         else:
             q, k, v = (self.linear(x, f"{prefix}{p}_proj.") for p in "qkv")
+        q_norm = f"{prefix}{self.text.name_of('q_norm')}."
+        k_norm = f"{prefix}{self.text.name_of('k_norm')}."
         if spec.qk_norm == "full_width":
-            q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
+            q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         q = q.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         if spec.qk_norm == "per_head":
-            q, k = self.norm(q, prefix + "q_norm."), self.norm(k, prefix + "k_norm.")
+            q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
         rotary = self.rope(kind, self.positions[:seq]) if self.rotates(layer) else None
         if rotary is not None:

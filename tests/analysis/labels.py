@@ -56,7 +56,7 @@ Value = str | bool | int | float | None | Unresolved
 BASELINE: dict[str, Value] = {
     "attention.kind": "standard",
     "attention.qk_norm": "none",
-    "attention.fused_qkv": False,
+    "attention.fused_qkv": "none",
     "attention.qkv_bias": False,
     "attention.o_bias": False,
     "attention.scale": "head_dim",
@@ -308,6 +308,25 @@ LABELS: list[dict[str, Any]] = [
         "logits.bias": True,  # :409 lm_head bias=True
     },
     {
+        "type": "persimmon",
+        "config": DEFAULT,
+        # modeling_persimmon.py:213 query_key_value (bias=True), :240 viewed as
+        # (heads, 3, head_dim): q, k, v head by head; :214 dense, the output projection
+        "attention.fused_qkv": "per_head",
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :219-224 q_layernorm / k_layernorm over head_dim (qk_layernorm True by default,
+        # configuration_persimmon.py:54), applied before RoPE (forward :262-264)
+        "attention.qk_norm": "per_head",
+        # :154-155 dense_h_to_4h -> relu2 (configuration :47) -> dense_4h_to_h, default bias
+        "mlp.kind": "plain",
+        "mlp.activation": "relu2",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :317-318, :393 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        "rope.partial": True,  # configuration_persimmon.py:62 partial_rotary_factor 0.5
+    },
+    {
         "type": "olmo",
         "config": DEFAULT,
         # modeling_olmo.py:49-60 OlmoLayerNorm: F.layer_norm(..., None, None, eps=1e-5), nothing
@@ -407,7 +426,7 @@ LABELS: list[dict[str, Any]] = [
         "mlp.kind": "fused_gate_up",  # modeling_phi3.py:54 gate_up_proj
         # configuration_phi3.py:81 sliding_window None; partial_rotary_factor 1.0
         # modeling_phi3.py:216 one qkv_proj; forward :232-235 slices q, then k, then v
-        "attention.fused_qkv": True,
+        "attention.fused_qkv": "concatenated",
     },
     {
         "type": "starcoder2",

@@ -160,6 +160,7 @@ class ModelDesign:
     # does not have: the generated class then starts from CausalLMModel's instead.
     generic_preprocess: bool = False
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
+    fused_qkv_per_head: bool = False  # its rows run (head, q/k/v, head_dim)
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
 
     @property
@@ -233,6 +234,7 @@ def design_model(
         generic_preprocess=bool(text_design and text_design.moe)
         and profile.moe_weights_under != "mlp",
         fused_qkv=spec.text.attention.fused_qkv,
+        fused_qkv_per_head=spec.text.attention.fused_qkv_layout == "per_head",
         lm_head_bias=spec.text.lm_head_bias,
     )
 
@@ -763,6 +765,9 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         renames.append((f"model.{final}.", "model.norm."))
     if o_name != "o_proj":
         renames.append((f".self_attn.{o_name}.", ".self_attn.o_proj."))
+    for role in ("q_norm", "k_norm"):
+        if spec.text.name_of(role) != role:
+            renames.append((f".self_attn.{spec.text.name_of(role)}.", f".self_attn.{role}."))
     moe = spec.text.moe
     if moe is not None:  # the checkpoint's per-expert names -> MoELayer's
         if moe.block_name != "mlp":

@@ -127,7 +127,7 @@ def test_rounded_embedding_scale_is_over_the_gate(tmp_path: Path) -> None:
             "RMSNorm(config.kv_lora_rank, eps=config.rms_norm_eps)",
         ),
         # q and k rows swapped when splitting (same shapes: only the numbers can tell)
-        ("phi3", 'zip("qkv", tensor.split', 'zip("kqv", tensor.split'),
+        ("phi3", 'zip("qkv", parts', 'zip("kqv", parts'),
         # mobius' default epsilon instead of the one OLMo fixes in code
         ("olmo", "rms_norm_eps=1e-05", "rms_norm_eps=1e-06"),
         # a sequential layer instead of Cohere's parallel one
@@ -185,6 +185,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("phi3", set()),
         # Phi's names (dense, final_layernorm), lm_head bias, parallel layer, partial RoPE
         ("phi", {"M3"}),
+        # query_key_value rows head by head, q/k LayerNorms named q_layernorm, relu2
+        ("persimmon", {"M3"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
