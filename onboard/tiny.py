@@ -63,6 +63,9 @@ _TINY_MULTIPLIERS = (1.7, 0.55, 0.35, 2.9, 0.45, 3.7, 1.3, 0.65)
 
 # Per-layer lists whose entries make a layer's signature (and are subsampled together).
 PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
+# List-valued keys that are not per layer even when their length happens to match.
+_NOT_PER_LAYER = frozenset({"architectures", "eos_token_id", "bad_words_ids", "suppress_tokens"})
+PER_LAYER_CONFIG = "per_layer_config"
 _TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id")
 
 
@@ -115,12 +118,19 @@ def shrink_config(
     count_key = _layer_count_key(config, layer_classes)
     num_layers = _int(config.get(count_key), 1)
     per_layer = _per_layer_lists(tiny, layer_types, num_layers)
+    by_layer = _per_layer_dict(tiny, num_layers)
     signature_lists = dict(per_layer)
+    if by_layer:
+        signature_lists["__per_layer_config__"] = [str(by_layer.get(i)) for i in range(num_layers)]
     if layer_classes is not None and len(layer_classes) == num_layers:
         signature_lists["__classes__"] = list(layer_classes)
     indices = _representative_layers(signature_lists, num_layers)
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
+    if by_layer:  # keyed by layer index: the kept layers' new indices
+        tiny[PER_LAYER_CONFIG] = {
+            str(new): by_layer[old] for new, old in enumerate(indices) if old in by_layer
+        }
     tiny[count_key] = len(indices)
     if count_key != "num_hidden_layers":  # derived from count_key by the config class
         tiny.pop("num_hidden_layers", None)
@@ -235,14 +245,31 @@ def _remap_token_ids(tiny: dict[str, Any]) -> None:
 def _per_layer_lists(
     tiny: Mapping[str, Any], layer_types: list[str] | None, num_layers: int
 ) -> dict[str, list[Any]]:
+    """Lists with one entry per layer: the known keys, and any other list that long (Gemma 3n's
+    activation_sparsity_pattern), which must shrink with the layers."""
     lists = {
-        key: list(tiny[key])
-        for key in PER_LAYER_KEYS
-        if isinstance(tiny.get(key), list) and len(tiny[key]) == num_layers
+        key: list(value)
+        for key, value in tiny.items()
+        if isinstance(value, list)
+        and len(value) == num_layers
+        and num_layers > 1
+        and (key in PER_LAYER_KEYS or key not in _NOT_PER_LAYER)
     }
     if layer_types is not None and len(layer_types) == num_layers:
         lists["layer_types"] = list(layer_types)
     return lists
+
+
+def _per_layer_dict(tiny: Mapping[str, Any], num_layers: int) -> dict[int, Any]:
+    """Gemma 4's ``per_layer_config``: overrides keyed by layer index ("05": {...})."""
+    table = tiny.get(PER_LAYER_CONFIG)
+    if not isinstance(table, Mapping):
+        return {}
+    found = {}
+    for key, value in table.items():
+        if str(key).isdigit() and int(key) < num_layers:
+            found[int(key)] = value
+    return found
 
 
 def _representative_layers(per_layer: Mapping[str, list[Any]], num_layers: int) -> tuple[int, ...]:

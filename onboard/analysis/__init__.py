@@ -14,7 +14,7 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
-from onboard.tiny import TinyConfig, multiplier_defaults, shrink_config
+from onboard.tiny import PER_LAYER_CONFIG, TinyConfig, multiplier_defaults, shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def analyse(source: ModelSource) -> Analysis:
             "so far"
         )
     check_sizes(source.config, required=False)
+    _refuse_per_layer_overrides(source.config)
     hf_config = make_hf_config(source.config)
     check_sizes(hf_config)
     real_layers = layer_signatures(hf_config)
@@ -81,6 +82,19 @@ def analyse(source: ModelSource) -> Analysis:
         unresolved=unresolved,
     )
     return Analysis(spec, classification, tiny, probe)
+
+
+def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:
+    """Gemma 4 overrides attributes layer by layer; the spec holds one value per attribute."""
+    table = config.get(PER_LAYER_CONFIG)
+    if not isinstance(table, dict) or not table:
+        return
+    attributes = sorted({k for v in table.values() if isinstance(v, dict) for k in v})
+    raise UnsupportedFeatureError(
+        f"per-layer attribute overrides at config.json:{PER_LAYER_CONFIG} "
+        f"({', '.join(attributes)} in layers {', '.join(sorted(table))}): onboard's spec holds "
+        "one value per attribute"
+    )
 
 
 def _tiny_keeps_layers(

@@ -55,6 +55,33 @@ def test_top_k_never_exceeds_experts_that_are_not_shrunk() -> None:
     assert shrink_config(config, None).config["moe_topk"] == 1
 
 
+def test_any_list_with_one_entry_per_layer_shrinks_with_the_layers() -> None:
+    """Gemma 3n's activation_sparsity_pattern is per layer though no known key names it."""
+    config = {
+        "model_type": "x",
+        "num_hidden_layers": 4,
+        "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+        "activation_sparsity_pattern": [0.95, 0.95, 0.0, 0.0],
+        "architectures": ["A", "B", "C", "D"],
+    }
+    tiny = shrink_config(config, config["layer_types"]).config
+    assert tiny["num_hidden_layers"] == len(tiny["activation_sparsity_pattern"]) == 3
+    assert tiny["activation_sparsity_pattern"] == [0.95, 0.0, 0.0]
+    assert tiny["architectures"] == ["A", "B", "C", "D"]
+
+
+def test_per_layer_config_follows_the_kept_layers() -> None:
+    """Gemma 4 keys overrides by layer index: the tiny config keys them by the new indices."""
+    config = {
+        "model_type": "x",
+        "num_hidden_layers": 6,
+        "per_layer_config": {"02": {"head_dim": 512}, "05": {"head_dim": 512}},
+    }
+    tiny = shrink_config(config, None).config
+    assert tiny["per_layer_config"] == {"1": {"head_dim": 512}}
+    assert tiny["num_hidden_layers"] == 2
+
+
 def test_config_multipliers_get_distinct_tiny_values() -> None:
     """Real configs often hold 1.0 (or equal values), which would hide where HF applies them."""
     config = {"model_type": "x", "num_hidden_layers": 2}
