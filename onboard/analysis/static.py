@@ -424,7 +424,7 @@ class StaticReader:
             )
         else:
             self._absent("text.norm.weight_offset", class_name, "scaled by weight, not 1 + weight")
-        centred = ".mean(" in text and ("- " in text or "x - " in text)
+        centred = (".mean(" in text and ("- " in text or "x - " in text)) or "layer_norm(" in text
         base_layer = any(isinstance(b, ast.Attribute) and b.attr == "LayerNorm" for b in cls.bases)
         return ("layer" if centred or base_layer else "rms"), offset
 
