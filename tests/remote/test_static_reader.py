@@ -20,6 +20,7 @@ READ_FULLY = (
     "qwen3",
     "gemma",
     "gemma2",
+    "olmo",
     "olmo2",
     "stablelm",
     "nemotron",
