@@ -202,6 +202,18 @@ def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expec
     assert all(c.status is Status.PASS or (c.status is Status.SKIP and c.detail) for c in default)
 
 
+def test_a_config_flag_that_makes_layers_parallel(tmp_path: Path) -> None:
+    """StableLM's use_parallel_residual turns its layers into Cohere-style parallel ones (one norm
+    for both): the analysis follows the flag, not the model_type."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("stablelm", tmp_path / "models", use_parallel_residual=True)
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    assert result.analysis.spec.text.norm.placement == "parallel"
+    assert result.parity.passed
+    assert {c.bug for c in result.parity.checks if c.status is Status.XFAIL} == {"M3"}
+
+
 MOE = (
     ("mistralai/Mixtral-8x7B-v0.1", "fixture"),
     ("Qwen/Qwen3-30B-A3B", "fixture"),
