@@ -289,6 +289,9 @@ class WeightSpec:
 
     tensors: tuple[tuple[str, tuple[int, ...]], ...]  # on-disk (safetensors) name, tiny shape
     tied_keys: tuple[str, ...] = ()  # names absent on disk because they are tied
+    # Checkpoint-name substrings -> the Llama layout's (GPT-NeoX: gpt_neox.embed_in. ->
+    # model.embed_tokens.), applied in order before any other rename
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

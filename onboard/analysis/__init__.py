@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
+from onboard.analysis.layout import checkpoint_renames, hf_parameters, llama_view
 from onboard.analysis.probe import Probe, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.classify import Classification, Kind, classify, require_in_scope
@@ -61,8 +62,10 @@ def analyse(source: ModelSource) -> Analysis:
     config = {**multiplier_defaults(hf_config), **source.config}
     tiny = shrink_config(config, layer_types, real_layers)
     tiny_config = make_hf_config(tiny.config)
-    model = build_tiny_model(tiny_config)
-    probe = probe_model(model)
+    hf_model = build_tiny_model(tiny_config)
+    layout = llama_view(hf_model)
+    model = layout.model if layout else hf_model
+    probe = probe_model(model, disk_model=hf_model)
     builder = DecoderSpecBuilder(
         hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers
     )
@@ -77,6 +80,8 @@ def analyse(source: ModelSource) -> Analysis:
         weights=WeightSpec(
             tensors=probe.disk_tensors,
             tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
+            renames=(layout.renames if layout else ())
+            + checkpoint_renames(probe.disk_tensors, hf_parameters(hf_model)),
         ),
         evidence=builder.log.freeze(),
         unresolved=unresolved,

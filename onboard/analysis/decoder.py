@@ -163,7 +163,8 @@ class DecoderSpecBuilder:
             vocab_size=cfg.vocab_size,
             hidden_size=cfg.hidden_size,
             num_layers=cfg.num_hidden_layers,
-            max_position_embeddings=cfg.max_position_embeddings,
+            # ALiBi models (BLOOM, MPT) have no position limit in their config
+            max_position_embeddings=getattr(cfg, "max_position_embeddings", None) or 0,
             layer_types=layer_types,
             sliding_window=self.sliding_window(layer_types),
             attention=self.attention(),
@@ -967,10 +968,17 @@ def _yarn_scale(config: Any, scale: float) -> float:
 
 def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
     """The real MLP width: the real value of whichever config field the tiny width came from."""
-    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
-        if tiny_width is not None and getattr(tiny, key, None) == tiny_width:
-            return getattr(real, key)
-    return real.intermediate_size
+    keys = (
+        "intermediate_size",
+        "moe_intermediate_size",
+        "shared_expert_intermediate_size",
+        "ffn_hidden_size",  # Falcon
+    )
+    for key in keys:
+        value = getattr(real, key, None)
+        if value is not None and tiny_width is not None and getattr(tiny, key, None) == tiny_width:
+            return value
+    return getattr(real, "intermediate_size", None) or getattr(real, "ffn_hidden_size", None)
 
 
 def _placement(names: dict[str, str]) -> str | None:

@@ -67,7 +67,9 @@ class Probe:
         return any(n == name for n, _ in self.modules)
 
 
-def probe_model(model: Any) -> Probe:
+def probe_model(model: Any, disk_model: Any = None) -> Probe:
+    """``model`` as the analysis sees it (a Llama-layout view, see ``layout``); ``disk_model``
+    the HF model the checkpoint names come from (default: ``model``)."""
     import torch
 
     decoder = _decoder(model)
@@ -78,7 +80,7 @@ def probe_model(model: Any) -> Probe:
         layer_norms = tuple(
             _measure_norm(name, module, hidden)
             for name, module in layer.named_modules()
-            if name and _is_norm(module)
+            if name and is_norm(module)
         )
         final_name = final_norm_name(decoder)
         final = getattr(decoder, final_name, None)
@@ -87,7 +89,7 @@ def probe_model(model: Any) -> Probe:
             model_class=type(model).__name__,
             modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
             parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
-            disk_tensors=tensor_shapes(model),
+            disk_tensors=tensor_shapes(disk_model if disk_model is not None else model),
             layer_norms=layer_norms,
             final_norm=_measure_norm(final_name, final, hidden) if final is not None else None,
             flow=flow,
@@ -131,7 +133,7 @@ def _decoder(model: Any) -> Any:
     return decoder
 
 
-def _is_norm(module: Any) -> bool:
+def is_norm(module: Any) -> bool:
     import torch
 
     if isinstance(module, torch.nn.LayerNorm):
@@ -236,7 +238,7 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
     watched = {
         "mlp" if n == ffn else n: m
         for n, m in layer.named_children()
-        if n in ("self_attn", ffn) or _is_norm(m)
+        if n in ("self_attn", ffn) or is_norm(m)
     }
     for name, module in watched.items():
         hooks.append(module.register_forward_hook(record(name), with_kwargs=True))
@@ -262,12 +264,16 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
     def fed_by(sources: set[int]) -> tuple[str, ...]:
         return tuple(n for n in norms if n in calls and calls[n][0] & sources)
 
+    # GPT-NeoX: two norms, both of the layer's input, feed attention and the MLP.
+    two_norms = any(
+        calls[a][0] & calls[m][0] for a in feeding(attn_in) for m in feeding(mlp_in) if a != m
+    )
     return LayerFlow(
         attn_in=feeding(attn_in),
         attn_out=fed_by(attn_out),
         mlp_in=feeding(mlp_in),
         mlp_out=fed_by(mlp_out),
-        parallel=bool(attn_in & mlp_in),
+        parallel=bool(attn_in & mlp_in) or two_norms,
     )
 
 

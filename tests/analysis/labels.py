@@ -327,6 +327,26 @@ LABELS: list[dict[str, Any]] = [
         "rope.partial": True,  # configuration_persimmon.py:62 partial_rotary_factor 0.5
     },
     {
+        "type": "gpt_neox",
+        "config": DEFAULT,
+        # gpt_neox.embed_in / layers / final_layer_norm, read through the Llama layout.
+        # modeling_gpt_neox.py:192 query_key_value, :204-207 viewed as (heads, 3 * head_size) and
+        # chunked: q, k, v head by head; :193 dense; bias=config.attention_bias (True, config :80)
+        "attention.fused_qkv": "per_head",
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :41-42 dense_h_to_4h -> gelu (configuration :66) -> dense_4h_to_h, default bias
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :243-244, :313 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        # :271-274 use_parallel_residual (True, configuration :78): mlp(post_attention_layernorm(x))
+        # + attn(input_layernorm(x)) + x, two norms of the same input
+        "norm.placement": "parallel",
+        "rope.partial": True,  # configuration_gpt_neox.py:98 partial_rotary_factor 0.25
+    },
+    {
         "type": "olmo",
         "config": DEFAULT,
         # modeling_olmo.py:49-60 OlmoLayerNorm: F.layer_norm(..., None, None, eps=1e-5), nothing

@@ -193,3 +193,25 @@ def test_global_nope_layers_are_measured_and_checked(tmp_path) -> None:
     deltas = check_spec(wrong, perturb(build_tiny_model(config)), config)
     assert deltas and "Exaone4Attention computes something" in deltas[0].what
     assert deltas[0].where.startswith("modeling_exaone4.py:")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "part"),
+    [
+        ("gpt2", "transformer.wpe"),  # learned positions
+        ("bloom", "transformer.word_embeddings_layernorm"),  # a norm of the embeddings
+    ],
+)
+def test_parts_the_llama_layout_cannot_hold_are_refused_by_name(tmp_path, model_type, part):
+    folder = default_config_dir(model_type, tmp_path)
+    with pytest.raises(UnsupportedFeatureError, match=part):
+        analyse(load_source(str(folder)))
+
+
+def test_a_head_saved_under_another_name_is_renamed() -> None:
+    """GPT-NeoX keeps lm_head in memory and saves it as embed_out."""
+    from onboard.analysis.layout import checkpoint_renames
+
+    disk = (("embed_out.weight", (256, 96)), ("gpt_neox.embed_in.weight", (256, 96)))
+    memory = (("lm_head.weight", (256, 96)), ("gpt_neox.embed_in.weight", (256, 96)))
+    assert checkpoint_renames(disk, memory) == (("embed_out.", "lm_head."),)

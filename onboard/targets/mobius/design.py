@@ -759,7 +759,7 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
 
 def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
     """HF names (norms, MLP projections) that differ from the names the generated layers use."""
-    renames = []
+    renames = list(spec.weights.renames)  # other top-level layouts first (GPT-NeoX, Falcon)
     final, o_name = spec.text.name_of("final_norm"), spec.text.name_of("o_proj")
     if final != "norm":
         renames.append((f"model.{final}.", "model.norm."))

@@ -187,6 +187,9 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("phi", {"M3"}),
         # query_key_value rows head by head, q/k LayerNorms named q_layernorm, relu2
         ("persimmon", {"M3"}),
+        # gpt_neox.* names read through the Llama layout, lm_head saved as embed_out, two norms
+        # of the same input feeding attention and the MLP
+        ("gpt_neox", {"M3"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
@@ -200,6 +203,16 @@ def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expec
     default = [c for c in report.checks if c.provider == "default"]
     # nothing excused on the default EP; latent attention skips kv-cache (the detail says why)
     assert all(c.status is Status.PASS or (c.status is Status.SKIP and c.detail) for c in default)
+
+
+def test_gpt_neox_without_parallel_residual_is_sequential(tmp_path: Path) -> None:
+    """The same two norms wired one after the other: the data flow, not the names, decides."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("gpt_neox", tmp_path / "models", use_parallel_residual=False)
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    assert result.analysis.spec.text.norm.placement == "pre"
+    assert result.parity.passed
 
 
 def test_a_config_flag_that_makes_layers_parallel(tmp_path: Path) -> None:

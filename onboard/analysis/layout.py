@@ -1,0 +1,176 @@
+"""See a decoder with other top-level names (GPT-NeoX, Falcon) through the Llama layout.
+
+The analysis reads ``model.embed_tokens``, ``model.layers.N.self_attn`` and ``model.norm``. A
+model that keeps the same parts under other names (``gpt_neox.embed_in``, ``transformer.h``,
+``ln_f``, ``self_attention``) is wrapped in a view that names the same module objects the Llama
+way, so hooks and parameters are shared with the HF model, which still runs its own forward. The
+view also says how checkpoint names map to the Llama names, for the generated weight renames.
+Parts the Llama layout has no place for (learned position embeddings) are refused by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.errors import UnsupportedFeatureError
+
+# What a layer may call its attention (the decoder's other names are found by type).
+ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn")
+_PARAMETER_FREE = ("Dropout",)
+
+
+@dataclass(frozen=True)
+class LayoutView:
+    model: Any  # the view (torch modules shared with the HF model)
+    renames: tuple[tuple[str, str], ...]  # checkpoint-name substring -> Llama-layout name
+
+
+def llama_view(model: Any) -> LayoutView | None:
+    """None when ``model`` already has the Llama layout; else the view, or a refusal."""
+    import torch
+
+    if isinstance(getattr(model, "model", None), torch.nn.Module) and hasattr(
+        model.model, "layers"
+    ):
+        return None
+    decoder_name, decoder = _decoder(model)
+    if decoder is None:
+        return None  # the probe names what is missing
+    parts = _decoder_parts(model, decoder_name, decoder)
+    head_name = next(
+        (
+            name
+            for name, child in model.named_children()
+            if isinstance(child, torch.nn.Linear) and child.out_features == model.config.vocab_size
+        ),
+        None,
+    )
+    if head_name is None:
+        return None
+    layers, layer_renames = _layers(decoder, parts["layers"])
+    view = _View(model)
+    view.model = torch.nn.Module()
+    view.model.embed_tokens = getattr(decoder, parts["embed"])
+    view.model.layers = layers
+    view.model.norm = getattr(decoder, parts["norm"])
+    if parts.get("rotary"):
+        view.model.rotary_emb = getattr(decoder, parts["rotary"])
+    view.lm_head = getattr(model, head_name)
+    renames = [
+        (f"{decoder_name}.{parts['embed']}.", "model.embed_tokens."),
+        (f"{decoder_name}.{parts['layers']}.", "model.layers."),
+        (f"{decoder_name}.{parts['norm']}.", "model.norm."),
+        *layer_renames,
+    ]
+    if head_name != "lm_head":
+        renames.append((f"{head_name}.", "lm_head."))
+    return LayoutView(view, tuple(r for r in renames if r[0] != r[1]))
+
+
+def hf_parameters(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
+
+
+def checkpoint_renames(
+    disk: tuple[tuple[str, tuple[int, ...]], ...], memory: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[tuple[str, str], ...]:
+    """Top-level modules saved under another name than they have in memory (GPT-NeoX saves its
+    ``lm_head`` as ``embed_out``): paired by shape, only when the pairing is unambiguous."""
+    memory_names = {n for n, _ in memory}
+    unmatched = [(n, s) for n, s in disk if n not in memory_names and "." in n]
+    renames = []
+    for name, shape in unmatched:
+        module, _, leaf = name.rpartition(".")
+        if "." in module:
+            continue
+        candidates = [
+            m for m, s in memory if s == shape and m.endswith(f".{leaf}") and m.count(".") == 1
+        ]
+        disk_names = {n for n, _ in disk}
+        candidates = [m for m in candidates if m not in disk_names]
+        if len(candidates) == 1:
+            renames.append((f"{module}.", f"{candidates[0].rpartition('.')[0]}."))
+    return tuple(dict.fromkeys(renames))
+
+
+class _View:
+    """Delegates calls and the config to the HF model; holds the Llama-named parts."""
+
+    def __new__(cls, model: Any) -> Any:
+        import torch
+
+        class View(torch.nn.Module):
+            def __init__(self, hf: Any) -> None:
+                super().__init__()
+                object.__setattr__(self, "hf", hf)  # not a sub-module: its names stay out
+                self.config = hf.config
+
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                return self.hf(*args, **kwargs)
+
+        View.__name__ = type(model).__name__
+        return View(model)
+
+
+def _decoder(model: Any) -> tuple[str, Any]:
+    import torch
+
+    for name, child in model.named_children():
+        if any(isinstance(c, torch.nn.ModuleList) for c in child.children()):
+            return name, child
+    return "", None
+
+
+def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str]:
+    import torch
+
+    from onboard.analysis.probe import is_norm
+
+    parts: dict[str, str] = {}
+    unknown = []
+    vocab = model.config.vocab_size
+    for name, child in decoder.named_children():
+        if isinstance(child, torch.nn.ModuleList):
+            parts.setdefault("layers", name)
+        elif isinstance(child, torch.nn.Embedding) and child.num_embeddings == vocab:
+            parts.setdefault("embed", name)
+        elif is_norm(child):
+            if "norm" in parts:  # BLOOM's embedding norm: only the last one is the final norm
+                unknown.append(f"{decoder_name}.{parts['norm']} ({type(child).__name__})")
+            parts["norm"] = name
+        elif "rotary" in name:
+            parts["rotary"] = name
+        elif next(child.parameters(), None) is not None:
+            unknown.append(f"{decoder_name}.{name} ({type(child).__name__})")
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{type(model).__name__} has parts the Llama layout has no place for: "
+            f"{', '.join(unknown)}"
+        )
+    missing = [p for p in ("embed", "layers", "norm") if p not in parts]
+    if missing:
+        raise UnsupportedFeatureError(
+            f"{type(model).__name__}.{decoder_name} has no {', '.join(missing)} onboard recognises "
+            f"(its modules: {', '.join(n for n, _ in decoder.named_children())})"
+        )
+    return parts
+
+
+def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]:
+    """The layers as views whose attention is ``self_attn``; other children keep their names."""
+    import torch
+
+    renames: list[tuple[str, str]] = []
+    views = torch.nn.ModuleList()
+    for layer in getattr(decoder, layers_name):
+        view = torch.nn.Module()
+        for name, child in layer.named_children():
+            if name in ATTENTION_NAMES and "self_attn" not in dict(view.named_children()):
+                if name != "self_attn":
+                    renames.append((f".{name}.", ".self_attn."))
+                name = "self_attn"
+            setattr(view, name, child)
+        object.__setattr__(view, "hf_layer", layer)
+        views.append(view)
+    return views, sorted(set(renames))
