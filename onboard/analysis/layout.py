@@ -10,6 +10,7 @@ Parts the Llama layout has no place for (learned position embeddings) are refuse
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +50,9 @@ def llama_view(model: Any) -> LayoutView | None:
     if head_name is None:
         return None
     layers, layer_renames = _layers(decoder, parts["layers"])
-    view = _View(model)
+    view = _view_of(model)
     view.model = torch.nn.Module()
+    object.__setattr__(view.model, "hf", decoder)
     view.model.embed_tokens = getattr(decoder, parts["embed"])
     view.model.layers = layers
     view.model.norm = getattr(decoder, parts["norm"])
@@ -94,23 +96,30 @@ def checkpoint_renames(
     return tuple(dict.fromkeys(renames))
 
 
-class _View:
-    """Delegates calls and the config to the HF model; holds the Llama-named parts."""
+def _view_of(model: Any) -> Any:
+    """A module whose calls and config are the HF model's; the Llama-named parts go on it."""
+    return _view_class()(model)
 
-    def __new__(cls, model: Any) -> Any:
-        import torch
 
-        class View(torch.nn.Module):
-            def __init__(self, hf: Any) -> None:
-                super().__init__()
-                object.__setattr__(self, "hf", hf)  # not a sub-module: its names stay out
-                self.config = hf.config
+@functools.cache
+def _view_class() -> type:
+    import torch
 
-            def forward(self, *args: Any, **kwargs: Any) -> Any:
-                return self.hf(*args, **kwargs)
+    class LlamaLayoutView(torch.nn.Module):
+        def __init__(self, hf: Any) -> None:
+            super().__init__()
+            object.__setattr__(self, "hf", hf)  # not a sub-module: its own names stay out
+            self.config = hf.config
 
-        View.__name__ = type(model).__name__
-        return View(model)
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            return self.hf(*args, **kwargs)
+
+    return LlamaLayoutView
+
+
+def hf_module(module: Any) -> Any:
+    """The HF module a view stands for (the module itself when it is not a view)."""
+    return getattr(module, "hf", module)
 
 
 def _decoder(model: Any) -> tuple[str, Any]:
@@ -171,6 +180,6 @@ def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]
                     renames.append((f".{name}.", ".self_attn."))
                 name = "self_attn"
             setattr(view, name, child)
-        object.__setattr__(view, "hf_layer", layer)
+        object.__setattr__(view, "hf", layer)
         views.append(view)
     return views, sorted(set(renames))

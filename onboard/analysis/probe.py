@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.layers import FFN_BLOCK_NAMES
+from onboard.analysis.layout import hf_module
 from onboard.checkpoint import tensor_shapes
 from onboard.errors import UnsupportedFeatureError
 
@@ -86,7 +87,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
         final = getattr(decoder, final_name, None)
         attn = getattr(layer, "self_attn", None)
         return Probe(
-            model_class=type(model).__name__,
+            model_class=type(hf_module(model)).__name__,
             modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
             parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
             disk_tensors=tensor_shapes(disk_model if disk_model is not None else model),
@@ -247,8 +248,8 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         model(input_ids=ids, use_cache=False)
     except Exception as exc:  # the HF code itself fails on the tiny shapes
         raise UnsupportedFeatureError(
-            f"transformers' {type(model).__name__} does not run at the tiny sizes onboard uses "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+            f"transformers' {type(hf_module(model)).__name__} does not run at the tiny sizes "
+            f"onboard uses ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         ) from None
     finally:
         for hook in hooks:

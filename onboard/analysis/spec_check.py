@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
 
@@ -43,7 +44,7 @@ def check_spec(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Del
         return (
             Delta(
                 "spec does not fit the HF model",
-                type(model).__name__,
+                type(hf_module(model)).__name__,
                 f"{type(exc).__name__}: {exc}",
             ),
         )
@@ -76,7 +77,7 @@ def check_attention(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tupl
 
 
 def _delta(mismatch: Mismatch, model: Any) -> Delta:
-    module = model.get_submodule(mismatch.module)
+    module = hf_module(model.get_submodule(mismatch.module))
     where = source_location(type(module).forward) or mismatch.module
     return Delta(
         f"{mismatch.class_name} computes something the spec does not describe",
@@ -118,7 +119,7 @@ class SpecInterpreter:
         def check(name: str, ours: Any, theirs: Any) -> None:
             diff = (ours.float() - theirs.float()).abs().max().item()
             if not math.isfinite(diff) or diff > TOLERANCE:
-                module = self.model.get_submodule(name)
+                module = hf_module(self.model.get_submodule(name))
                 mismatches.append(Mismatch(name, type(module).__name__, diff))
 
         if attention_only:
@@ -147,7 +148,8 @@ class SpecInterpreter:
             logits = self.forward(ids)
             diff = (logits - out.logits).abs().max().item()
             if not math.isfinite(diff) or diff > TOLERANCE:
-                mismatches.append(Mismatch("model", type(self.model.model).__name__, diff))
+                decoder = hf_module(self.model.model)
+                mismatches.append(Mismatch("model", type(decoder).__name__, diff))
         return mismatches
 
     def _capture(self) -> tuple[dict[str, tuple[list[Any], Any]], list[Any]]:
