@@ -30,6 +30,11 @@ def saved(model: Any) -> Iterator[list[Path]]:
             hf_logging.enable_progress_bar()
 
 
+def parameter_shapes(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Names and shapes of the parameters as the model holds them in memory."""
+    return tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
+
+
 def tensor_shapes(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """Names and shapes of the saved tensors, read from the safetensors headers."""
     from safetensors import safe_open

@@ -170,6 +170,11 @@ def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None
             tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
 
 
+def is_number(value: Any) -> bool:
+    """An int or float config value (``True`` is an int to Python, not a number here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def multiplier_defaults(hf_config: Any) -> dict[str, float]:
     """Multiplier keys the config class defines even when config.json omits them (a value
     derived by a property, like MiniCPM3's ``logits_scaling``, is not a key)."""
@@ -178,14 +183,12 @@ def multiplier_defaults(hf_config: Any) -> dict[str, float]:
         for key in MULTIPLIER_KEYS
         if not isinstance(getattr(type(hf_config), key, None), property)
     }
-    return {
-        k: v for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)
-    }
+    return {k: v for k, v in found.items() if is_number(v)}
 
 
 def _distinct_multipliers(tiny: dict[str, Any]) -> None:
     for key, value in zip(MULTIPLIER_KEYS, _TINY_MULTIPLIERS, strict=True):
-        if isinstance(tiny.get(key), int | float) and not isinstance(tiny[key], bool):
+        if is_number(tiny.get(key)):
             tiny[key] = value
 
 
@@ -253,7 +256,7 @@ def _per_layer_lists(
         if isinstance(value, list)
         and len(value) == num_layers
         and num_layers > 1
-        and (key in PER_LAYER_KEYS or key not in _NOT_PER_LAYER)
+        and key not in _NOT_PER_LAYER
     }
     if layer_types is not None and len(layer_types) == num_layers:
         lists["layer_types"] = list(layer_types)

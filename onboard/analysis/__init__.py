@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
-from onboard.analysis.layout import checkpoint_renames, hf_parameters, llama_view
+from onboard.analysis.layout import checkpoint_renames, llama_view
 from onboard.analysis.probe import Probe, probe_model
 from onboard.analysis.spec_check import check_spec
+from onboard.checkpoint import parameter_shapes
 from onboard.classify import Classification, Kind, classify, require_in_scope
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
@@ -81,7 +82,7 @@ def analyse(source: ModelSource) -> Analysis:
             tensors=probe.disk_tensors,
             tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
             renames=(layout.renames if layout else ())
-            + checkpoint_renames(probe.disk_tensors, hf_parameters(hf_model)),
+            + checkpoint_renames(probe.disk_tensors, parameter_shapes(hf_model)),
         ),
         evidence=builder.log.freeze(),
         unresolved=unresolved,

@@ -30,7 +30,7 @@ from onboard.spec import (
     ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, TINY_HIDDEN
+from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, TINY_HIDDEN, is_number
 
 LAYER0 = "model.layers.0."
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -137,6 +137,20 @@ class DecoderSpecBuilder:
         return self.probe.param_shape(LAYER0 + name)
 
     @property
+    def _final_norm_name(self) -> str:
+        return self.probe.final_norm.name if self.probe.final_norm else "norm"
+
+    def _attention_linears(self) -> dict[str, tuple[int, ...]]:
+        """Layer 0's attention weights that belong to its direct children (q_proj, dense ...)."""
+        prefix = f"{LAYER0}self_attn."
+        found = {}
+        for name, shape in self.probe.parameters:
+            attr = name.removeprefix(prefix).removesuffix(".weight")
+            if name.startswith(prefix) and name.endswith(".weight") and "." not in attr:
+                found[attr] = shape
+        return found
+
+    @property
     def _tiny_head_dim(self) -> int:
         tiny = self.tiny
         return getattr(tiny, "head_dim", None) or tiny.hidden_size // tiny.num_attention_heads
@@ -176,7 +190,7 @@ class DecoderSpecBuilder:
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
-        final = self.probe.final_norm.name if self.probe.final_norm else "norm"
+        final = self._final_norm_name
         names = tuple(
             (role, name)
             for role, name in (
@@ -208,7 +222,7 @@ class DecoderSpecBuilder:
         keys = [
             k
             for k in MULTIPLIER_KEYS
-            if _is_number(getattr(self.tiny, k, None)) and k != text.attention.scale_key
+            if is_number(getattr(self.tiny, k, None)) and k != text.attention.scale_key
         ]
         if not keys:
             return text
@@ -220,6 +234,9 @@ class DecoderSpecBuilder:
 
         model = perturb(copy.deepcopy(self.model))
         options = [_SCALE_CANDIDATES.get(k, (None,)) for k in keys]
+        # Every key's options end with None, so the last combination is "no multiplier": its
+        # mismatches are kept for the report below.
+        plain = None
         for combination in itertools.product(*options):
             scales = tuple(
                 ScaleSpec(use[0], key, use[1])
@@ -229,12 +246,12 @@ class DecoderSpecBuilder:
             if len({s.site for s in scales}) < len(scales):
                 continue
             candidate = dataclasses.replace(text, scales=scales)
-            if find_mismatches(candidate, model, self.tiny) == []:
+            plain = find_mismatches(candidate, model, self.tiny)
+            if plain == []:
                 self._record_scales(keys, scales)
                 return candidate
         # Only a mismatch of the whole model or the embeddings is the multipliers' doing; a
         # module mismatch is reported by the full spec check.
-        plain = find_mismatches(text, model, self.tiny)
         if plain and all(m.module in ("model", "model.embed_tokens") for m in plain):
             for key in keys:
                 found = find_line(self.files, rf"\b{re.escape(key)}\b")
@@ -416,20 +433,14 @@ class DecoderSpecBuilder:
             return "o_proj"
         tiny = self.tiny
         shape = (tiny.hidden_size, tiny.num_attention_heads * self._tiny_head_dim)
-        prefix = f"{LAYER0}self_attn."
         taken = {"q_proj", "k_proj", "v_proj", self.fused_qkv}
         found = [
-            attr
-            for name, got in self.probe.parameters
-            if name.startswith(prefix)
-            and name.endswith(".weight")
-            and (attr := name[len(prefix) : -len(".weight")]) not in taken
-            and "." not in attr
-            and got == shape
+            a for a, got in self._attention_linears().items() if a not in taken and got == shape
         ]
         if len(found) != 1:
             return "o_proj"  # none or ambiguous: the parameter check reports what is left
-        self._probe("text.attention.o_bias", f"{prefix}{found[0]}.weight", "output projection")
+        where = f"{LAYER0}self_attn.{found[0]}.weight"
+        self._probe("text.attention.o_bias", where, "output projection")
         return found[0]
 
     def _fused_qkv(self) -> str | None:
@@ -446,11 +457,10 @@ class DecoderSpecBuilder:
         tiny = self.tiny
         kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
         width = (tiny.num_attention_heads + 2 * kv_heads) * self._tiny_head_dim
-        prefix = f"{LAYER0}self_attn."
-        for name, shape in self.probe.parameters:
-            attr = name.removeprefix(prefix).removesuffix(".weight")
-            if not name.startswith(prefix) or "." in attr or shape[:1] != (width,):
+        for attr, shape in self._attention_linears().items():
+            if shape[:1] != (width,):
                 continue
+            name = f"{LAYER0}self_attn.{attr}.weight"
             self._probe("text.attention.fused_qkv", name, f"shape {shape}: q, k, v")
             attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "")
             found = init_assignment(self.files, attention, attr)
@@ -561,7 +571,7 @@ class DecoderSpecBuilder:
             self._source("text.attention.scale", r"query_pre_attn_scalar\s*\*\*\s*-0\.5")
             return float(scalar) ** -0.5, "query_pre_attn_scalar"
         multiplier = getattr(self.tiny, "attention_multiplier", None)
-        if _is_number(multiplier) and math.isclose(measured, multiplier, rel_tol=1e-6):
+        if is_number(multiplier) and math.isclose(measured, multiplier, rel_tol=1e-6):
             value = self.cfg.attention_multiplier
             self._config("text.attention.scale", "attention_multiplier", value)
             self._source("text.attention.scale", r"=\s*(self\.)?config\.attention_multiplier")
@@ -846,7 +856,7 @@ class DecoderSpecBuilder:
             return "sqrt_hidden"
         for key, uses in _SCALE_CANDIDATES.items():
             value = getattr(self.tiny, key, None)
-            if ("embedding", "times") in uses and _is_number(value):
+            if ("embedding", "times") in uses and is_number(value):
                 if math.isclose(measured, value, rel_tol=1e-5):
                     return "none"  # a config multiplier: _with_scales verifies it
                 if math.isclose(measured, value * TINY_HIDDEN**0.5, rel_tol=1e-5):
@@ -862,7 +872,7 @@ class DecoderSpecBuilder:
         own = "|".join(re.escape(n) for n in (self.fused_qkv, self.o_name) if n)
         own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
-        final = self.probe.final_norm.name if self.probe.final_norm else "norm"
+        final = self._final_norm_name
         top = {"model.embed_tokens.weight", "lm_head.weight", "lm_head.bias"}
         top |= {f"model.{final}.weight", f"model.{final}.bias"}
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
@@ -997,10 +1007,6 @@ def _summarise(kinds: Sequence[str]) -> str:
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} x {k}" for k, n in counts.items())
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _plain(value: Any) -> Any:

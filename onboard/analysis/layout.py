@@ -18,7 +18,6 @@ from onboard.errors import UnsupportedFeatureError
 
 # What a layer may call its attention (the decoder's other names are found by type).
 ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn")
-_PARAMETER_FREE = ("Dropout",)
 
 
 @dataclass(frozen=True)
@@ -70,16 +69,13 @@ def llama_view(model: Any) -> LayoutView | None:
     return LayoutView(view, tuple(r for r in renames if r[0] != r[1]))
 
 
-def hf_parameters(model: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    return tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
-
-
 def checkpoint_renames(
     disk: tuple[tuple[str, tuple[int, ...]], ...], memory: tuple[tuple[str, tuple[int, ...]], ...]
 ) -> tuple[tuple[str, str], ...]:
     """Top-level modules saved under another name than they have in memory (GPT-NeoX saves its
     ``lm_head`` as ``embed_out``): paired by shape, only when the pairing is unambiguous."""
     memory_names = {n for n, _ in memory}
+    disk_names = {n for n, _ in disk}
     unmatched = [(n, s) for n, s in disk if n not in memory_names and "." in n]
     renames = []
     for name, shape in unmatched:
@@ -87,10 +83,10 @@ def checkpoint_renames(
         if "." in module:
             continue
         candidates = [
-            m for m, s in memory if s == shape and m.endswith(f".{leaf}") and m.count(".") == 1
+            m
+            for m, s in memory
+            if s == shape and m.endswith(f".{leaf}") and m.count(".") == 1 and m not in disk_names
         ]
-        disk_names = {n for n, _ in disk}
-        candidates = [m for m in candidates if m not in disk_names]
         if len(candidates) == 1:
             renames.append((f"{module}.", f"{candidates[0].rpartition('.')[0]}."))
     return tuple(dict.fromkeys(renames))
@@ -146,7 +142,8 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             parts.setdefault("embed", name)
         elif is_norm(child):
             if "norm" in parts:  # BLOOM's embedding norm: only the last one is the final norm
-                unknown.append(f"{decoder_name}.{parts['norm']} ({type(child).__name__})")
+                earlier = getattr(decoder, parts["norm"])
+                unknown.append(f"{decoder_name}.{parts['norm']} ({type(earlier).__name__})")
             parts["norm"] = name
         elif "rotary" in name:
             parts["rotary"] = name

@@ -13,7 +13,7 @@ from typing import Any
 
 from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
-from onboard.checkpoint import tensor_shapes
+from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import UnsupportedFeatureError
 
 PROBE_TOKENS = 6
@@ -89,7 +89,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
         return Probe(
             model_class=type(hf_module(model)).__name__,
             modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
-            parameters=tuple((n, tuple(p.shape)) for n, p in model.named_parameters()),
+            parameters=parameter_shapes(model),
             disk_tensors=tensor_shapes(disk_model if disk_model is not None else model),
             layer_norms=layer_norms,
             final_norm=_measure_norm(final_name, final, hidden) if final is not None else None,

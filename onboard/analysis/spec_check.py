@@ -51,29 +51,24 @@ def check_spec(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Del
     return tuple(_delta(m, model) for m in mismatches)
 
 
-def find_mismatches(text: TextDecoderSpec, model: Any, tiny_config: Any) -> list[Mismatch] | None:
+def find_mismatches(
+    text: TextDecoderSpec, model: Any, tiny_config: Any, *, attention_only: bool = False
+) -> list[Mismatch] | None:
     """The modules whose output the spec does not reproduce; None when the spec cannot run."""
     import torch
 
     try:
         with torch.no_grad():
-            return SpecInterpreter(text, model, tiny_config).compare()
+            return SpecInterpreter(text, model, tiny_config).compare(attention_only=attention_only)
     except Exception:  # the interpreter cannot even run: the spec does not fit the model
         return None
 
 
 def check_attention(text: TextDecoderSpec, model: Any, tiny_config: Any) -> tuple[Delta, ...]:
     """Deltas for the attention modules alone, for a spec that other deltas already mark
-    incomplete (so a spec the interpreter cannot run adds nothing)."""
-    import torch
-
-    interpreter = SpecInterpreter(text, model, tiny_config)
-    try:
-        with torch.no_grad():
-            mismatches = interpreter.compare(attention_only=True)
-    except Exception:  # the spec does not fit the model: the other deltas say why
-        return ()
-    return tuple(_delta(m, model) for m in mismatches)
+    incomplete (so a spec the interpreter cannot run adds nothing: the other deltas say why)."""
+    mismatches = find_mismatches(text, model, tiny_config, attention_only=True)
+    return tuple(_delta(m, model) for m in mismatches or ())
 
 
 def _delta(mismatch: Mismatch, model: Any) -> Delta:

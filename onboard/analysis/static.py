@@ -399,10 +399,12 @@ class StaticReader:
         )
         if not torch_norm:
             return attr in self.src.assignments(class_name)
-        flag = _keyword(_call(reference.value), switch) if reference else None
-        if flag is None and cls is not None:  # the subclass's own default (Nemotron: bias=True)
-            flag = _default(self.src.method(class_name, "__init__"), switch)
-        return not (isinstance(flag, ast.Constant) and flag.value is False)
+        # the subclass's own default (Nemotron: bias=True), else torch's (True)
+        default = _default(self.src.method(class_name, "__init__"), switch) if cls else None
+        fallback = not (isinstance(default, ast.Constant) and default.value is False)
+        if reference is None:
+            return fallback
+        return self._bool_keyword(reference, switch, default=fallback)[0]
 
     def _norm_class(self, class_name: str | None) -> tuple[str, float]:
         if class_name == "LayerNorm":
@@ -937,8 +939,7 @@ class StaticReader:
             self._absent("text.lm_head_bias", self.causal_lm, "no lm_head")
             return False
         self._cite("text.lm_head_bias", head)
-        flag = _keyword(_call(head.value), "bias")
-        return not (isinstance(flag, ast.Constant) and flag.value is False)
+        return self._bool_keyword(head, "bias", default=True)[0]
 
     def _final_softcap(self) -> float | None:
         forward = self.src.method(self.causal_lm, "forward")
