@@ -24,11 +24,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from onboard.analysis.features import features
+from onboard.analysis.moe import describe_router
 from onboard.analysis.probe import Probe
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, Evidence, MoESpec, RouterSpec
+from onboard.spec import ArchitectureSpec, Evidence, MoESpec
 from onboard.targets.base import Candidate, Proposal
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
@@ -496,13 +497,6 @@ def _renames(moe: MoESpec) -> tuple[Rename, ...]:
     return tuple(rules)
 
 
-def router_description(router: RouterSpec) -> str:
-    if router.order == "topk_softmax":
-        return "the top k router logits, then a softmax over them"
-    text = f"{router.scoring} over all experts, then the top k"
-    return text + (", renormalised to sum to 1" if router.renormalize else "")
-
-
 def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str, Reason]:
     spec_moe = spec.text.moe
     assert spec_moe is not None
@@ -510,7 +504,7 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
     reasons = {
         "moe": Reason(
             f"config.{moe.count_key} routed experts of width config.{moe.width_key}, "
-            f"config.{moe.top_k_key} per token: {router_description(spec_moe.router)}",
+            f"config.{moe.top_k_key} per token: {describe_router(spec_moe.router)}",
             router_location(spec),
         ),
         "mlp": Reason(

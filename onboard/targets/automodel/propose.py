@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import router_location
+from onboard.targets.automodel.design import cite, router_location
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
 # RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
@@ -177,8 +177,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if not text.norm.weight:
         found.append(
-            f"norms without a learnable weight ({cite_norm(spec)}): the generated norms are "
-            "AutoModel's RMSNorm / LayerNorm, which learn one"
+            f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "
+            "the generated norms are AutoModel's RMSNorm / LayerNorm, which learn one"
         )
     for scale in getattr(text, "scales", ()):
         found.append(
@@ -204,11 +204,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         if getattr(rope, "interleaved", False):
             found.append(f"interleaved RoPE pairs {where}")
     return tuple(found)
-
-
-def cite_norm(spec: ArchitectureSpec) -> str:
-    evidence = spec.evidence_for("text.norm.weight")
-    return evidence[0].where if evidence else "text.norm"
 
 
 def moe_blockers(spec: ArchitectureSpec) -> list[str]:

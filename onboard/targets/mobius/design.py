@@ -356,8 +356,8 @@ def _text_design(
         rope_layers_key=text.rope_layers_key,
         reasons=tuple(reasons),
         moe=moe,
-        mla=spec.text.attention.mla is not None,
-        mla_norm_eps=spec.text.attention.mla.norm_eps if spec.text.attention.mla else None,
+        mla=mla is not None,
+        mla_norm_eps=mla.norm_eps if mla else None,
     )
 
 

@@ -111,8 +111,8 @@ def build_moe_config(
     """AutoModel's ``MoEConfig`` for the sparse layers, read from the HF config.
 
     config.num_local_experts routed experts of width config.moe_intermediate_size,
-    config.num_experts_per_tok per token: softmax over all experts, then the top k, renormalised
-    to sum to 1 (modeling_qwen3_moe.py:258).
+    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised
+    (modeling_qwen3_moe.py:258).
     ``overrides`` replaces fields (``moe_overrides`` of the model), e.g. ``aux_loss_coeff``.
     """
     fields = {
