@@ -110,16 +110,20 @@ SABOTAGE = {
 }
 
 
-@pytest.mark.parametrize("how", sorted(SABOTAGE))
-def test_broken_adapter_fails_the_round_trip(automodel_target, tmp_path: Path, how) -> None:
+def _parity_of_broken_adapter(repo_id: str, package: str, tmp_path: Path, old: str, new: str):
+    """Generate, break one line of the state-dict adapter, and run parity on the broken copy."""
     out = tmp_path / "out"
-    result = _new(_fixture("Qwen/Qwen3-0.6B"), out=out, parity=False)
-    adapter = out / "nemo_automodel/components/models/qwen3/state_dict_adapter.py"
-    old, new = SABOTAGE[how]
+    result = _new(_fixture(repo_id), out=out, parity=False)
+    adapter = out / f"nemo_automodel/components/models/{package}/state_dict_adapter.py"
     assert old in adapter.read_text()
     adapter.write_text(adapter.read_text().replace(old, new, 1))
     model = (out / result.plan.model_file, result.plan.model_class)
-    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
+    return TARGET.parity(result.analysis, result.proposal, model, result.library)
+
+
+@pytest.mark.parametrize("how", sorted(SABOTAGE))
+def test_broken_adapter_fails_the_round_trip(automodel_target, tmp_path: Path, how) -> None:
+    report = _parity_of_broken_adapter("Qwen/Qwen3-0.6B", "qwen3", tmp_path, *SABOTAGE[how])
     failed = {c.name for c in report.failures}
     assert not report.passed
     assert "test_adapter_round_trip_is_exact" in failed
@@ -230,14 +234,9 @@ MOE_SABOTAGE = {
     "how", [pytest.param("drop-expert", marks=pytest.mark.slow), "swap-experts"]
 )
 def test_broken_moe_adapter_fails_the_round_trip(automodel_target, tmp_path: Path, how) -> None:
-    out = tmp_path / "out"
-    result = _new(_fixture("Qwen/Qwen3-30B-A3B"), out=out, parity=False)
-    adapter = out / "nemo_automodel/components/models/qwen3_moe/state_dict_adapter.py"
-    old, new = MOE_SABOTAGE[how]
-    assert old in adapter.read_text()
-    adapter.write_text(adapter.read_text().replace(old, new, 1))
-    model = (out / result.plan.model_file, result.plan.model_class)
-    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
+    report = _parity_of_broken_adapter(
+        "Qwen/Qwen3-30B-A3B", "qwen3_moe", tmp_path, *MOE_SABOTAGE[how]
+    )
     failed = {c.name for c in report.failures}
     assert not report.passed
     assert "test_adapter_round_trip_is_exact" in failed

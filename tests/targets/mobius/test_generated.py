@@ -12,11 +12,20 @@ from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
 from tests.analyses import DENSE
 from tests.hub_cache import fixture_config
+from tests.new_types import default_config_dir
 
 
 def _new(repo_id: str, out: Path, **options):
     model = str(fixture_config(repo_id).parent)
     return onboard_new(NewOptions(model=model, treat_as_new=True, out=out, **options))
+
+
+def _new_default(model_type: str, tmp_path: Path, *, parity: bool = True, **overrides):
+    """``onboard new --treat-as-new`` on transformers' default config (with ``overrides``)."""
+    folder = default_config_dir(model_type, tmp_path / "models", **overrides)
+    return onboard_new(
+        NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out", parity=parity)
+    )
 
 
 @pytest.mark.parametrize("repo_id", DENSE)
@@ -63,12 +72,7 @@ def _sabotage(repo_id: str, tmp_path: Path, old: str, new: str, *, default_confi
     ``repo_id`` is a fixture, or with ``default_config`` a model type (transformers' default
     config)."""
     if default_config:
-        from tests.new_types import default_config_dir
-
-        folder = default_config_dir(repo_id, tmp_path / "models")
-        result = onboard_new(
-            NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out", parity=False)
-        )
+        result = _new_default(repo_id, tmp_path, parity=False)
     else:
         result = _new(repo_id, tmp_path / "out", parity=False)
     module = result.root / result.plan.model_file
@@ -193,11 +197,7 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
-    from tests.new_types import default_config_dir
-
-    folder = default_config_dir(model_type, tmp_path / "models")
-    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    report = result.parity
+    report = _new_default(model_type, tmp_path).parity
     assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
     assert {c.bug for c in report.checks if c.status is Status.XFAIL} == expected_xfail
     default = [c for c in report.checks if c.provider == "default"]
@@ -207,10 +207,7 @@ def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expec
 
 def test_gpt_neox_without_parallel_residual_is_sequential(tmp_path: Path) -> None:
     """The same two norms wired one after the other: the data flow, not the names, decides."""
-    from tests.new_types import default_config_dir
-
-    folder = default_config_dir("gpt_neox", tmp_path / "models", use_parallel_residual=False)
-    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    result = _new_default("gpt_neox", tmp_path, use_parallel_residual=False)
     assert result.analysis.spec.text.norm.placement == "pre"
     assert result.parity.passed
 
@@ -218,10 +215,7 @@ def test_gpt_neox_without_parallel_residual_is_sequential(tmp_path: Path) -> Non
 def test_a_config_flag_that_makes_layers_parallel(tmp_path: Path) -> None:
     """StableLM's use_parallel_residual turns its layers into Cohere-style parallel ones (one norm
     for both): the analysis follows the flag, not the model_type."""
-    from tests.new_types import default_config_dir
-
-    folder = default_config_dir("stablelm", tmp_path / "models", use_parallel_residual=True)
-    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    result = _new_default("stablelm", tmp_path, use_parallel_residual=True)
     assert result.analysis.spec.text.norm.placement == "parallel"
     assert result.parity.passed
     assert {c.bug for c in result.parity.checks if c.status is Status.XFAIL} == {"M3"}
@@ -239,8 +233,6 @@ MOE = (
 def _moe_model(source: str, kind: str, tmp_path: Path) -> str:
     if kind == "fixture":
         return str(fixture_config(source).parent)
-    from tests.new_types import default_config_dir
-
     return str(default_config_dir(source, tmp_path / "models"))
 
 
