@@ -88,6 +88,10 @@ class AttentionSpec:
     # after the other (concatenated) or head by head (per_head: Persimmon, GPT-NeoX)
     fused_qkv: str | None = None
     fused_qkv_layout: Literal["concatenated", "per_head"] = "concatenated"
+    # Multi-query attention switched on by a config flag (GPT-BigCode, Falcon: multi_query):
+    # one k/v head whatever num_key_value_heads says; kv_heads_expr is HF's rule, over the config
+    multi_query: bool = False
+    kv_heads_expr: str | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
@@ -102,6 +106,8 @@ class MLPSpec:
     projections: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")  # HF attribute names
     bias_key: str | None = None  # config key HF reads the MLP bias from (mlp_bias), if any
     activation_key: str = "hidden_act"  # config key HF reads the activation from
+    # The width as Python source over the HF config (GPT-2: config.n_inner or 4 * hidden_size)
+    width_expr: str = "config.intermediate_size"
 
 
 @dataclass(frozen=True)
@@ -195,6 +201,15 @@ class RopeSpec:
     interleaved: bool = False  # rotate (x0, x1), (x2, x3) ... pairs (DeepSeek's rope_interleave)
 
 
+@dataclass(frozen=True)
+class PositionsSpec:
+    """Learned absolute positions added to the token embeddings (GPT-2's ``wpe``, OPT's
+    ``embed_positions``): row ``position + offset`` of a (max_position_embeddings + offset)
+    x hidden table."""
+
+    offset: int = 0  # OPT and BioGPT keep two rows before position 0
+
+
 ScaleSite = Literal["embedding", "residual", "logits"]
 ScaleForm = Literal["times", "divided_by", "times_over_sqrt_layers"]
 
@@ -262,6 +277,9 @@ class TextDecoderSpec:
     # q_layernorm and k_layernorm.
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
+    positions: PositionsSpec | None = None  # learned absolute positions (model.embed_positions)
+    # Layer-relative linears that store their weight (in, out), as GPT-2's Conv1D does
+    transposed_linears: tuple[str, ...] = ()
 
     def name_of(self, role: str) -> str:
         return dict(self.names).get(role, role if role != "final_norm" else "norm")

@@ -32,6 +32,8 @@ _TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "moe_k")
 _TINY_SIZES = {
     "moe_intermediate_size": TINY_EXPERT_WIDTH,
     "shared_expert_intermediate_size": TINY_EXPERT_WIDTH,
+    "ffn_dim": TINY_INTERMEDIATE,  # OPT
+    "n_inner": TINY_INTERMEDIATE,  # GPT-2 (None: 4 x hidden_size)
     "ffn_hidden_size": TINY_INTERMEDIATE,  # LongcatFlash's names for the two widths
     "expert_ffn_hidden_size": TINY_EXPERT_WIDTH,
     "q_lora_rank": 32,
@@ -40,6 +42,10 @@ _TINY_SIZES = {
     "qk_rope_head_dim": 16,
     "v_head_dim": 16,
 }
+
+# Widths that equal hidden_size in most checkpoints (OPT projects embeddings in and out only when
+# word_embed_proj_dim differs): shrunk with it when they equal it, so the tiny model keeps that.
+_HIDDEN_ALIASES = ("word_embed_proj_dim",)
 
 # The decoder layer count; most configs store num_hidden_layers, LongcatFlash stores num_layers
 # (its num_hidden_layers is a property, 2 x num_layers).
@@ -102,6 +108,10 @@ def shrink_config(
         use_cache=True,
     )
     tiny.pop("dtype", None)
+    real_hidden = config.get("hidden_size")
+    for key in _HIDDEN_ALIASES:
+        if real_hidden is not None and config.get(key) == real_hidden:
+            tiny[key] = TINY_HIDDEN
     original = _original_max_positions(config)
     if original >= TINY_MAX_POSITIONS:
         # RoPE scaling types check the original context against the scaled one.

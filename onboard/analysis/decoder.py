@@ -26,6 +26,7 @@ from onboard.spec import (
     MLASpec,
     MLPSpec,
     NormSpec,
+    PositionsSpec,
     RopeSpec,
     ScaleSpec,
     TextDecoderSpec,
@@ -65,6 +66,11 @@ _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|dow
 # rope_parameters keys that scale the query by position (Ministral 3, Mistral 4): the spec check
 # runs at positions where the scale is still 1, so the config says it.
 _POSITION_SCALE_KEYS = ("llama_4_scaling_beta",)
+# Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden).
+_WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
+_FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
+# Where configs keep the MLP activation (OPT, GPT-2: activation_function; Falcon: activation).
+_ACTIVATION_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation")
 _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
@@ -93,6 +99,7 @@ class DecoderSpecBuilder:
         # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
         self.mlp_projections: tuple[str, ...] = ()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
+        self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
         # q/k norms by their HF names (Persimmon: q_layernorm, k_layernorm)
@@ -205,7 +212,12 @@ class DecoderSpecBuilder:
         if lm_head_bias:
             self._probe("text.lm_head_bias", "lm_head.bias", "present")
         text = dataclasses.replace(
-            text, rope_layers_key=self.rope_layers_key, names=names, lm_head_bias=lm_head_bias
+            text,
+            rope_layers_key=self.rope_layers_key,
+            names=names,
+            lm_head_bias=lm_head_bias,
+            positions=self.positions(),
+            transposed_linears=self.transposed_linears(),
         )
         mismatches = self._attention_mismatches(text)
         if mismatches:
@@ -215,6 +227,45 @@ class DecoderSpecBuilder:
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
         return self._with_scales(text)
+
+    def transposed_linears(self) -> tuple[str, ...]:
+        """Layer-relative linears that keep their weight (in, out), as GPT-2's Conv1D does."""
+        found = set()
+        for name in self.probe.transposed:
+            match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
+            if match is None:
+                self._delta("a linear stored (in, out) outside the decoder layers", name)
+                continue
+            found.add(match.group(1))
+        if found:
+            self._probe(
+                "text.transposed_linears",
+                f"{LAYER0}*",
+                f"{', '.join(sorted(found))} store their weight (in, out)",
+            )
+            self._source("text.transposed_linears", r"= Conv1D\(")
+        return tuple(sorted(found))
+
+    def positions(self) -> PositionsSpec | None:
+        """A learned position table (the layout view names it ``model.embed_positions``); its
+        offset is the one HF's module adds (OPT, BioGPT), checked by the spec check."""
+        shape = self.probe.param_shape("model.embed_positions.weight")
+        if shape is None:
+            return None
+        offset = 0
+        module = self.model.get_submodule("model.embed_positions") if self.model else None
+        if isinstance(getattr(module, "offset", None), int):
+            offset = module.offset
+            self._source("text.positions", r"self\.offset = \d+")
+        self._probe("text.positions", "model.embed_positions", f"{shape[0]} rows, offset {offset}")
+        expected = self.tiny.max_position_embeddings + offset
+        if shape[0] != expected:
+            self._delta(
+                "position table is not max_position_embeddings + offset rows",
+                "model.embed_positions",
+                f"{shape[0]} rows, expected {expected}",
+            )
+        return PositionsSpec(offset=offset)
 
     def _with_scales(self, text: TextDecoderSpec) -> TextDecoderSpec:
         """Config multipliers, verified: each present key's known uses are tried, and the one
@@ -390,6 +441,9 @@ class DecoderSpecBuilder:
         cfg, probe = self.cfg, self.probe
         heads = cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        kv_heads_expr = self._multi_query_rule() if self.multi_query else None
+        if self.multi_query:
+            kv_heads = 1 if cfg.multi_query else kv_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         self._config("text.attention.head_dim", "head_dim", head_dim)
         fused = self.fused_qkv
@@ -424,6 +478,8 @@ class DecoderSpecBuilder:
             scale_key=scale_key,
             scale_power=1.0 if scale_key == "attention_multiplier" else -0.5,
             fused_qkv=fused,
+            multi_query=self.multi_query,
+            kv_heads_expr=kv_heads_expr,
         )
 
     def _output_projection(self) -> str:
@@ -456,10 +512,13 @@ class DecoderSpecBuilder:
             return None
         tiny = self.tiny
         kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
-        width = (tiny.num_attention_heads + 2 * kv_heads) * self._tiny_head_dim
+        widths = {(tiny.num_attention_heads + 2 * kv_heads) * self._tiny_head_dim: False}
+        if getattr(tiny, "multi_query", False) is True:  # one k/v head, whatever kv heads say
+            widths.setdefault((tiny.num_attention_heads + 2) * self._tiny_head_dim, True)
         for attr, shape in self._attention_linears().items():
-            if shape[:1] != (width,):
+            if shape[0] not in widths:
                 continue
+            self.multi_query = widths[shape[0]]
             name = f"{LAYER0}self_attn.{attr}.weight"
             self._probe("text.attention.fused_qkv", name, f"shape {shape}: q, k, v")
             attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "")
@@ -468,6 +527,24 @@ class DecoderSpecBuilder:
                 self.log.add("text.attention.fused_qkv", found.evidence)
             return attr
         return None
+
+    def _multi_query_rule(self) -> str | None:
+        """HF's rule for the k/v head count when ``multi_query`` may set it, as Python over the
+        config: the attention's own assignment with ``self.`` read as ``config.``."""
+        found = find_line(self.files, r"self\.(num_)?kv_heads = .*multi_query")
+        if found is None:
+            self._delta("multi_query sets one k/v head, by no rule onboard found", "config.json")
+            return None
+        self.log.add("text.attention.multi_query", found)
+        self._config("text.attention.multi_query", "multi_query", self.cfg.multi_query)
+        rule = found.detail.split("=", 1)[1].strip()
+        rule = re.sub(r"\bself\.num_heads\b", "config.num_attention_heads", rule)
+        rule = re.sub(r"\bself\.", "config.", rule)
+        unknown = [n for n in re.findall(r"config\.(\w+)", rule) if not hasattr(self.tiny, n)]
+        if unknown:
+            self._delta("k/v head rule reads what the config lacks", found.where, found.detail)
+            return None
+        return rule
 
     def mla_attention(self) -> AttentionSpec:
         """Multi-head latent attention: sizes from the config, the scale from the probe."""
@@ -601,8 +678,8 @@ class DecoderSpecBuilder:
 
     def mlp(self) -> MLPSpec:
         cfg = self.cfg
-        activation = getattr(cfg, "hidden_activation", None) or getattr(cfg, "hidden_act", "silu")
-        act_key = "hidden_activation" if getattr(cfg, "hidden_activation", None) else "hidden_act"
+        act_key = next((k for k in _ACTIVATION_KEYS if getattr(cfg, k, None)), "hidden_act")
+        activation = getattr(cfg, act_key, None) or "silu"
         self._config("text.mlp.activation", act_key, activation)
         if self.dense_layer is None:  # every layer is MoE: the experts are gated MLPs
             return self._expert_mlp(str(activation), act_key)
@@ -630,8 +707,11 @@ class DecoderSpecBuilder:
         bias = any(self.probe.param_shape(f"{prefix}{p}.bias") is not None for p in projections)
         self._probe("text.mlp.bias", f"{prefix}{projections[-1]}.bias", str(bias))
         bias_key = self._config_key_of("text.mlp.bias", layer + "mlp", projections[-1], "bias")
-        width = self.probe.param_shape(f"{prefix}{projections[-1]}.weight")
-        width = _real_width(cfg, self.tiny, width[-1] if width else None)
+        shape = self.probe.param_shape(f"{prefix}{projections[-1]}.weight")
+        width_expr = self._width_expr(shape[-1] if shape else None)
+        width = _real_width(cfg, self.tiny, shape[-1] if shape else None)
+        if width is None and width_expr.endswith(_FOUR_TIMES_HIDDEN):
+            width = 4 * cfg.hidden_size
         if isinstance(width, list):
             self._delta(
                 "MLP width differs per layer", "config.json:intermediate_size", str(width[:4])
@@ -645,7 +725,29 @@ class DecoderSpecBuilder:
             projections,
             bias_key=bias_key,
             activation_key=act_key,
+            width_expr=width_expr,
         )
+
+    def _width_expr(self, tiny_width: int | None) -> str:
+        """Which config value the MLP width is: a width key, else GPT-2's 4 x hidden_size
+        (read from the source, where HF writes it)."""
+        key = next(
+            (
+                k
+                for k in _WIDTH_KEYS
+                if getattr(self.cfg, k, None) is not None  # the real config's, not shrink's
+                and getattr(self.tiny, k, None) == tiny_width
+            ),
+            None,
+        )
+        if key is not None or tiny_width is None:
+            return f"config.{key or 'intermediate_size'}"
+        found = find_line(self.files, r"4 \* (config\.)?hidden_size")
+        if tiny_width != 4 * self.tiny.hidden_size or found is None:
+            return "config.intermediate_size"
+        self.log.add("text.mlp.intermediate_size", found)
+        unset = [k for k in _WIDTH_KEYS if getattr(self.cfg, k, 0) is None]  # present, None
+        return f"config.{unset[0]} or {_FOUR_TIMES_HIDDEN}" if unset else _FOUR_TIMES_HIDDEN
 
     def _expert_mlp(self, activation: str, act_key: str) -> MLPSpec:
         """Every layer is MoE: describe the routed experts (gated; biased in GPT-OSS)."""
@@ -707,6 +809,16 @@ class DecoderSpecBuilder:
         eps_key = next(
             (k for k in _EPS_KEYS if isinstance(getattr(self.cfg, k, None), int | float)), None
         )
+        measured = {n.eps for n in (*layer_norms, reference)}
+        if eps_key and len(measured) == 1 and None not in measured:
+            tiny_eps = getattr(self.tiny, eps_key, None)
+            if not math.isclose(reference.eps, tiny_eps):  # BioGPT: nn.LayerNorm's default
+                self._probe(
+                    "text.norm.eps",
+                    f"model.{reference.name}",
+                    f"every norm has eps {reference.eps}; HF does not read config.{eps_key}",
+                )
+                eps_key = None
         eps = float(getattr(self.cfg, eps_key) if eps_key else reference.eps or 1e-6)
         if eps_key:
             self._config("text.norm.eps", eps_key, eps)
@@ -873,7 +985,8 @@ class DecoderSpecBuilder:
         own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
         final = self._final_norm_name
-        top = {"model.embed_tokens.weight", "lm_head.weight", "lm_head.bias"}
+        top = {"model.embed_tokens.weight", "model.embed_positions.weight", "lm_head.weight"}
+        top.add("lm_head.bias")
         top |= {f"model.{final}.weight", f"model.{final}.bias"}
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow
@@ -983,6 +1096,7 @@ def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
         "moe_intermediate_size",
         "shared_expert_intermediate_size",
         "ffn_hidden_size",  # Falcon
+        "ffn_dim",  # OPT
     )
     for key in keys:
         value = getattr(real, key, None)

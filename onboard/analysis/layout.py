@@ -5,7 +5,8 @@ model that keeps the same parts under other names (``gpt_neox.embed_in``, ``tran
 ``ln_f``, ``self_attention``) is wrapped in a view that names the same module objects the Llama
 way, so hooks and parameters are shared with the HF model, which still runs its own forward. The
 view also says how checkpoint names map to the Llama names, for the generated weight renames.
-Parts the Llama layout has no place for (learned position embeddings) are refused by name.
+Learned position embeddings become ``model.embed_positions``; parts the Llama layout has no place
+for (BLOOM's embedding norm) are refused by name.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def llama_view(model: Any) -> LayoutView | None:
     view.model.embed_tokens = getattr(decoder, parts["embed"])
     view.model.layers = layers
     view.model.norm = getattr(decoder, parts["norm"])
+    if parts.get("positions"):
+        view.model.embed_positions = getattr(decoder, parts["positions"])
     if parts.get("rotary"):
         view.model.rotary_emb = getattr(decoder, parts["rotary"])
     view.lm_head = getattr(model, head_name)
@@ -62,6 +65,11 @@ def llama_view(model: Any) -> LayoutView | None:
         (f"{decoder_name}.{parts['embed']}.", "model.embed_tokens."),
         (f"{decoder_name}.{parts['layers']}.", "model.layers."),
         (f"{decoder_name}.{parts['norm']}.", "model.norm."),
+        *(
+            [(f"{decoder_name}.{parts['positions']}.", "model.embed_positions.")]
+            if parts.get("positions")
+            else []
+        ),
         *layer_renames,
     ]
     if head_name != "lm_head":
@@ -119,11 +127,17 @@ def hf_module(module: Any) -> Any:
 
 
 def _decoder(model: Any) -> tuple[str, Any]:
+    """The module that holds the layers, by dotted name (OPT nests it: ``model.decoder``)."""
     import torch
 
     for name, child in model.named_children():
         if any(isinstance(c, torch.nn.ModuleList) for c in child.children()):
             return name, child
+        grandchildren = list(child.named_children())
+        if len(grandchildren) == 1 and next(child.parameters(), None) is not None:
+            inner, decoder = _decoder(child)
+            if decoder is not None:
+                return f"{name}.{inner}", decoder
     return "", None
 
 
@@ -140,6 +154,8 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             parts.setdefault("layers", name)
         elif isinstance(child, torch.nn.Embedding) and child.num_embeddings == vocab:
             parts.setdefault("embed", name)
+        elif isinstance(child, torch.nn.Embedding) and "positions" not in parts:
+            parts["positions"] = name  # GPT-2's wpe, OPT's embed_positions
         elif is_norm(child):
             if "norm" in parts:  # BLOOM's embedding norm: only the last one is the final norm
                 earlier = getattr(decoder, parts["norm"])
@@ -164,19 +180,83 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
 
 
 def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]:
-    """The layers as views whose attention is ``self_attn``; other children keep their names."""
+    """The layers as views whose attention is ``self_attn``; other children keep their names,
+    except an MLP written inline (OPT's ``fc1``, ``fc2``), which becomes ``mlp``."""
     import torch
 
     renames: list[tuple[str, str]] = []
     views = torch.nn.ModuleList()
     for layer in getattr(decoder, layers_name):
         view = torch.nn.Module()
+        inline = _inline_mlp(layer)
         for name, child in layer.named_children():
             if name in ATTENTION_NAMES and "self_attn" not in dict(view.named_children()):
                 if name != "self_attn":
                     renames.append((f".{name}.", ".self_attn."))
                 name = "self_attn"
+            if name in INLINE_MLP:
+                continue
             setattr(view, name, child)
+        if inline is not None:
+            view.mlp = inline
+            renames.extend((f".{name}.", f".mlp.{name}.") for name in INLINE_MLP)
         object.__setattr__(view, "hf", layer)
         views.append(view)
     return views, sorted(set(renames))
+
+
+# A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
+INLINE_MLP = ("fc1", "fc2")
+
+
+def _inline_mlp(layer: Any) -> Any:
+    """``fc1`` and ``fc2`` as one module whose hooks see fc1's input and fc2's output."""
+    import torch
+
+    if hasattr(layer, "mlp") or not all(
+        isinstance(getattr(layer, n, None), torch.nn.Linear) for n in INLINE_MLP
+    ):
+        return None
+    block = _inline_mlp_class()()
+    block.fc1, block.fc2 = layer.fc1, layer.fc2
+    activation = getattr(layer, "activation_fn", None)
+    if isinstance(activation, torch.nn.Module):
+        object.__setattr__(block, "act_fn", activation)
+    return block
+
+
+@functools.cache
+def _inline_mlp_class() -> type:
+    import torch
+
+    class InlineMLP(torch.nn.Module):
+        """Never called itself: a forward hook on it fires when fc2 returns, with fc1's input."""
+
+        def register_forward_hook(self, hook: Any, *, with_kwargs: bool = False, **_: Any) -> Any:
+            seen: dict[str, Any] = {}
+
+            def entry(_module: Any, args: tuple, kwargs: dict) -> None:
+                seen["args"], seen["kwargs"] = args, kwargs
+
+            def exit_(_module: Any, _args: tuple, _kwargs: dict, output: Any) -> None:
+                if with_kwargs:
+                    hook(self, seen["args"], seen["kwargs"], output)
+                else:
+                    hook(self, seen["args"], output)
+
+            handles = (
+                self.fc1.register_forward_pre_hook(entry, with_kwargs=True),
+                self.fc2.register_forward_hook(exit_, with_kwargs=True),
+            )
+            return _Handles(handles)
+
+    return InlineMLP
+
+
+@dataclass(frozen=True)
+class _Handles:
+    handles: tuple[Any, ...]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()

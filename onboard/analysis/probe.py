@@ -60,6 +60,9 @@ class Probe:
     # Per decoder layer: does its attention rotate q and k? Empty when the probe cannot tell
     # (the attention does not take RoPE as ``position_embeddings``).
     rope_layers: tuple[bool | None, ...] = ()
+    # Modules that store their weight (in, out) (GPT-2's Conv1D); ``parameters`` gives those
+    # weights in nn.Linear's (out, in) shape, so every shape rule reads them alike.
+    transposed: tuple[str, ...] = ()
 
     def param_shape(self, name: str) -> tuple[int, ...] | None:
         return dict(self.parameters).get(name)
@@ -75,6 +78,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
 
     decoder = _decoder(model)
     layer = decoder.layers[0]
+    transposed = tuple(n for n, m in model.named_modules() if type(m).__name__ == "Conv1D")
     with torch.no_grad():
         flow = _trace_layer_flow(model, layer)
         hidden = model.config.hidden_size
@@ -89,7 +93,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
         return Probe(
             model_class=type(hf_module(model)).__name__,
             modules=tuple((n, type(m).__name__) for n, m in model.named_modules() if n),
-            parameters=parameter_shapes(model),
+            parameters=_linear_shapes(parameter_shapes(model), transposed),
             disk_tensors=tensor_shapes(disk_model if disk_model is not None else model),
             layer_norms=layer_norms,
             final_norm=_measure_norm(final_name, final, hidden) if final is not None else None,
@@ -100,7 +104,15 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
             or _float_attr(getattr(model, "config", None), "attn_logit_softcapping"),
             rotary_dims=_rotary_dims(getattr(decoder, "rotary_emb", None)),
             rope_layers=_rope_layers(model, decoder.layers),
+            transposed=transposed,
         )
+
+
+def _linear_shapes(
+    shapes: tuple[tuple[str, tuple[int, ...]], ...], transposed: tuple[str, ...]
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    weights = {f"{name}.weight" for name in transposed}
+    return tuple((n, shape[::-1] if n in weights else shape) for n, shape in shapes)
 
 
 # What decoders call their final norm (Phi, Persimmon: final_layernorm).

@@ -11,6 +11,7 @@ what it does not understand instead of letting a generator emit plausible but wr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -89,8 +90,14 @@ class SpecInterpreter:
         self.model = model
         self.config = tiny_config
         self.params = dict(model.named_parameters())
+        for name in list(self.params):  # GPT-2's Conv1D: the spec says which, use (out, in)
+            match = re.match(r"^model\.layers\.\d+\.(.+)\.weight$", name)
+            if match and match.group(1) in text.transposed_linears:
+                self.params[name] = self.params[name].T
         self.heads = tiny_config.num_attention_heads
         self.kv_heads = getattr(tiny_config, "num_key_value_heads", None) or self.heads
+        if text.attention.multi_query and tiny_config.multi_query:
+            self.kv_heads = 1
         self.head_dim = (
             getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
         )
@@ -103,7 +110,7 @@ class SpecInterpreter:
 
         captured, handles = self._capture()
         ids = (torch.arange(SEQ_LEN) * 7 + 3).remainder(self.config.vocab_size - 1).unsqueeze(0) + 1
-        self.positions = torch.arange(SEQ_LEN) + POSITION_OFFSET
+        self.positions = torch.arange(SEQ_LEN) + self._first_position()
         try:
             out = self.model(input_ids=ids, position_ids=self.positions[None], use_cache=False)
         finally:
@@ -146,6 +153,13 @@ class SpecInterpreter:
                 decoder = hf_module(self.model.model)
                 mismatches.append(Mismatch("model", type(decoder).__name__, diff))
         return mismatches
+
+    def _first_position(self) -> int:
+        """Far enough for every RoPE frequency to turn; inside a learned table, near its end
+        (so a wrong offset reads other rows)."""
+        if self.text.positions is None:
+            return POSITION_OFFSET
+        return min(POSITION_OFFSET, self.config.max_position_embeddings - SEQ_LEN)
 
     def _capture(self) -> tuple[dict[str, tuple[list[Any], Any]], list[Any]]:
         import torch
@@ -388,6 +402,9 @@ class SpecInterpreter:
 
         names = dict(self.text.norm.names)
         hidden = self.embed(ids)
+        if self.text.positions is not None:
+            rows = self.positions + self.text.positions.offset
+            hidden = hidden + self.weight("model.embed_positions.weight")[rows]
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 

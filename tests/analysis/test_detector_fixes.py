@@ -195,16 +195,9 @@ def test_global_nope_layers_are_measured_and_checked(tmp_path) -> None:
     assert deltas[0].where.startswith("modeling_exaone4.py:")
 
 
-@pytest.mark.parametrize(
-    ("model_type", "part"),
-    [
-        ("gpt2", "transformer.wpe"),  # learned positions
-        ("bloom", "transformer.word_embeddings_layernorm"),  # a norm of the embeddings
-    ],
-)
-def test_parts_the_llama_layout_cannot_hold_are_refused_by_name(tmp_path, model_type, part):
-    folder = default_config_dir(model_type, tmp_path)
-    with pytest.raises(UnsupportedFeatureError, match=part):
+def test_parts_the_llama_layout_cannot_hold_are_refused_by_name(tmp_path):
+    folder = default_config_dir("bloom", tmp_path)  # BLOOM normalises its embeddings
+    with pytest.raises(UnsupportedFeatureError, match=r"transformer\.word_embeddings_layernorm"):
         analyse(load_source(str(folder)))
 
 
@@ -215,3 +208,79 @@ def test_a_head_saved_under_another_name_is_renamed() -> None:
     disk = (("embed_out.weight", (256, 96)), ("gpt_neox.embed_in.weight", (256, 96)))
     memory = (("lm_head.weight", (256, 96)), ("gpt_neox.embed_in.weight", (256, 96)))
     assert checkpoint_renames(disk, memory) == (("embed_out.", "lm_head."),)
+
+
+def _checked_against(analysis, text):
+    """The spec check of ``text`` on the analysed architecture's tiny model, seen the Llama way."""
+    from onboard.analysis.layout import llama_view
+
+    config = make_hf_config(analysis.tiny.config)
+    model = build_tiny_model(config)
+    view = llama_view(model)
+    return check_spec(text, perturb(view.model if view else model), config)
+
+
+def test_opt_nested_decoder_inline_mlp_and_offset_positions(tmp_path):
+    analysis = analyse(load_source(str(default_config_dir("opt", tmp_path))))
+    spec = analysis.spec
+    assert spec.unresolved == ()
+    assert spec.text.positions is not None and spec.text.positions.offset == 2
+    assert spec.text.mlp.projections == ("fc1", "fc2")
+    assert spec.text.mlp.width_expr == "config.ffn_dim"
+    assert ("model.decoder.layers.", "model.layers.") in spec.weights.renames
+    assert (".fc1.", ".mlp.fc1.") in spec.weights.renames
+    # Reading the table from row 0 would be off by two positions: the spec check sees it.
+    shifted = dataclasses.replace(
+        spec.text, positions=dataclasses.replace(spec.text.positions, offset=0)
+    )
+    assert _checked_against(analysis, shifted)
+    assert _checked_against(analysis, spec.text) == ()
+
+
+def test_gpt2_conv1d_weights_are_read_transposed(tmp_path):
+    analysis = analyse(load_source(str(default_config_dir("gpt2", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.transposed_linears == (
+        "mlp.c_fc",
+        "mlp.c_proj",
+        "self_attn.c_attn",
+        "self_attn.c_proj",
+    )
+    assert text.mlp.width_expr == "config.n_inner or 4 * config.hidden_size"
+    assert text.positions is not None and text.positions.offset == 0
+    assert analysis.probe.param_shape("model.layers.0.self_attn.c_attn.weight") == (288, 96)
+    # Without the transposes the spec cannot even run on the tiny model.
+    assert _checked_against(analysis, dataclasses.replace(text, transposed_linears=()))
+
+
+def test_an_epsilon_fixed_in_code_wins_over_the_config(tmp_path):
+    """BioGPT's config says layer_norm_eps 1e-12; its nn.LayerNorms use the default 1e-5."""
+    analysis = analyse(load_source(str(default_config_dir("biogpt", tmp_path))))
+    norm = analysis.spec.text.norm
+    assert (norm.eps, norm.eps_key) == (1e-5, None)
+    assert analysis.spec.unresolved == ()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "rule"),
+    [
+        ("gpt_bigcode", "1 if config.multi_query else config.num_attention_heads"),
+        (
+            "falcon",
+            "config.num_kv_heads if (config.new_decoder_architecture or not config.multi_query)"
+            " else 1",
+        ),
+    ],
+)
+def test_multi_query_reads_one_kv_head_by_hf_rule(tmp_path, model_type, rule):
+    """num_key_value_heads does not say it: config.multi_query makes k and v one head wide."""
+    analysis = analyse(load_source(str(default_config_dir(model_type, tmp_path))))
+    attention = analysis.spec.text.attention
+    assert analysis.spec.unresolved == ()
+    assert (attention.multi_query, attention.num_kv_heads, attention.kv_heads_expr) == (
+        True,
+        1,
+        rule,
+    )
+    assert attention.fused_qkv is not None

@@ -175,6 +175,21 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"(model.layers.*.self_attn.{text.attention.fused_qkv}): the state-dict adapter "
             "does not split projections yet"
         )
+    if getattr(text.attention, "multi_query", False):
+        found.append(
+            "multi-query attention set by config.multi_query (config.json): the generated "
+            "attention reads num_key_value_heads"
+        )
+    if getattr(text, "positions", None) is not None:
+        found.append(
+            f"learned absolute positions ({cite(spec, 'text.positions') or 'text.positions'}): "
+            "the generated model has no position table"
+        )
+    if getattr(text, "transposed_linears", ()):
+        found.append(
+            f"linears stored (in, out) ({', '.join(text.transposed_linears)}): the state-dict "
+            "adapter does not transpose weights yet"
+        )
     if not text.norm.weight:
         found.append(
             f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, Evidence, RouterSpec, SharedExpertSpec
+from onboard.spec import ArchitectureSpec, Evidence, PositionsSpec, RouterSpec, SharedExpertSpec
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 
@@ -32,6 +32,7 @@ TEXT_FEATURES = frozenset(
         "dense_layers",
         "attention_kind",
         "scales",
+        "positions",
     }
 )
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
@@ -123,6 +124,8 @@ class TextDesign:
     moe: MoEDesign | None = None
     mla: bool = False
     mla_norm_eps: float | None = None  # DeepSeekMLA reads rms_norm_eps; HF fixes this one
+    # A learned position table added to the embeddings: row position + offset
+    positions: PositionsSpec | None = None
 
     @property
     def overrides_forward(self) -> bool:
@@ -134,6 +137,7 @@ class TextDesign:
             or self.mla
             or bool(self.nope_kinds)
             or bool(self.rope_layers_key)
+            or self.positions is not None
         )
 
     @property
@@ -161,11 +165,15 @@ class ModelDesign:
     generic_preprocess: bool = False
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
     fused_qkv_per_head: bool = False  # its rows run (head, q/k/v, head_dim)
+    # Weight-name suffixes (after renames) stored (in, out), transposed when loading (GPT-2)
+    transposed: tuple[str, ...] = ()
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
 
     @property
     def preprocesses(self) -> bool:
-        return bool(self.renames or self.fused_qkv or (self.text and self.text.moe))
+        return bool(
+            self.renames or self.fused_qkv or self.transposed or (self.text and self.text.moe)
+        )
 
     @property
     def config_class(self) -> str:
@@ -216,7 +224,16 @@ def design_model(
         changes += (_why(logits.describe(), spec, "text.scales.logits"),)
     if final_softcap:
         changes += ("final logits soft-capped: tanh(logits / cap) * cap",)
+    if spec.text.transposed_linears:
+        changes += (
+            _why(
+                "weights stored (in, out) (Conv1D), transposed when loading",
+                spec,
+                "text.transposed_linears",
+            ),
+        )
     module = module_name(name or spec.model_type)
+    renames = _renames(spec, text_design)
     return ModelDesign(
         model_type=spec.model_type,
         module=module,
@@ -228,7 +245,7 @@ def design_model(
         text=text_design,
         final_softcap=final_softcap,
         logits_scale=logits is not None,
-        renames=_renames(spec, text_design),
+        renames=renames,
         changes=changes,
         architecture=spec.source.architecture,
         generic_preprocess=bool(text_design and text_design.moe)
@@ -236,7 +253,18 @@ def design_model(
         fused_qkv=spec.text.attention.fused_qkv,
         fused_qkv_per_head=spec.text.attention.fused_qkv_layout == "per_head",
         lm_head_bias=spec.text.lm_head_bias,
+        transposed=tuple(
+            _renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")
+            for name in spec.text.transposed_linears
+        ),
     )
+
+
+def _renamed(name: str, renames: tuple[tuple[str, str], ...]) -> str:
+    """``name`` after mobius' ``rename_weight_keys`` (ordered substring replacements)."""
+    for old, new in renames:
+        name = name.replace(old, new)
+    return name
 
 
 def _cite(spec: ArchitectureSpec, path: str, fallback: str = "") -> str:
@@ -305,8 +333,15 @@ def _text_design(
             _why("sliding-window mask on the default EP too", spec, "text.sliding_window")
         )
     nope_kinds = tuple(k for k in needed["nope_kinds"].split("+") if k != "none")
-    for kind in nope_kinds:
-        reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
+    positions = text.positions
+    if positions is not None:
+        row = f"position + {positions.offset}" if positions.offset else "position"
+        reasons.append(
+            _why(f"learned positions (row {row}) added to the embeddings", spec, "text.positions")
+        )
+    if positions is None or len(kinds) > 1:
+        for kind in nope_kinds:
+            reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
     if text.rope_layers_key:
         reasons.append(
             _why(
@@ -358,6 +393,7 @@ def _text_design(
         moe=moe,
         mla=mla is not None,
         mla_norm_eps=mla.norm_eps if mla else None,
+        positions=positions,
     )
 
 
@@ -490,6 +526,28 @@ def _settings(
             "hidden_act",
             f"config.{text.mlp.activation_key}",
             _why("MLP activation", spec, "text.mlp.activation"),
+        ),
+        *(
+            [
+                Setting(
+                    "num_key_value_heads",
+                    attention.kv_heads_expr,
+                    _why("k/v heads: one when multi_query", spec, "text.attention.multi_query"),
+                )
+            ]
+            if attention.kv_heads_expr
+            else []
+        ),
+        *(
+            [
+                Setting(
+                    "intermediate_size",
+                    text.mlp.width_expr,
+                    _why("MLP width", spec, "text.mlp.intermediate_size"),
+                )
+            ]
+            if text.mlp.width_expr != "config.intermediate_size"
+            else []
         ),
         Setting(
             "rms_norm_eps",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onboard.spec import ArchitectureSpec, RouterSpec
+from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -33,6 +33,7 @@ FEATURES = (
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     "attention_kind",  # standard, mla
+    "positions",  # rope, learned (a table added to the embeddings), learned+offset (OPT)
 )
 
 
@@ -72,6 +73,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "shared_experts": {"none"},
         "dense_layers": {"all"},
         "attention_kind": {"standard"},
+        "positions": {"rope"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -239,13 +241,19 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "sliding_window": window,
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
         "rope_layers": "config_list" if text.rope_layers_key else "all",
-        "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None and len(kinds) > 1)
-        or "none",
+        "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None) or "none",
+        "positions": _positions(text.positions),
         "attention_scale": text.attention.scale_key or "head_dim",
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
         "mlp": text.mlp.kind,
     }
+
+
+def _positions(positions: PositionsSpec | None) -> str:
+    if positions is None:
+        return "rope"
+    return "learned+offset" if positions.offset else "learned"
 
 
 def router_kind(router: RouterSpec) -> str:

@@ -194,6 +194,14 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         # gpt_neox.* names read through the Llama layout, lm_head saved as embed_out, two norms
         # of the same input feeding attention and the MLP
         ("gpt_neox", {"M3"}),
+        # learned positions (wpe), Conv1D weights stored (in, out), width n_inner or 4 x hidden
+        ("gpt2", set()),
+        # decoder nested under model.decoder, positions at row + 2, fc1/fc2 written in the layer
+        ("opt", set()),
+        # scaled embeddings, positions at row + 2, LayerNorm epsilon fixed in code (1e-5)
+        ("biogpt", set()),
+        # multi-query attention from config.multi_query, fused c_attn of q and one k/v head
+        ("gpt_bigcode", set()),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
