@@ -68,6 +68,14 @@ def _per_layer_theta(s: ArchitectureSpec) -> Value:
     return len({r.theta for _, r in s.text.rope}) > 1
 
 
+def _positions(s: ArchitectureSpec) -> Value:
+    """How positions enter: ``rope``, a ``learned`` table (``learned+offset``: OPT), or ``none``."""
+    table = s.text.positions
+    if table is not None:
+        return "learned+offset" if table.offset else "learned"
+    return "rope" if any(r.rope_type for _, r in s.text.rope) else "none"
+
+
 def _router(s: ArchitectureSpec) -> Value:
     moe = s.text.moe
     if moe is None:
@@ -127,6 +135,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         lambda s: s.text.final_logit_softcap is not None,
     ),
     ("scales", "text.scales", _scales),
+    ("positions", "text.positions", _positions),
     ("rope.type", "text.rope", _rope_type),
     ("rope.partial", "text.rope", _partial_rotary),
     ("rope.per_layer_theta", "text.rope", _per_layer_theta),

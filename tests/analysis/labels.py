@@ -71,6 +71,7 @@ BASELINE: dict[str, Value] = {
     "embedding.scale": "none",
     "logits.final_softcap": False,
     "scales": "none",
+    "positions": "rope",
     "rope.type": "default",
     "rope.partial": False,
     "rope.per_layer_theta": False,
@@ -345,6 +346,45 @@ LABELS: list[dict[str, Any]] = [
         # + attn(input_layernorm(x)) + x, two norms of the same input
         "norm.placement": "parallel",
         "rope.partial": True,  # configuration_gpt_neox.py:98 partial_rotary_factor 0.25
+    },
+    {
+        "type": "gpt2",
+        "config": DEFAULT,
+        # transformer.wte / wpe / h / ln_f, read through the Llama layout; wpe at :493, added to
+        # the embeddings at the position ids
+        "positions": "learned",
+        "rope.type": "none",
+        # modeling_gpt2.py:106 c_attn = Conv1D(3 * embed_dim, ...) split into q, k, v in order;
+        # :107 c_proj; Conv1D always adds a bias (pytorch_utils.py:111)
+        "attention.fused_qkv": "concatenated",
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :233-235 c_fc -> ACT2FN[activation_function] (gelu_new, configuration :84) -> c_proj
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu_new",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :252, :254, :497 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        "embeddings.tied": True,  # configuration_gpt2.py:103
+    },
+    {
+        "type": "opt",
+        "config": DEFAULT,
+        # model.decoder.* read through the Llama layout; modeling_opt.py:53 offset = 2: row
+        # position + 2 of the learned table
+        "positions": "learned+offset",
+        "rope.type": "none",
+        # :130-133 q/k/v/out_proj with bias=enable_bias (True, configuration :72)
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :193, :198-199 fc1 -> ACT2FN[activation_function] (relu, configuration :65) -> fc2,
+        # written in the layer's forward
+        "mlp.kind": "plain",
+        "mlp.activation": "relu",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :195, :200 nn.LayerNorm, before attention and the MLP (:214)
+        "norm.affine": "weight+bias",
+        "embeddings.tied": True,  # configuration_opt.py:74
     },
     {
         "type": "olmo",
