@@ -177,6 +177,8 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
 
 
 def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
+    if path == "text.positions":  # no table: RoPE's evidence says how positions enter
+        return spec.evidence_for(path) or _evidence(spec, "text.rope")
     if path in ("text.rope", "text.scales"):
         return tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
     return spec.evidence_for(path)
