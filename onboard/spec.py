@@ -92,6 +92,7 @@ class AttentionSpec:
     # one k/v head whatever num_key_value_heads says; kv_heads_expr is HF's rule, over the config
     multi_query: bool = False
     kv_heads_expr: str | None = None
+    unscaled: bool = False  # q.k is not scaled at all (GPT-Neo)
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

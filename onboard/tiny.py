@@ -108,6 +108,8 @@ def shrink_config(
         use_cache=True,
     )
     tiny.pop("dtype", None)
+    if "intermediate_size" in config and config["intermediate_size"] is None:
+        tiny["intermediate_size"] = None  # HF derives it (GPT-Neo: 4 x hidden_size)
     real_hidden = config.get("hidden_size")
     for key in _HIDDEN_ALIASES:
         if real_hidden is not None and config.get(key) == real_hidden:
@@ -121,6 +123,9 @@ def shrink_config(
         tiny["head_dim"] = TINY_HEAD_DIM
     if config.get("sliding_window") is not None:
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
+    global_local = expand_attention_types(config.get("attention_types"))
+    if global_local is not None and config.get("window_size") is not None:
+        tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers
     _remap_token_ids(tiny)
     _shrink_moe_and_mla(tiny, heads, kv_heads)
     _distinct_multipliers(tiny)
@@ -128,6 +133,8 @@ def shrink_config(
     count_key = _layer_count_key(config, layer_classes)
     num_layers = _int(config.get(count_key), 1)
     per_layer = _per_layer_lists(tiny, layer_types, num_layers)
+    if global_local is not None and len(global_local) == num_layers:
+        per_layer["attention_types"] = global_local
     by_layer = _per_layer_dict(tiny, num_layers)
     signature_lists = dict(per_layer)
     if by_layer:
@@ -137,6 +144,8 @@ def shrink_config(
     indices = _representative_layers(signature_lists, num_layers)
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
+    if "attention_types" in per_layer:  # GPT-Neo: [[kinds, repeats], ...], once over the kept
+        tiny["attention_types"] = [[tiny["attention_types"], 1]]
     if by_layer:  # keyed by layer index: the kept layers' new indices
         tiny[PER_LAYER_CONFIG] = {
             str(new): by_layer[old] for new, old in enumerate(indices) if old in by_layer
@@ -253,6 +262,21 @@ def _remap_token_ids(tiny: dict[str, Any]) -> None:
         tiny[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
         if tiny[key] is None:
             del tiny[key]
+
+
+def expand_attention_types(value: Any) -> list[str] | None:
+    """GPT-Neo's ``[[["global", "local"], 12]]``: one kind per layer."""
+    if not isinstance(value, list):
+        return None
+    layers: list[str] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)):
+            return None
+        kinds, repeats = item
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            return None
+        layers += kinds * repeats
+    return layers
 
 
 def _per_layer_lists(

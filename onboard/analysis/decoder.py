@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.probe import NormProbe, Probe, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.source import SourceFile
@@ -224,6 +225,8 @@ class DecoderSpecBuilder:
             text, mismatches = self._try_per_head_qkv(text, mismatches)
         if mismatches:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
+        if mismatches:
+            text, mismatches = self._try_unscaled(text, mismatches)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
         return self._with_scales(text)
@@ -369,6 +372,27 @@ class DecoderSpecBuilder:
         self._source("text.rope.interleaved", r"\[\.\.\., *(0)?::2\]|repeat_interleave")
         return paired, ()
 
+    def _try_unscaled(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """GPT-Neo never scales q.k (no config key says so): accept that when, and only when,
+        every attention then matches."""
+        attention = text.attention
+        if attention.scale_key or attention.mla is not None:
+            return text, mismatches
+        unscaled = dataclasses.replace(
+            text, attention=dataclasses.replace(attention, unscaled=True, scale=1.0)
+        )
+        if self._attention_mismatches(unscaled):
+            return text, mismatches
+        self._probe(
+            "text.attention.scale",
+            f"{LAYER0}self_attn",
+            "matches HF only with q.k left unscaled",
+        )
+        self._source("text.attention.scale", r"softmax_scale=1\.0|scale=1\.0")
+        return unscaled, ()
+
     def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:
         """What the attention computes beyond the spec (Cohere's interleaved RoPE), even when
         other deltas keep the full spec check (``spec_check.check_spec``) from running."""
@@ -412,10 +436,10 @@ class DecoderSpecBuilder:
 
     def layer_types(self) -> tuple[str, ...]:
         cfg = self.cfg
-        declared = getattr(cfg, "layer_types", None)
+        declared = declared_kinds(cfg)
         if declared:
-            kinds = tuple(str(k) for k in declared)
-            self._config("text.layer_types", "layer_types", _summarise(kinds))
+            kinds = declared
+            self._config("text.layer_types", kinds_key(cfg), _summarise(kinds))
         elif getattr(cfg, "sliding_window", None):
             kinds = ("sliding_attention",) * cfg.num_hidden_layers
             self._config("text.layer_types", "sliding_window", cfg.sliding_window)
@@ -430,8 +454,8 @@ class DecoderSpecBuilder:
     def sliding_window(self, layer_types: tuple[str, ...]) -> int | None:
         if "sliding_attention" not in layer_types:
             return None
-        window = getattr(self.cfg, "sliding_window", None)
-        self._config("text.sliding_window", "sliding_window", window)
+        window = window_of(self.cfg)
+        self._config("text.sliding_window", window_key(self.cfg), window)
         return int(window) if window else None
 
     def attention(self) -> AttentionSpec:
@@ -909,7 +933,7 @@ class DecoderSpecBuilder:
         (SmolLM3's ``no_rope_layers``) is a delta.
         """
         flags = self.probe.rope_layers
-        declared = getattr(self.tiny, "layer_types", None)
+        declared = declared_kinds(self.tiny)
         sliding = "sliding_attention" if getattr(self.tiny, "sliding_window", None) else None
         kinds = (
             [str(k) for k in declared] if declared else [sliding or "full_attention"] * len(flags)

@@ -191,7 +191,11 @@ def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]
         inline = _inline_mlp(layer)
         for name, child in layer.named_children():
             if name in ATTENTION_NAMES and "self_attn" not in dict(view.named_children()):
-                if name != "self_attn":
+                inner = _wrapped_attention(child)
+                if inner is not None:  # GPT-Neo: attn.attention holds the projections
+                    renames.append((f".{name}.{inner}.", ".self_attn."))
+                    child = getattr(child, inner)
+                elif name != "self_attn":
                     renames.append((f".{name}.", ".self_attn."))
                 name = "self_attn"
             if name in INLINE_MLP:
@@ -203,6 +207,15 @@ def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]
         object.__setattr__(view, "hf", layer)
         views.append(view)
     return views, sorted(set(renames))
+
+
+def _wrapped_attention(attention: Any) -> str | None:
+    """The one child of an attention that only wraps it (no parameters of its own), if any."""
+    children = list(attention.named_children())
+    if len(children) != 1 or next(attention.parameters(recurse=False), None) is not None:
+        return None
+    name, inner = children[0]
+    return name if next(inner.parameters(), None) is not None else None
 
 
 # A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).

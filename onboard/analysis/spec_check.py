@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.attention_kinds import declared_kinds, window_of
 from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
@@ -101,7 +102,7 @@ class SpecInterpreter:
         self.head_dim = (
             getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
         )
-        self.layer_types = list(getattr(tiny_config, "layer_types", None) or [])
+        self.layer_types = list(declared_kinds(tiny_config) or [])
 
     # -- comparison -------------------------------------------------------------------------
 
@@ -336,6 +337,8 @@ class SpecInterpreter:
         from onboard.analysis.decoder import _yarn_scale
 
         spec = self.text.attention
+        if spec.unscaled:
+            return 1.0
         if spec.scale_key:
             return float(getattr(self.config, spec.scale_key)) ** spec.scale_power
         if spec.mla is not None:
@@ -349,7 +352,7 @@ class SpecInterpreter:
         i = torch.arange(seq)[:, None]
         j = torch.arange(seq)[None, :]
         allowed = j <= i
-        window = getattr(self.config, "sliding_window", None)
+        window = window_of(self.config)
         if kind == "sliding_attention" and window:
             allowed &= j > i - window
         return torch.where(allowed, 0.0, float("-inf"))

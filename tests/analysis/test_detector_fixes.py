@@ -284,3 +284,22 @@ def test_multi_query_reads_one_kv_head_by_hf_rule(tmp_path, model_type, rule):
         rule,
     )
     assert attention.fused_qkv is not None
+
+
+def test_gpt_neo_global_local_layers_unscaled_wrapped_attention(tmp_path):
+    """GPT-Neo: attention_layers (global/local) with window_size, q.k never scaled, and its
+    projections one module down (attn.attention)."""
+    analysis = analyse(load_source(str(default_config_dir("gpt_neo", tmp_path))))
+    spec = analysis.spec
+    assert spec.unresolved == ()
+    assert spec.text.layer_types[:2] == ("full_attention", "sliding_attention")
+    assert spec.text.sliding_window == 256
+    assert analysis.tiny.config["attention_types"] == [[["global", "local"], 1]]
+    assert analysis.tiny.config["window_size"] == 4
+    assert spec.text.attention.unscaled
+    assert (".attn.attention.", ".self_attn.") in spec.weights.renames
+    # With the usual head_dim ** -0.5 every attention module disagrees with HF.
+    scaled = dataclasses.replace(
+        spec.text, attention=dataclasses.replace(spec.text.attention, unscaled=False)
+    )
+    assert _checked_against(analysis, scaled)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.parity.harness import DECODE_STEPS, PROMPT_LEN
+from onboard.tiny import expand_attention_types
 
 WIDE_WINDOW = 4 * (PROMPT_LEN + DECODE_STEPS)  # a window no test sequence reaches
 
@@ -30,11 +31,19 @@ class KnownBug:
 
 
 def _layer_types(config: Mapping[str, Any]) -> list[str]:
-    return list(config.get("layer_types") or [])
+    """Per-layer kinds, as layer_types lists them or GPT-Neo's attention_types expand."""
+    global_local = expand_attention_types(config.get("attention_types"))
+    return list(config.get("layer_types") or global_local or [])
+
+
+def _window_key(config: Mapping[str, Any]) -> str:
+    return (
+        "window_size" if expand_attention_types(config.get("attention_types")) else "sliding_window"
+    )
 
 
 def _mixed_layers(config: Mapping[str, Any]) -> bool:
-    return len(set(_layer_types(config))) > 1 and bool(config.get("sliding_window"))
+    return len(set(_layer_types(config))) > 1 and bool(config.get(_window_key(config)))
 
 
 def _rope_thetas(config: Mapping[str, Any]) -> set[float]:
@@ -47,7 +56,7 @@ def _rope_thetas(config: Mapping[str, Any]) -> set[float]:
 
 
 def _widen_window(config: dict[str, Any]) -> None:
-    config["sliding_window"] = WIDE_WINDOW
+    config[_window_key(config)] = WIDE_WINDOW
 
 
 def _equal_thetas_wide_window(config: dict[str, Any]) -> None:

@@ -409,6 +409,8 @@ def _embedding_scale_expr(spec: ArchitectureSpec) -> str | None:
 def _attention_scale_expr(spec: ArchitectureSpec) -> str | None:
     """The q.k scale as mobius config source: the generated config copies the HF key."""
     attention = spec.text.attention
+    if attention.unscaled:
+        return "1.0"
     if attention.scale_key == "query_pre_attn_scalar":
         return "config.query_pre_attn_scalar**-0.5"
     if attention.scale_key == "attention_multiplier":
@@ -564,21 +566,31 @@ def _settings(
     extra: list[ExtraField] = []
     kinds = text.distinct_layer_types
     if "sliding_attention" in kinds and text.sliding_window:
+        window_key = next(
+            (
+                e.where.removeprefix("config.json:")
+                for e in spec.evidence_for("text.sliding_window")
+                if e.where.startswith("config.json:")
+            ),
+            "sliding_window",
+        )
         settings.append(
             Setting(
                 "sliding_window",
-                "config.sliding_window",
+                f"config.{window_key}",
                 _why("window of sliding layers", spec, "text.sliding_window"),
             )
         )
-        from_config = any(
-            e.where == "config.json:layer_types" for e in spec.evidence_for("text.layer_types")
-        )
-        layer_types = (
-            "list(config.layer_types)"
-            if from_config
-            else '["sliding_attention"] * config.num_hidden_layers'
-        )
+        listed_by = {e.where for e in spec.evidence_for("text.layer_types")}
+        if "config.json:layer_types" in listed_by:
+            layer_types = "list(config.layer_types)"
+        elif "config.json:attention_layers" in listed_by:  # GPT-Neo: global / local
+            layer_types = (
+                '["sliding_attention" if kind == "local" else "full_attention"'
+                " for kind in config.attention_layers]"
+            )
+        else:
+            layer_types = '["sliding_attention"] * config.num_hidden_layers'
         settings.append(
             Setting(
                 "layer_types", layer_types, _why("which layers slide", spec, "text.layer_types")
@@ -604,6 +616,13 @@ def _settings(
         )
     if all(r.rope_type is None for r in rope.values()):
         settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
+        settings.append(
+            Setting(
+                "partial_rotary_factor",
+                "1.0",
+                "unused: set because base classes build rotary tables in __init__",
+            )
+        )
     base_fields = _profile_config_fields(profile)
     if attention.softcap:
         if "attn_logit_softcapping" not in base_fields:

@@ -24,7 +24,7 @@ FEATURES = (
     "per_kind_rope",  # no, yes (a different theta for sliding layers)
     "nope_kinds",  # none, or the layer kinds that skip RoPE while others rotate (Cohere 2)
     "rope_layers",  # all, or config_list: a config list says which layers rotate (SmolLM3)
-    "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier
+    "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier, unscaled
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
     "mlp",  # gated, fused_gate_up, plain (up -> act -> down)
@@ -146,7 +146,13 @@ PROFILES: dict[str, ClassProfile] = {
                 per_kind_rope={"no", "yes"},
             ),
             bugs=("M1", "M2"),
-            init_needs=(("rope_local_base_freq", "base.rope_local_base_freq or base.rope_theta"),),
+            # (a theta even without RoPE: its __init__ builds the local tables regardless)
+            init_needs=(
+                (
+                    "rope_local_base_freq",
+                    "base.rope_local_base_freq or base.rope_theta or 10000.0",
+                ),
+            ),
         ),
         ClassProfile(
             "MoECausalLMModel",
@@ -243,7 +249,9 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "rope_layers": "config_list" if text.rope_layers_key else "all",
         "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None) or "none",
         "positions": _positions(text.positions),
-        "attention_scale": text.attention.scale_key or "head_dim",
+        "attention_scale": "unscaled"
+        if text.attention.unscaled
+        else (text.attention.scale_key or "head_dim"),
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
         "mlp": text.mlp.kind,

@@ -202,6 +202,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("biogpt", set()),
         # multi-query attention from config.multi_query, fused c_attn of q and one k/v head
         ("gpt_bigcode", set()),
+        # global/local layers from attention_layers and window_size, q.k unscaled, attn.attention
+        ("gpt_neo", {"T8"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
