@@ -204,11 +204,15 @@ class RopeSpec:
 
 @dataclass(frozen=True)
 class PositionsSpec:
-    """Learned absolute positions added to the token embeddings (GPT-2's ``wpe``, OPT's
-    ``embed_positions``): row ``position + offset`` of a (max_position_embeddings + offset)
-    x hidden table."""
+    """Absolute positions added to the token embeddings: row ``position + offset`` of a learned
+    (max_position_embeddings + offset) x hidden table (GPT-2's ``wpe``, OPT's
+    ``embed_positions``), or of the sinusoidal table ``[sin(p * f), cos(p * f)]`` with
+    ``f_i = 10000 ** (-i / (hidden / 2 - 1))`` (XGLM), which nothing learns."""
 
-    offset: int = 0  # OPT and BioGPT keep two rows before position 0
+    offset: int = 0  # OPT, BioGPT and XGLM keep two rows before position 0
+    kind: Literal["learned", "sinusoidal"] = "learned"
+    # The config key of a sinusoidal row HF sets to zero (XGLM: pad_token_id, its padding_idx)
+    zero_row_key: str | None = None
 
 
 ScaleSite = Literal["embedding", "residual", "logits"]

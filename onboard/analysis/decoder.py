@@ -250,16 +250,18 @@ class DecoderSpecBuilder:
         return tuple(sorted(found))
 
     def positions(self) -> PositionsSpec | None:
-        """A learned position table (the layout view names it ``model.embed_positions``); its
-        offset is the one HF's module adds (OPT, BioGPT), checked by the spec check."""
+        """Absolute positions (the layout view names the module ``model.embed_positions``): a
+        learned table, or a sinusoidal one recognised by its values; the offset is the one HF's
+        module adds (OPT, BioGPT, XGLM). The spec check then runs them."""
+        if self.model is None or not hasattr(self.model.model, "embed_positions"):
+            return None
+        module = self.model.model.embed_positions
+        offset = module.offset if isinstance(getattr(module, "offset", None), int) else 0
+        if offset:
+            self._source("text.positions", r"self\.offset = \d+")
         shape = self.probe.param_shape("model.embed_positions.weight")
         if shape is None:
-            return None
-        offset = 0
-        module = self.model.get_submodule("model.embed_positions") if self.model else None
-        if isinstance(getattr(module, "offset", None), int):
-            offset = module.offset
-            self._source("text.positions", r"self\.offset = \d+")
+            return self._sinusoidal_positions(module, offset)
         self._probe("text.positions", "model.embed_positions", f"{shape[0]} rows, offset {offset}")
         expected = self.tiny.max_position_embeddings + offset
         if shape[0] != expected:
@@ -269,6 +271,34 @@ class DecoderSpecBuilder:
                 f"{shape[0]} rows, expected {expected}",
             )
         return PositionsSpec(offset=offset)
+
+    def _sinusoidal_positions(self, module: Any, offset: int) -> PositionsSpec | None:
+        import torch
+
+        from onboard.analysis.spec_check import sinusoidal_table
+
+        table = getattr(module, "weights", None)
+        where = f"model.embed_positions ({type(module).__name__})"
+        if not isinstance(table, torch.Tensor) or table.dim() != 2:
+            self._delta("positions module not understood", where, "no table of weights")
+            return None
+        if table.shape[1] % 2:
+            self._delta("sinusoidal positions of an odd width", where, str(table.shape[1]))
+            return None
+        zero_row = getattr(module, "padding_idx", None)
+        zero_row_key = None
+        expected = sinusoidal_table(torch.arange(table.shape[0]), table.shape[1])
+        if isinstance(zero_row, int):
+            expected[zero_row] = 0.0
+            zero_row_key = "pad_token_id"
+            if getattr(self.tiny, zero_row_key, None) != zero_row:
+                self._delta("a zeroed positions row no config key names", where, str(zero_row))
+        if not torch.allclose(table.float(), expected, atol=1e-6):
+            self._delta("positions table is not the sinusoidal one onboard knows", where)
+            return None
+        self._probe("text.positions", where, f"sinusoidal table, offset {offset}")
+        self._source("text.positions", r"torch\.cat\(\[torch\.sin\(emb\), torch\.cos\(emb\)\]")
+        return PositionsSpec(offset=offset, kind="sinusoidal", zero_row_key=zero_row_key)
 
     def _with_scales(self, text: TextDecoderSpec) -> TextDecoderSpec:
         """Config multipliers, verified: each present key's known uses are tried, and the one

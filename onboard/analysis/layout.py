@@ -31,9 +31,7 @@ def llama_view(model: Any) -> LayoutView | None:
     """None when ``model`` already has the Llama layout; else the view, or a refusal."""
     import torch
 
-    if isinstance(getattr(model, "model", None), torch.nn.Module) and hasattr(
-        model.model, "layers"
-    ):
+    if _llama_layout(model):
         return None
     decoder_name, decoder = _decoder(model)
     if decoder is None:
@@ -75,6 +73,23 @@ def llama_view(model: Any) -> LayoutView | None:
     if head_name != "lm_head":
         renames.append((f"{head_name}.", "lm_head."))
     return LayoutView(view, tuple(r for r in renames if r[0] != r[1]))
+
+
+def _llama_layout(model: Any) -> bool:
+    """Llama's names throughout: nothing to view differently (XGLM has model.layers, but its
+    final norm is layer_norm, its MLP inline and its positions a module)."""
+    import torch
+
+    from onboard.analysis.probe import FINAL_NORM_NAMES
+
+    decoder = getattr(model, "model", None)
+    if not isinstance(decoder, torch.nn.Module) or not hasattr(decoder, "layers"):
+        return False
+    return (
+        any(hasattr(decoder, n) for n in FINAL_NORM_NAMES)
+        and not hasattr(decoder, "embed_positions")
+        and all(_inline_mlp(layer) is None for layer in decoder.layers[:1])
+    )
 
 
 def checkpoint_renames(
@@ -156,6 +171,8 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             parts.setdefault("embed", name)
         elif isinstance(child, torch.nn.Embedding) and "positions" not in parts:
             parts["positions"] = name  # GPT-2's wpe, OPT's embed_positions
+        elif "position" in name and "positions" not in parts:
+            parts["positions"] = name  # XGLM's sinusoidal table (a buffer, nothing learned)
         elif is_norm(child):
             if "norm" in parts:  # BLOOM's embedding norm: only the last one is the final norm
                 earlier = getattr(decoder, parts["norm"])

@@ -155,6 +155,16 @@ class SpecInterpreter:
                 mismatches.append(Mismatch("model", type(decoder).__name__, diff))
         return mismatches
 
+    def position_rows(self, positions: Any) -> Any:
+        spec = self.text.positions
+        rows = positions + spec.offset
+        if spec.kind == "learned":
+            return self.weight("model.embed_positions.weight")[rows]
+        table = sinusoidal_table(rows, self.config.hidden_size)
+        if spec.zero_row_key is not None:
+            table[rows == getattr(self.config, spec.zero_row_key)] = 0.0
+        return table
+
     def _first_position(self) -> int:
         """Far enough for every RoPE frequency to turn; inside a learned table, near its end
         (so a wrong offset reads other rows)."""
@@ -406,8 +416,7 @@ class SpecInterpreter:
         names = dict(self.text.norm.names)
         hidden = self.embed(ids)
         if self.text.positions is not None:
-            rows = self.positions + self.text.positions.offset
-            hidden = hidden + self.weight("model.embed_positions.weight")[rows]
+            hidden = hidden + self.position_rows(self.positions)
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 
@@ -430,6 +439,17 @@ class SpecInterpreter:
         logits = logits * self.factor("logits")
         cap = self.text.final_logit_softcap
         return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def sinusoidal_table(rows: Any, width: int) -> Any:
+    """The sinusoidal rows (a 1-D torch tensor of row numbers) of a ``width``-wide table."""
+    import torch
+
+    half = width // 2
+    freq = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / (half - 1)))
+    angles = rows.float()[:, None] * freq[None, :]
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    return torch.nn.functional.pad(table, (0, width % 2))
 
 
 def _rotate(x: Any, cos: Any, sin: Any, interleaved: bool = False) -> Any:

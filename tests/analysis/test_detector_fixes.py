@@ -303,3 +303,23 @@ def test_gpt_neo_global_local_layers_unscaled_wrapped_attention(tmp_path):
         spec.text, attention=dataclasses.replace(spec.text.attention, unscaled=False)
     )
     assert _checked_against(analysis, scaled)
+
+
+def test_xglm_sinusoidal_positions_are_recognised_by_their_values(tmp_path):
+    """XGLM keeps Llama's model.layers, but its positions are a sinusoidal buffer at row
+    position + 2 whose padding row is zero, its final norm is layer_norm, its MLP inline."""
+    analysis = analyse(load_source(str(default_config_dir("xglm", tmp_path))))
+    spec = analysis.spec
+    assert spec.unresolved == ()
+    positions = spec.text.positions
+    assert (positions.kind, positions.offset, positions.zero_row_key) == (
+        "sinusoidal",
+        2,
+        "pad_token_id",
+    )
+    assert ("model.layer_norm.", "model.norm.") in spec.weights.renames
+    assert spec.text.mlp.projections == ("fc1", "fc2")
+    # No positions, or the table read from row 0, and the whole model disagrees with HF.
+    assert _checked_against(analysis, dataclasses.replace(spec.text, positions=None))
+    shifted = dataclasses.replace(positions, offset=0)
+    assert _checked_against(analysis, dataclasses.replace(spec.text, positions=shifted))

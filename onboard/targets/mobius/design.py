@@ -337,7 +337,11 @@ def _text_design(
     if positions is not None:
         row = f"position + {positions.offset}" if positions.offset else "position"
         reasons.append(
-            _why(f"learned positions (row {row}) added to the embeddings", spec, "text.positions")
+            _why(
+                f"{positions.kind} positions (row {row}) added to the embeddings",
+                spec,
+                "text.positions",
+            )
         )
     if positions is None or len(kinds) > 1:
         for kind in nope_kinds:

@@ -33,7 +33,8 @@ FEATURES = (
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     "attention_kind",  # standard, mla
-    "positions",  # rope, learned (a table added to the embeddings), learned+offset (OPT)
+    # rope, learned (a table added to the embeddings), sinusoidal; +offset: OPT, XGLM
+    "positions",
 )
 
 
@@ -261,7 +262,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
 def _positions(positions: PositionsSpec | None) -> str:
     if positions is None:
         return "rope"
-    return "learned+offset" if positions.offset else "learned"
+    return positions.kind + ("+offset" if positions.offset else "")
 
 
 def router_kind(router: RouterSpec) -> str:
