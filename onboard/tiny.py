@@ -121,6 +121,13 @@ def shrink_config(
         tiny["max_position_embeddings"] = min(real, 2 * original)
     if config.get("head_dim") is not None:
         tiny["head_dim"] = TINY_HEAD_DIM
+    rotary_dim = config.get("rotary_dim")
+    if isinstance(rotary_dim, int):
+        # GPT-J rotates the first rotary_dim of each head: keep that fraction, even
+        hidden = _int(config.get("hidden_size", config.get("n_embd")), 0)
+        real_heads = _int(config.get("num_attention_heads", config.get("n_head")), 1)
+        share = rotary_dim / (_int(config.get("head_dim"), 0) or hidden // real_heads or 1)
+        tiny["rotary_dim"] = max(2, round(share * TINY_HEAD_DIM / 2) * 2)
     if config.get("sliding_window") is not None:
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
     global_local = expand_attention_types(config.get("attention_types"))

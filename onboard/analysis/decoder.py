@@ -796,7 +796,7 @@ class DecoderSpecBuilder:
         )
         if key is not None or tiny_width is None:
             return f"config.{key or 'intermediate_size'}"
-        found = find_line(self.files, r"4 \* (config\.)?hidden_size")
+        found = find_line(self.files, r"4 \* (config\.)?(hidden_size|embed_dim|n_embd)\b")
         if tiny_width != 4 * self.tiny.hidden_size or found is None:
             return "config.intermediate_size"
         self.log.add("text.mlp.intermediate_size", found)

@@ -102,7 +102,8 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
             attention_scaling=_float_attr(attn, "scaling"),
             attention_softcap=_float_attr(attn, "attn_logit_softcapping")
             or _float_attr(getattr(model, "config", None), "attn_logit_softcapping"),
-            rotary_dims=_rotary_dims(getattr(decoder, "rotary_emb", None)),
+            rotary_dims=_rotary_dims(getattr(decoder, "rotary_emb", None))
+            or _attention_rotary_dims(attn),
             rope_layers=_rope_layers(model, decoder.layers),
             transposed=transposed,
         )
@@ -377,6 +378,15 @@ def _rotary_dims(rotary: Any) -> tuple[tuple[str, int], ...]:
         elif name.endswith("_inv_freq") and not name.endswith("original_inv_freq"):
             dims.append((name.removesuffix("_inv_freq"), 2 * buffer.numel()))
     return tuple(sorted(dims))
+
+
+def _attention_rotary_dims(attention: Any) -> tuple[tuple[str, int], ...]:
+    """GPT-J keeps RoPE in the attention: a sin/cos table over its first ``rotary_dim``."""
+    dim = getattr(attention, "rotary_dim", None)
+    table = getattr(attention, "embed_positions", None)
+    if not isinstance(dim, int) or table is None or table.shape[-1] != dim:
+        return ()
+    return (("default", dim),)
 
 
 def _float_attr(obj: Any, name: str) -> float | None:

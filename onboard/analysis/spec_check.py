@@ -166,11 +166,13 @@ class SpecInterpreter:
         return table
 
     def _first_position(self) -> int:
-        """Far enough for every RoPE frequency to turn; inside a learned table, near its end
-        (so a wrong offset reads other rows)."""
-        if self.text.positions is None:
+        """Far enough for every RoPE frequency to turn; inside a position table (learned, or
+        GPT-J's fixed sin/cos buffer), near its end, so a wrong offset reads other rows."""
+        limit = self.config.max_position_embeddings
+        fixed = any(b.dim() == 2 and b.shape[0] == limit for b in self.model.buffers())
+        if self.text.positions is None and not fixed:
             return POSITION_OFFSET
-        return min(POSITION_OFFSET, self.config.max_position_embeddings - SEQ_LEN)
+        return min(POSITION_OFFSET, limit - SEQ_LEN)
 
     def _capture(self) -> tuple[dict[str, tuple[list[Any], Any]], list[Any]]:
         import torch

@@ -323,3 +323,25 @@ def test_xglm_sinusoidal_positions_are_recognised_by_their_values(tmp_path):
     assert _checked_against(analysis, dataclasses.replace(spec.text, positions=None))
     shifted = dataclasses.replace(positions, offset=0)
     assert _checked_against(analysis, dataclasses.replace(spec.text, positions=shifted))
+
+
+def test_gptj_rotary_inside_the_attention(tmp_path):
+    """GPT-J rotates the first rotary_dim (64 of 256) of each head with a sin/cos table kept in
+    the attention, on interleaved pairs; the tiny model keeps that share (4 of 16)."""
+    analysis = analyse(load_source(str(default_config_dir("gptj", tmp_path))))
+    spec = analysis.spec
+    assert spec.unresolved == ()
+    assert analysis.tiny.config["rotary_dim"] == 4
+    rope = spec.text.rope_for("full_attention")
+    assert (rope.rope_type, rope.theta, rope.partial_rotary_factor, rope.interleaved) == (
+        "default",
+        10000.0,
+        0.25,
+        True,
+    )
+    assert spec.text.norm.placement == "parallel"
+    assert spec.text.lm_head_bias
+    # Rotating halves instead of pairs, every attention disagrees with HF.
+    halves = dataclasses.replace(rope, interleaved=False)
+    text = dataclasses.replace(spec.text, rope=(("full_attention", halves),))
+    assert _checked_against(analysis, text)

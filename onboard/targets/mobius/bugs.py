@@ -77,8 +77,7 @@ def _odd_layers_slide(config: dict[str, Any]) -> None:
 
 
 def _scalar_is_head_dim(config: dict[str, Any]) -> None:
-    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    config["query_pre_attn_scalar"] = head_dim
+    config["query_pre_attn_scalar"] = _head_dim(config)
 
 
 def _partial_rotary(config: Mapping[str, Any]) -> bool:
@@ -87,11 +86,19 @@ def _partial_rotary(config: Mapping[str, Any]) -> bool:
     if isinstance(params, Mapping):
         nested = [v for v in params.values() if isinstance(v, Mapping)] or [params]
         factors += [p.get("partial_rotary_factor") for p in nested]
-    return any(f is not None and float(f) < 1.0 for f in factors)
+    rotary_dim = config.get("rotary_dim")  # GPT-J's way of saying it
+    partial_dim = isinstance(rotary_dim, int) and rotary_dim < _head_dim(config)
+    return partial_dim or any(f is not None and float(f) < 1.0 for f in factors)
+
+
+def _head_dim(config: Mapping[str, Any]) -> int:
+    return config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
 
 
 def _full_rotary(config: dict[str, Any]) -> None:
     config["partial_rotary_factor"] = 1.0
+    if isinstance(config.get("rotary_dim"), int):
+        config["rotary_dim"] = _head_dim(config)
     params = config.get("rope_parameters")
     if isinstance(params, dict):
         nested = [v for v in params.values() if isinstance(v, dict)] or [params]

@@ -206,6 +206,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("gpt_neo", {"T8"}),
         # sinusoidal positions computed in the graph (row + 2, padding row zero), layer_norm
         ("xglm", set()),
+        # RoPE inside the attention on the first rotary_dim, interleaved; one norm, parallel
+        ("gptj", {"M3"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
