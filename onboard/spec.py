@@ -93,6 +93,9 @@ class AttentionSpec:
     multi_query: bool = False
     kv_heads_expr: str | None = None
     unscaled: bool = False  # q.k is not scaled at all (GPT-Neo)
+    # ALiBi (BLOOM, MPT): head h adds slope_h x key position to its scores, with the slopes of
+    # the ALiBi paper for the head count; no RoPE
+    alibi: bool = False
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
@@ -106,7 +109,8 @@ class MLPSpec:
     intermediate_size: int
     projections: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")  # HF attribute names
     bias_key: str | None = None  # config key HF reads the MLP bias from (mlp_bias), if any
-    activation_key: str = "hidden_act"  # config key HF reads the activation from
+    # config key HF reads the activation from; None when the code fixes it (BLOOM's gelu)
+    activation_key: str | None = "hidden_act"
     # The width as Python source over the HF config (GPT-2: config.n_inner or 4 * hidden_size)
     width_expr: str = "config.intermediate_size"
 
@@ -283,6 +287,10 @@ class TextDecoderSpec:
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
     positions: PositionsSpec | None = None  # learned absolute positions (model.embed_positions)
+    embedding_norm: bool = False  # a norm of the embeddings before the first layer (BLOOM)
+    # HF blocks that add the residual themselves (BLOOM: self_attn and mlp; MPT: mlp): the same
+    # computation, other module boundaries, which the spec check compares module by module
+    blocks_add_residual: tuple[str, ...] = ()
     # Layer-relative linears that store their weight (in, out), as GPT-2's Conv1D does
     transposed_linears: tuple[str, ...] = ()
 

@@ -70,6 +70,8 @@ _POSITION_SCALE_KEYS = ("llama_4_scaling_beta",)
 # Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden).
 _WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
+# Activations an MLP's module is compared with when no config key names one.
+_MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
 # Where configs keep the MLP activation (OPT, GPT-2: activation_function; Falcon: activation).
 _ACTIVATION_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation")
 _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
@@ -218,6 +220,8 @@ class DecoderSpecBuilder:
             names=names,
             lm_head_bias=lm_head_bias,
             positions=self.positions(),
+            embedding_norm=self.embedding_norm(),
+            blocks_add_residual=self.probe.flow.residual_inside,
             transposed_linears=self.transposed_linears(),
         )
         mismatches = self._attention_mismatches(text)
@@ -227,9 +231,20 @@ class DecoderSpecBuilder:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
         if mismatches:
             text, mismatches = self._try_unscaled(text, mismatches)
+        if mismatches:
+            text, mismatches = self._try_alibi(text, mismatches)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
         return self._with_scales(text)
+
+    def embedding_norm(self) -> bool:
+        """BLOOM normalises the embeddings (the layout view names it ``model.embed_norm``); the
+        spec check runs it with the layers' norm kind and epsilon."""
+        present = self.probe.has_module("model.embed_norm")
+        if present:
+            kind = dict(self.probe.modules)["model.embed_norm"]
+            self._probe("text.embedding_norm", "model.embed_norm", f"{kind} of the embeddings")
+        return present
 
     def transposed_linears(self) -> tuple[str, ...]:
         """Layer-relative linears that keep their weight (in, out), as GPT-2's Conv1D does."""
@@ -422,6 +437,31 @@ class DecoderSpecBuilder:
         )
         self._source("text.attention.scale", r"softmax_scale=1\.0|scale=1\.0")
         return unscaled, ()
+
+    def _try_alibi(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """BLOOM and MPT bias each head's scores linearly by key position (ALiBi), with no RoPE
+        and no config flag: accept it when, and only when, every attention then matches (with
+        a fused projection read either way)."""
+        attention = text.attention
+        if any(r.rope_type is not None for _, r in text.rope) or attention.mla is not None:
+            return text, mismatches
+        layouts = ["concatenated"] + (["per_head"] if attention.fused_qkv else [])
+        for layout in layouts:
+            candidate = dataclasses.replace(
+                text,
+                attention=dataclasses.replace(attention, alibi=True, fused_qkv_layout=layout),
+            )
+            if not self._attention_mismatches(candidate):
+                self._probe(
+                    "text.attention.alibi",
+                    f"{LAYER0}self_attn",
+                    "matches HF only with ALiBi slopes added by key position",
+                )
+                self._source("text.attention.alibi", r"def (build_)?\w*alibi\w*\(")
+                return candidate, ()
+        return text, mismatches
 
     def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:
         """What the attention computes beyond the spec (Cohere's interleaved RoPE), even when
@@ -732,9 +772,14 @@ class DecoderSpecBuilder:
 
     def mlp(self) -> MLPSpec:
         cfg = self.cfg
-        act_key = next((k for k in _ACTIVATION_KEYS if getattr(cfg, k, None)), "hidden_act")
-        activation = getattr(cfg, act_key, None) or "silu"
-        self._config("text.mlp.activation", act_key, activation)
+        act_key: str | None = next((k for k in _ACTIVATION_KEYS if getattr(cfg, k, None)), None)
+        measured = None if act_key else self._measured_activation()
+        if measured is not None:  # no config key: the code fixes it (BLOOM's own gelu)
+            activation, act_key = measured, None
+        else:
+            act_key = act_key or "hidden_act"
+            activation = getattr(cfg, act_key, None) or "silu"
+            self._config("text.mlp.activation", act_key, activation)
         if self.dense_layer is None:  # every layer is MoE: the experts are gated MLPs
             return self._expert_mlp(str(activation), act_key)
         layer = f"model.layers.{self.dense_layer}."
@@ -781,6 +826,30 @@ class DecoderSpecBuilder:
             activation_key=act_key,
             width_expr=width_expr,
         )
+
+    def _measured_activation(self) -> str | None:
+        """The MLP's activation module, told by its values, when no config key names it."""
+        import torch
+        from transformers.activations import ACT2FN
+
+        if self.model is None or self.dense_layer is None:
+            return None
+        mlp = self.model.get_submodule(f"model.layers.{self.dense_layer}.mlp")
+        x = torch.linspace(-6.0, 6.0, 241)
+        for name, module in mlp.named_children():
+            if isinstance(module, torch.nn.Linear) or next(module.parameters(), None) is not None:
+                continue
+            try:
+                with torch.no_grad():
+                    y = module(x)
+            except Exception:  # not an activation
+                continue
+            for candidate in _MEASURED_ACTIVATIONS:
+                if torch.allclose(ACT2FN[candidate](x), y, atol=1e-6):
+                    where = f"model.layers.{self.dense_layer}.mlp.{name}"
+                    self._probe("text.mlp.activation", where, f"computes {candidate}")
+                    return candidate
+        return None
 
     def _width_expr(self, tiny_width: int | None) -> str:
         """Which config value the MLP width is: a width key, else GPT-2's 4 x hidden_size
@@ -1040,7 +1109,7 @@ class DecoderSpecBuilder:
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
         final = self._final_norm_name
         top = {"model.embed_tokens.weight", "model.embed_positions.weight", "lm_head.weight"}
-        top.add("lm_head.bias")
+        top |= {"lm_head.bias", "model.embed_norm.weight", "model.embed_norm.bias"}
         top |= {f"model.{final}.weight", f"model.{final}.bias"}
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow

@@ -69,10 +69,13 @@ def _per_layer_theta(s: ArchitectureSpec) -> Value:
 
 
 def _positions(s: ArchitectureSpec) -> Value:
-    """How positions enter: ``rope``, a ``learned`` table (``learned+offset``: OPT), or ``none``."""
+    """How positions enter: ``rope``, a ``learned`` or ``sinusoidal`` table (``+offset``: OPT,
+    XGLM), ``alibi`` biases (BLOOM, MPT), or ``none``."""
     table = s.text.positions
     if table is not None:
-        return "learned+offset" if table.offset else "learned"
+        return table.kind + ("+offset" if table.offset else "")
+    if s.text.attention.alibi:
+        return "alibi"
     return "rope" if any(r.rope_type for _, r in s.text.rope) else "none"
 
 
@@ -129,6 +132,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
     ("embedding.scale", "text.embedding_scale", lambda s: s.text.embedding_scale),
+    ("embedding.norm", "text.embedding_norm", lambda s: s.text.embedding_norm),
     (
         "logits.final_softcap",
         "text.final_logit_softcap",
@@ -177,8 +181,14 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
 
 
 def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
-    if path == "text.positions":  # no table: RoPE's evidence says how positions enter
-        return spec.evidence_for(path) or _evidence(spec, "text.rope")
+    if path == "text.positions":  # no table: ALiBi's or RoPE's evidence says how they enter
+        return (
+            spec.evidence_for(path)
+            or spec.evidence_for("text.attention.alibi")
+            or _evidence(spec, "text.rope")
+        )
+    if path == "text.embedding_norm":  # absent: the decoder's modules are the evidence
+        return spec.evidence_for(path) or spec.evidence_for("text.norm.kind")
     if path in ("text.rope", "text.scales"):
         return tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
     return spec.evidence_for(path)

@@ -5,8 +5,8 @@ model that keeps the same parts under other names (``gpt_neox.embed_in``, ``tran
 ``ln_f``, ``self_attention``) is wrapped in a view that names the same module objects the Llama
 way, so hooks and parameters are shared with the HF model, which still runs its own forward. The
 view also says how checkpoint names map to the Llama names, for the generated weight renames.
-Learned position embeddings become ``model.embed_positions``; parts the Llama layout has no place
-for (BLOOM's embedding norm) are refused by name.
+Position embeddings become ``model.embed_positions``, a norm of the embeddings (BLOOM)
+``model.embed_norm``; parts the Llama layout has no place for are refused by name.
 """
 
 from __future__ import annotations
@@ -54,8 +54,10 @@ def llama_view(model: Any) -> LayoutView | None:
     view.model.embed_tokens = getattr(decoder, parts["embed"])
     view.model.layers = layers
     view.model.norm = getattr(decoder, parts["norm"])
-    if parts.get("positions"):
-        view.model.embed_positions = getattr(decoder, parts["positions"])
+    if parts.get("embed_positions"):
+        view.model.embed_positions = getattr(decoder, parts["embed_positions"])
+    if parts.get("embed_norm"):
+        view.model.embed_norm = getattr(decoder, parts["embed_norm"])
     if parts.get("rotary"):
         view.model.rotary_emb = getattr(decoder, parts["rotary"])
     view.lm_head = getattr(model, head_name)
@@ -64,9 +66,9 @@ def llama_view(model: Any) -> LayoutView | None:
         (f"{decoder_name}.{parts['layers']}.", "model.layers."),
         (f"{decoder_name}.{parts['norm']}.", "model.norm."),
         *(
-            [(f"{decoder_name}.{parts['positions']}.", "model.embed_positions.")]
-            if parts.get("positions")
-            else []
+            (f"{decoder_name}.{parts[part]}.", f"model.{part}.")
+            for part in ("embed_positions", "embed_norm")
+            if parts.get(part)
         ),
         *layer_renames,
     ]
@@ -163,25 +165,31 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
 
     parts: dict[str, str] = {}
     unknown = []
+    norms: list[str] = []
     vocab = model.config.vocab_size
     for name, child in decoder.named_children():
         if isinstance(child, torch.nn.ModuleList):
             parts.setdefault("layers", name)
         elif isinstance(child, torch.nn.Embedding) and child.num_embeddings == vocab:
             parts.setdefault("embed", name)
-        elif isinstance(child, torch.nn.Embedding) and "positions" not in parts:
-            parts["positions"] = name  # GPT-2's wpe, OPT's embed_positions
-        elif "position" in name and "positions" not in parts:
-            parts["positions"] = name  # XGLM's sinusoidal table (a buffer, nothing learned)
+        elif isinstance(child, torch.nn.Embedding) and "embed_positions" not in parts:
+            parts["embed_positions"] = name  # GPT-2's wpe, OPT's embed_positions
+        elif "position" in name and "embed_positions" not in parts:
+            parts["embed_positions"] = name  # XGLM's sinusoidal table (a buffer, nothing learned)
         elif is_norm(child):
-            if "norm" in parts:  # BLOOM's embedding norm: only the last one is the final norm
-                earlier = getattr(decoder, parts["norm"])
-                unknown.append(f"{decoder_name}.{parts['norm']} ({type(earlier).__name__})")
-            parts["norm"] = name
+            norms.append(name)
         elif "rotary" in name:
             parts["rotary"] = name
         elif next(child.parameters(), None) is not None:
             unknown.append(f"{decoder_name}.{name} ({type(child).__name__})")
+    # One norm is the final norm; a second one named for the embeddings normalises them (BLOOM).
+    embedding = [n for n in norms if "emb" in n] if len(norms) == 2 else []
+    if len(embedding) == 1:
+        parts["embed_norm"] = embedding[0]
+    final = [n for n in norms if n not in embedding]
+    if final:
+        parts["norm"] = final[-1]
+    unknown += [f"{decoder_name}.{n} ({type(getattr(decoder, n)).__name__})" for n in final[:-1]]
     if unknown:
         raise UnsupportedFeatureError(
             f"{type(model).__name__} has parts the Llama layout has no place for: "
@@ -217,6 +225,9 @@ def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]
                 name = "self_attn"
             if name in INLINE_MLP:
                 continue
+            if name in FFN_NAMES and not hasattr(layer, "mlp"):  # MPT's ffn
+                renames.append((f".{name}.", ".mlp."))
+                name = "mlp"
             setattr(view, name, child)
         if inline is not None:
             view.mlp = inline
@@ -234,6 +245,9 @@ def _wrapped_attention(attention: Any) -> str | None:
     name, inner = children[0]
     return name if next(inner.parameters(), None) is not None else None
 
+
+# Other names of a layer's feed-forward block.
+FFN_NAMES = ("ffn",)
 
 # A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
 INLINE_MLP = ("fc1", "fc2")

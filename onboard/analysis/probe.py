@@ -42,6 +42,9 @@ class LayerFlow:
     mlp_in: tuple[str, ...]
     mlp_out: tuple[str, ...]
     parallel: bool  # attention and MLP read the same tensor
+    # Blocks that take the residual and return it added (BLOOM: self_attn and mlp; MPT: mlp): a
+    # norm reading their output reads the residual stream (pre-norm), not the block's output
+    residual_inside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -282,13 +285,22 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
     two_norms = any(
         calls[a][0] & calls[m][0] for a in feeding(attn_in) for m in feeding(mlp_in) if a != m
     )
+    inside = tuple(n for n in ("self_attn", "mlp") if n in watched and takes_residual(watched[n]))
     return LayerFlow(
         attn_in=feeding(attn_in),
-        attn_out=fed_by(attn_out),
+        attn_out=() if "self_attn" in inside else fed_by(attn_out),
         mlp_in=feeding(mlp_in),
-        mlp_out=fed_by(mlp_out),
+        mlp_out=() if "mlp" in inside else fed_by(mlp_out),
         parallel=bool(attn_in & mlp_in) or two_norms,
+        residual_inside=inside,
     )
+
+
+def takes_residual(module: Any) -> bool:
+    """BLOOM's blocks take ``residual`` and return their output with it added."""
+    import inspect
+
+    return "residual" in inspect.signature(module.forward).parameters
 
 
 def _rope_layers(model: Any, layers: Any) -> tuple[bool | None, ...]:

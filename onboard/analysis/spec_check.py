@@ -128,7 +128,11 @@ class SpecInterpreter:
         if attention_only:
             for i in range(len(self.model.model.layers)):
                 x, y = captured[f"model.layers.{i}.self_attn"]
-                check(f"model.layers.{i}.self_attn", self.attention(i, x[0]), y)
+                check(
+                    f"model.layers.{i}.self_attn",
+                    self.attention(i, x[0]) + self._residual("self_attn", x),
+                    y,
+                )
             return mismatches
         embed_in, embed_out = captured["model.embed_tokens"]
         # A config multiplier may be applied inside the embedding module or after it.
@@ -144,9 +148,11 @@ class SpecInterpreter:
                     x, y = captured[name]
                     check(name, self.norm(x[0], f"{name}."), y)
             x, y = captured[f"{prefix}.self_attn"]
-            check(f"{prefix}.self_attn", self.attention(i, x[0]), y)
+            check(
+                f"{prefix}.self_attn", self.attention(i, x[0]) + self._residual("self_attn", x), y
+            )
             x, y = captured[f"{prefix}.mlp"]
-            check(f"{prefix}.mlp", self.mlp(i, x[0]), y)
+            check(f"{prefix}.mlp", self.mlp(i, x[0]) + self._residual("mlp", x), y)
         if not mismatches:  # end to end, so residual wiring and the head are covered too
             logits = self.forward(ids)
             diff = (logits - out.logits).abs().max().item()
@@ -154,6 +160,10 @@ class SpecInterpreter:
                 decoder = hf_module(self.model.model)
                 mismatches.append(Mismatch("model", type(decoder).__name__, diff))
         return mismatches
+
+    def _residual(self, block: str, inputs: list[Any]) -> Any:
+        """What a block that adds the residual itself adds: its second tensor input (BLOOM)."""
+        return inputs[1] if block in self.text.blocks_add_residual else 0.0
 
     def position_rows(self, positions: Any) -> Any:
         spec = self.text.positions
@@ -336,6 +346,8 @@ class SpecInterpreter:
         scores = (q @ k.transpose(-1, -2)) * scale
         if spec.softcap:
             scores = torch.tanh(scores / spec.softcap) * spec.softcap
+        if spec.alibi:  # slope x key position; per query row, the same as -slope x distance
+            scores = scores + alibi_slopes(self.heads)[:, None, None] * torch.arange(seq).float()
         scores = scores + self._mask(kind, seq)
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
@@ -417,6 +429,8 @@ class SpecInterpreter:
 
         names = dict(self.text.norm.names)
         hidden = self.embed(ids)
+        if self.text.embedding_norm:
+            hidden = self.norm(hidden, "model.embed_norm.")
         if self.text.positions is not None:
             hidden = hidden + self.position_rows(self.positions)
         for i in range(len(self.model.model.layers)):
@@ -441,6 +455,19 @@ class SpecInterpreter:
         logits = logits * self.factor("logits")
         cap = self.text.final_logit_softcap
         return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def alibi_slopes(heads: int) -> Any:
+    """The ALiBi paper's slopes: a geometric series for the largest power of two of heads, the
+    remaining heads interleaved from the series of twice as many."""
+    import torch
+
+    closest = 2 ** math.floor(math.log2(heads))
+    base = 2.0 ** (-(2.0 ** -(math.log2(closest) - 3)))
+    slopes = [base**i for i in range(1, closest + 1)]
+    extra = 2.0 ** (-(2.0 ** -(math.log2(2 * closest) - 3)))
+    slopes += [extra**i for i in range(1, 1 + 2 * (heads - closest), 2)]
+    return torch.tensor(slopes)
 
 
 def sinusoidal_table(rows: Any, width: int) -> Any:

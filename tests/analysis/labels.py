@@ -69,6 +69,7 @@ BASELINE: dict[str, Value] = {
     "norm.affine": "weight",
     "norm.placement": "pre",
     "embedding.scale": "none",
+    "embedding.norm": False,
     "logits.final_softcap": False,
     "scales": "none",
     "positions": "rope",
@@ -366,6 +367,27 @@ LABELS: list[dict[str, Any]] = [
         "norm.kind": "layer",  # :252, :254, :497 nn.LayerNorm
         "norm.affine": "weight+bias",
         "embeddings.tied": True,  # configuration_gpt2.py:103
+    },
+    {
+        "type": "bloom",
+        "config": DEFAULT,
+        # modeling_bloom.py:45 build_alibi_tensor: slope_h x key position added to the scores
+        # (:438 in the model), no rotary embedding
+        "positions": "alibi",
+        "rope.type": "none",
+        # :425 word_embeddings_layernorm normalises the embeddings before the first block
+        "embedding.norm": True,
+        # :196 query_key_value with bias, viewed (heads, 3, head_dim) at :214; :197 dense, bias
+        "attention.fused_qkv": "per_head",
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :320-326 dense_h_to_4h -> BloomGelu (tanh approximation, :111-120) -> dense_4h_to_h
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu_pytorch_tanh",
+        "mlp.bias": True,
+        "norm.kind": "layer",  # :349, :425, :431 LayerNorm(eps=layer_norm_epsilon)
+        "norm.affine": "weight+bias",
+        "embeddings.tied": True,  # configuration_bloom.py:73
     },
     {
         "type": "opt",

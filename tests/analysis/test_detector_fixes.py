@@ -196,9 +196,14 @@ def test_global_nope_layers_are_measured_and_checked(tmp_path) -> None:
 
 
 def test_parts_the_llama_layout_cannot_hold_are_refused_by_name(tmp_path):
-    folder = default_config_dir("bloom", tmp_path)  # BLOOM normalises its embeddings
-    with pytest.raises(UnsupportedFeatureError, match=r"transformer\.word_embeddings_layernorm"):
-        analyse(load_source(str(folder)))
+    """A decoder part with weights and no place in the layout is named, never skipped."""
+    from onboard.analysis.layout import llama_view
+
+    config = make_hf_config(load_source(str(default_config_dir("gpt2", tmp_path))).config)
+    model = build_tiny_model(make_hf_config(shrink_config(config.to_dict(), None).config))
+    model.transformer.extra = torch.nn.Linear(4, 4)
+    with pytest.raises(UnsupportedFeatureError, match=r"transformer\.extra \(Linear\)"):
+        llama_view(model)
 
 
 def test_a_head_saved_under_another_name_is_renamed() -> None:
@@ -345,3 +350,27 @@ def test_gptj_rotary_inside_the_attention(tmp_path):
     halves = dataclasses.replace(rope, interleaved=False)
     text = dataclasses.replace(spec.text, rope=(("full_attention", halves),))
     assert _checked_against(analysis, text)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "inside", "embedding_norm"),
+    [
+        ("bloom", ("self_attn", "mlp"), True),  # both blocks take the residual; embeddings normed
+        ("mpt", ("mlp",), False),  # only MptMLP takes it; its block is called ffn
+    ],
+)
+def test_alibi_models(tmp_path, model_type, inside, embedding_norm):
+    """BLOOM and MPT: ALiBi (found by trial, no config flag), blocks that add the residual
+    themselves (still pre-norm), an activation module no config key names."""
+    analysis = analyse(load_source(str(default_config_dir(model_type, tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.attention.alibi
+    assert text.blocks_add_residual == inside
+    assert text.embedding_norm is embedding_norm
+    assert text.norm.placement == "pre"
+    assert text.mlp.activation_key is None
+    assert text.mlp.activation == ("gelu_pytorch_tanh" if model_type == "bloom" else "gelu")
+    # Without the ALiBi biases every attention disagrees with HF.
+    plain = dataclasses.replace(text.attention, alibi=False)
+    assert _checked_against(analysis, dataclasses.replace(text, attention=plain))

@@ -10,6 +10,7 @@ Ids T7-T10 follow ``shared/notes/target-mobius.md``; M1 and M2 were found by onb
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,26 @@ class KnownBug:
     applies: Callable[[Mapping[str, Any]], bool]  # on the tiny config.json dict
     remove_trigger: Callable[[dict[str, Any]], None]  # edits a copy of the tiny config
     trigger: str  # what the counterfactual changes, for the report
+    # The counterfactual builds for this execution provider instead (a build-time trigger)
+    rebuild_provider: str | None = None
+
+
+# The cpu EP's capabilities without GroupQueryAttention fusion or QKV packing: the graph the cpu
+# EP would get if its AttentionToGQA rewrite did not run.
+CPU_WITHOUT_GQA = "onboard-cpu-without-gqa"
+
+
+def register_cpu_without_gqa() -> None:
+    """Registered through mobius' documented hook for out-of-tree execution providers."""
+    from mobius._execution_providers import ep_registry, get_ep, register_ep
+
+    if CPU_WITHOUT_GQA not in ep_registry:
+        cpu = get_ep("cpu")
+        register_ep(
+            dataclasses.replace(
+                cpu, name=CPU_WITHOUT_GQA, gqa_dtypes=frozenset(), qkv_pack_dtypes=frozenset()
+            )
+        )
 
 
 def _layer_types(config: Mapping[str, Any]) -> list[str]:
@@ -150,6 +171,16 @@ BUGS: dict[str, KnownBug] = {
             _partial_rotary,
             _full_rotary,
             "partial_rotary_factor 1.0",
+        ),
+        KnownBug(
+            "M5",
+            "the cpu EP's AttentionToGQA rewrite replaces each Attention with GroupQueryAttention "
+            "and drops its attention_bias input: an additive bias such as ALiBi is lost",
+            ("cpu",),
+            lambda c: True,  # listed only for designs that add a bias (see targets.mobius)
+            lambda c: None,
+            "the same graph built without the GroupQueryAttention rewrite",
+            rebuild_provider=CPU_WITHOUT_GQA,
         ),
         KnownBug(
             "M1",

@@ -33,6 +33,7 @@ TEXT_FEATURES = frozenset(
         "attention_kind",
         "scales",
         "positions",
+        "embedding_norm",
     }
 )
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
@@ -126,6 +127,8 @@ class TextDesign:
     mla_norm_eps: float | None = None  # DeepSeekMLA reads rms_norm_eps; HF fixes this one
     # A learned position table added to the embeddings: row position + offset
     positions: PositionsSpec | None = None
+    alibi: bool = False  # per-head linear biases by key position (BLOOM, MPT)
+    embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
 
     @property
     def overrides_forward(self) -> bool:
@@ -138,7 +141,15 @@ class TextDesign:
             or bool(self.nope_kinds)
             or bool(self.rope_layers_key)
             or self.positions is not None
+            or self.alibi
+            or self.embedding_norm
         )
+
+    @property
+    def constants(self) -> bool:
+        """Generated modules hold constants of their own (numpy arrays as ir tensors)."""
+        sinusoidal = self.positions is not None and self.positions.kind == "sinusoidal"
+        return bool(self.weight_free_norm) or sinusoidal or self.alibi
 
     @property
     def custom_layer(self) -> bool:
@@ -343,7 +354,13 @@ def _text_design(
                 "text.positions",
             )
         )
-    if positions is None or len(kinds) > 1:
+    if text.attention.alibi:
+        reasons.append(
+            _why("ALiBi: each head biased by key position, no RoPE", spec, "text.attention.alibi")
+        )
+    if text.embedding_norm:
+        reasons.append(_why("the embeddings are normalised", spec, "text.embedding_norm"))
+    if (positions is None and not text.attention.alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
     if text.rope_layers_key:
@@ -398,6 +415,8 @@ def _text_design(
         mla=mla is not None,
         mla_norm_eps=mla.norm_eps if mla else None,
         positions=positions,
+        alibi=text.attention.alibi,
+        embedding_norm=text.embedding_norm,
     )
 
 
@@ -530,7 +549,9 @@ def _settings(
         ),
         Setting(
             "hidden_act",
-            f"config.{text.mlp.activation_key}",
+            f"config.{text.mlp.activation_key}"
+            if text.mlp.activation_key
+            else repr(text.mlp.activation),
             _why("MLP activation", spec, "text.mlp.activation"),
         ),
         *(

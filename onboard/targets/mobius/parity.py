@@ -23,7 +23,13 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.harness import Batch, Step, run_scenarios
 from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
-from onboard.targets.mobius.bugs import KnownBug, applicable, counterfactual
+from onboard.targets.mobius.bugs import (
+    CPU_WITHOUT_GQA,
+    KnownBug,
+    applicable,
+    counterfactual,
+    register_cpu_without_gqa,
+)
 from onboard.weightmap import WeightMapProof, prove
 
 EXECUTION_PROVIDERS = ("default", "cpu")
@@ -312,8 +318,11 @@ def _blame_known_bugs(
         return checks, ()
 
     def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
+        rebuild = next((b.rebuild_provider for b in bugs if b.rebuild_provider), None)
+        if rebuild == CPU_WITHOUT_GQA:
+            register_cpu_without_gqa()
         rerun, _ = _provider_checks(
-            module_class, counterfactual(tiny_config, bugs), provider, device, compare_kv
+            module_class, counterfactual(tiny_config, bugs), rebuild or provider, device, compare_kv
         )
         worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
         return not any(c.status is Status.FAIL for c in rerun), worst

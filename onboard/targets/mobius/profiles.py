@@ -33,8 +33,9 @@ FEATURES = (
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     "attention_kind",  # standard, mla
-    # rope, learned (a table added to the embeddings), sinusoidal; +offset: OPT, XGLM
+    # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
     "positions",
+    "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
 )
 
 
@@ -75,6 +76,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "dense_layers": {"all"},
         "attention_kind": {"standard"},
         "positions": {"rope"},
+        "embedding_norm": {"no"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -249,7 +251,8 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
         "rope_layers": "config_list" if text.rope_layers_key else "all",
         "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None) or "none",
-        "positions": _positions(text.positions),
+        "positions": "alibi" if text.attention.alibi else _positions(text.positions),
+        "embedding_norm": "yes" if text.embedding_norm else "no",
         "attention_scale": "unscaled"
         if text.attention.unscaled
         else (text.attention.scale_key or "head_dim"),
