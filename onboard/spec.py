@@ -96,6 +96,9 @@ class AttentionSpec:
     # ALiBi (BLOOM, MPT): head h adds slope_h x key position to its scores, with the slopes of
     # the ALiBi paper for the head count; no RoPE
     alibi: bool = False
+    # q x (1 + beta x log(1 + floor(position / original_max_position_embeddings))) after RoPE,
+    # both from rope_parameters (Ministral 3: llama_4_scaling_beta)
+    position_scale: bool = False
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

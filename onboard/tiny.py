@@ -22,6 +22,7 @@ TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
+TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
 TINY_EXPERTS = 4
 TINY_TOP_K = 2
 TINY_EXPERT_WIDTH = 32
@@ -115,6 +116,11 @@ def shrink_config(
         if real_hidden is not None and config.get(key) == real_hidden:
             tiny[key] = TINY_HIDDEN
     original = _original_max_positions(config)
+    if _position_scaled(tiny):
+        # Ministral 3 scales q by log(1 + floor(position / original)): a tiny original makes
+        # the parity prompt and the spec check reach positions where the scale is not 1.
+        tiny[_rope_key(tiny)]["original_max_position_embeddings"] = TINY_POSITION_SCALE_SPAN
+        original = 0
     if original >= TINY_MAX_POSITIONS:
         # RoPE scaling types check the original context against the scaled one.
         real = _int(config.get("max_position_embeddings"), 2 * original)
@@ -234,6 +240,18 @@ def _int(value: Any, default: int) -> int:
     return (
         value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
     )
+
+
+def _rope_key(config: Mapping[str, Any]) -> str:
+    return next(
+        (k for k in ("rope_parameters", "rope_scaling") if isinstance(config.get(k), Mapping)),
+        "rope_parameters",
+    )
+
+
+def _position_scaled(config: Mapping[str, Any]) -> bool:
+    rope = config.get(_rope_key(config))
+    return isinstance(rope, dict) and rope.get("llama_4_scaling_beta") is not None
 
 
 def _original_max_positions(config: Mapping[str, Any]) -> int:

@@ -64,9 +64,8 @@ _QK_NORM_NAMES = (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
-# rope_parameters keys that scale the query by position (Ministral 3, Mistral 4): the spec check
-# runs at positions where the scale is still 1, so the config says it.
-_POSITION_SCALE_KEYS = ("llama_4_scaling_beta",)
+# The rope_parameters key by which Ministral 3 and Mistral 4 scale the query by position.
+_POSITION_SCALE_KEY = "llama_4_scaling_beta"
 # Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden).
 _WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
@@ -529,7 +528,6 @@ class DecoderSpecBuilder:
         return int(window) if window else None
 
     def attention(self) -> AttentionSpec:
-        self._check_position_scale()
         if self.probe.param_shape(f"{LAYER0}self_attn.kv_a_proj_with_mqa.weight") is not None:
             return self.mla_attention()
         cfg, probe = self.cfg, self.probe
@@ -574,6 +572,7 @@ class DecoderSpecBuilder:
             fused_qkv=fused,
             multi_query=self.multi_query,
             kv_heads_expr=kv_heads_expr,
+            position_scale=self._position_scale(),
         )
 
     def _output_projection(self) -> str:
@@ -754,21 +753,19 @@ class DecoderSpecBuilder:
         )
         return head_dim**-0.5, None
 
-    def _check_position_scale(self) -> None:
-        """A query scale that grows with the position is not in the spec: report it."""
+    def _position_scale(self) -> bool:
+        """Ministral 3 scales q by ``1 + beta * log(1 + floor(position / original))`` after RoPE
+        (rope_parameters.llama_4_scaling_beta); the spec check runs it at positions where the
+        tiny config's original span makes it count."""
         params = _rope_parameters(self.cfg)
-        attention = dict(self.probe.modules).get(f"{LAYER0}self_attn", "the attention")
-        for key in _POSITION_SCALE_KEYS:
-            value = params.get(key)
-            if value is None:
-                continue
-            found = find_line(self.files, re.escape(key))
-            self._delta(
-                "position-dependent query scale",
-                found.where if found else f"config.json:rope_parameters.{key}",
-                f"{attention} scales q by position with rope_parameters.{key} = {value!r}"
-                + (f": {found.detail}" if found else ""),
-            )
+        value = params.get(_POSITION_SCALE_KEY)
+        if value is None:
+            return False
+        self._config(
+            "text.attention.position_scale", f"rope_parameters.{_POSITION_SCALE_KEY}", value
+        )
+        self._source("text.attention.position_scale", re.escape(_POSITION_SCALE_KEY))
+        return True
 
     def mlp(self) -> MLPSpec:
         cfg = self.cfg

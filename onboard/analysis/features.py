@@ -124,6 +124,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),
     ("attention.scale", "text.attention.scale", _scale),
     ("attention.softcap", "text.attention.softcap", lambda s: s.text.attention.softcap is not None),
+    (
+        "attention.position_scale",
+        "text.attention.position_scale",
+        lambda s: s.text.attention.position_scale,
+    ),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind),
     ("mlp.activation", "text.mlp.activation", lambda s: s.text.mlp.activation),
@@ -180,15 +185,19 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
     return {f.name: f.value for f in features(spec)}
 
 
+# Where to look when a feature is absent and so has no evidence of its own: what the analysis
+# read to find it absent.
+_ABSENT_EVIDENCE = {
+    "text.positions": ("text.attention.alibi", "text.rope"),
+    "text.attention.position_scale": ("text.rope",),
+    "text.embedding_norm": ("text.norm.kind",),
+}
+
+
 def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
-    if path == "text.positions":  # no table: ALiBi's or RoPE's evidence says how they enter
-        return (
-            spec.evidence_for(path)
-            or spec.evidence_for("text.attention.alibi")
-            or _evidence(spec, "text.rope")
-        )
-    if path == "text.embedding_norm":  # absent: the decoder's modules are the evidence
-        return spec.evidence_for(path) or spec.evidence_for("text.norm.kind")
     if path in ("text.rope", "text.scales"):
         return tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
-    return spec.evidence_for(path)
+    found = spec.evidence_for(path)
+    for fallback in _ABSENT_EVIDENCE.get(path, ()):
+        found = found or _evidence(spec, fallback)
+    return found

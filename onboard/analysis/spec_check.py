@@ -340,6 +340,8 @@ class SpecInterpreter:
             interleaved = self.text.rope_for(kind).interleaved
             q = torch.cat((_rotate(q[..., :dim], cos, sin, interleaved), q[..., dim:]), dim=-1)
             k = torch.cat((_rotate(k[..., :dim], cos, sin, interleaved), k[..., dim:]), dim=-1)
+        if spec.position_scale:  # Ministral 3, after RoPE
+            q = q * self._position_scale(self.positions[:seq])[None, None, :, None]
         repeat = self.heads // self.kv_heads
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
         scale = self._scale()
@@ -352,6 +354,13 @@ class SpecInterpreter:
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
+
+    def _position_scale(self, positions: Any) -> Any:
+        import torch
+
+        rope = self.config.rope_parameters
+        span = float(rope["original_max_position_embeddings"])
+        return 1 + rope["llama_4_scaling_beta"] * torch.log1p(torch.floor(positions / span))
 
     def rotates(self, layer: int) -> bool:
         key = self.text.rope_layers_key

@@ -61,6 +61,7 @@ BASELINE: dict[str, Value] = {
     "attention.o_bias": False,
     "attention.scale": "head_dim",
     "attention.softcap": False,
+    "attention.position_scale": False,
     "attention.sliding_window": "none",
     "mlp.kind": "gated",
     "mlp.activation": "silu",
@@ -115,10 +116,9 @@ LABELS: list[dict[str, Any]] = [
         "type": "ministral3",
         "config": DEFAULT,
         "rope.type": "yarn",  # configuration_ministral3.py:97 "type": "yarn"
-        # modeling_ministral3.py:147-151 multiplies q by 1 + beta * log(1 + floor(pos /
-        # original_max_position_embeddings)) (llama_4_scaling_beta): a position-dependent query
-        # scale the catalogue has no field for.
-        "attention.scale": Unresolved("Ministral3Attention"),
+        # modeling_ministral3.py:146-150 multiplies q, after RoPE, by 1 + beta * log(1 +
+        # floor(pos / original_max_position_embeddings)) (llama_4_scaling_beta 0.1, :106)
+        "attention.position_scale": True,
     },
     {
         "type": "qwen2",

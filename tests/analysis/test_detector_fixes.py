@@ -374,3 +374,15 @@ def test_alibi_models(tmp_path, model_type, inside, embedding_norm):
     # Without the ALiBi biases every attention disagrees with HF.
     plain = dataclasses.replace(text.attention, alibi=False)
     assert _checked_against(analysis, dataclasses.replace(text, attention=plain))
+
+
+def test_ministral3_position_dependent_query_scale(tmp_path):
+    """q x (1 + beta log(1 + floor(position / original))): the tiny config's span of 4 puts the
+    spec check's positions (and the parity prompt) where the scale is not 1."""
+    analysis = analyse(load_source(str(default_config_dir("ministral3", tmp_path))))
+    spec = analysis.spec
+    assert spec.unresolved == ()
+    assert spec.text.attention.position_scale
+    assert analysis.tiny.config["rope_parameters"]["original_max_position_embeddings"] == 4
+    unscaled = dataclasses.replace(spec.text.attention, position_scale=False)
+    assert _checked_against(analysis, dataclasses.replace(spec.text, attention=unscaled))

@@ -66,13 +66,13 @@ def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkey
 
 
 def test_unresolved_spec_blocks_generation(tmp_path) -> None:
-    """Ministral 3 scales q by position (llama_4_scaling_beta): nothing is written."""
+    """NanoChat normalises q and k after RoPE, which the spec cannot say: nothing is written."""
     from onboard.pipeline import NewOptions, onboard_new
 
-    folder = default_config_dir("ministral3", tmp_path)
+    folder = default_config_dir("nanochat", tmp_path)
     with pytest.raises(UnsupportedFeatureError) as caught:
         onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    assert any("Ministral3Attention" in item for item in caught.value.items)
+    assert any("NanoChatAttention" in item for item in caught.value.items)
     assert not (tmp_path / "out").exists()
 
 

@@ -128,6 +128,15 @@ def _full_rotary(config: dict[str, Any]) -> None:
                 entry["partial_rotary_factor"] = 1.0
 
 
+def _rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
+    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    return rope if isinstance(rope, dict) else {}
+
+
+def _no_position_scale(config: dict[str, Any]) -> None:
+    _rope_parameters(config)["llama_4_scaling_beta"] = 0.0
+
+
 def _exact_sqrt_hidden(config: dict[str, Any]) -> None:
     # sqrt(144) = 12 is exact in every rounding; 144 is a multiple of the tiny head count (6),
     # and an explicit head_dim keeps heads of 16 (GroupQueryAttention needs multiples of 16).
@@ -181,6 +190,15 @@ BUGS: dict[str, KnownBug] = {
             lambda c: None,
             "the same graph built without the GroupQueryAttention rewrite",
             rebuild_provider=CPU_WITHOUT_GQA,
+        ),
+        KnownBug(
+            "M6",
+            "the cpu EP's GroupQueryAttention path drops the position-dependent query scale "
+            "(rope_parameters.llama_4_scaling_beta, Ministral 3) that the default EP applies",
+            ("cpu",),
+            lambda c: bool(_rope_parameters(c).get("llama_4_scaling_beta")),
+            _no_position_scale,
+            "llama_4_scaling_beta 0.0",
         ),
         KnownBug(
             "M1",
