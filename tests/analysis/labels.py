@@ -596,6 +596,29 @@ LABELS: list[dict[str, Any]] = [
         "moe.dense_layers": "none",  # modeling_flex_olmo.py:363 every layer sparse
     },
     {
+        "type": "dots1",
+        "config": DEFAULT,
+        # Dots1Config leaves n_routed_experts and num_experts_per_tok None, and
+        # modeling_dots1.py:368 Dots1Experts calls torch.empty(None, ...): the default config
+        # cannot build. dots.llm1's values: 128 experts, top 6, 2 shared.
+        "overrides": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
+        "attention.qk_norm": "per_head",  # modeling_dots1.py:217 q_norm on head_dim
+        # :295-296 sigmoid scores, choice shifted by e_score_correction_bias; n_group 1 (no
+        # group-limited choice); norm_topk_prob False, routed_scaling_factor 1.0 (config)
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.shared_experts": "ungated",  # :370 shared_experts, added without a gate
+        "moe.dense_layers": "first_k_dense_replace",  # :391 layer_idx >= first_k_dense_replace
+    },
+    {
+        "type": "hunyuan_v1_moe",
+        "config": DEFAULT,
+        # HunYuanMoEV1Config.head_dim defaults to None and the attention computes
+        # head_dim ** -0.5: the default config cannot build, so head_dim = 4096 / 32.
+        "overrides": {"head_dim": 128},
+        # modeling_hunyuan_v1_moe.py:178 query_layernorm per head, applied after RoPE (:198)
+        "attention.qk_norm": Unresolved("query_layernorm"),
+    },
+    {
         "type": "deepseek_v2",
         "config": DEFAULT,
         # DeepseekV2Config.num_experts_per_tok defaults to None and modeling :103 calls
