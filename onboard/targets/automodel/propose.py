@@ -180,14 +180,21 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "multi-query attention set by config.multi_query (config.json): the generated "
             "attention reads num_key_value_heads"
         )
+    if getattr(text.attention, "position_scale", False):
+        found.append(
+            "a position-dependent query scale "
+            f"({cite(spec, 'text.attention.position_scale') or 'rope_parameters'}): the "
+            "generated attention does not scale q by position"
+        )
     if getattr(text.attention, "alibi", False):
         found.append(f"ALiBi attention biases ({cite(spec, 'text.attention.alibi') or 'probe'})")
     if getattr(text, "embedding_norm", False):
         found.append("a norm of the embeddings (model.embed_norm): the generated model has none")
     if getattr(text, "positions", None) is not None:
         found.append(
-            f"learned absolute positions ({cite(spec, 'text.positions') or 'text.positions'}): "
-            "the generated model has no position table"
+            f"{text.positions.kind} absolute positions "
+            f"({cite(spec, 'text.positions') or 'text.positions'}): the generated model has no "
+            "position table"
         )
     if getattr(text, "transposed_linears", ()):
         found.append(

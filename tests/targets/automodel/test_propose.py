@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from onboard.errors import UnsupportedFeatureError
-from onboard.spec import Delta, SharedExpertSpec
+from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
 from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
@@ -161,3 +161,30 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
     spec = dataclasses.replace(analysis_of("Qwen/Qwen3-0.6B").spec, kind=kind)
     error = _refused(spec, library)
     assert error.items[0].startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("text_change", "attention_change", "expected"),
+    [
+        ({"positions": PositionsSpec(offset=2)}, {}, "learned absolute positions"),
+        (
+            {"positions": PositionsSpec(offset=2, kind="sinusoidal")},
+            {},
+            "sinusoidal absolute positions",
+        ),
+        ({"transposed_linears": ("mlp.c_fc",)}, {}, "linears stored (in, out) (mlp.c_fc)"),
+        ({"embedding_norm": True}, {}, "a norm of the embeddings (model.embed_norm)"),
+        ({}, {"alibi": True}, "ALiBi attention biases"),
+        ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
+        ({}, {"position_scale": True}, "a position-dependent query scale"),
+    ],
+)
+def test_computations_the_generator_cannot_express_are_refused(
+    library, text_change, attention_change, expected
+) -> None:
+    """What the analysis now understands for mobius is refused by name here, not half-built."""
+    spec = analysis_of("Qwen/Qwen3-0.6B").spec
+    attention = dataclasses.replace(spec.text.attention, **attention_change)
+    text = dataclasses.replace(spec.text, attention=attention, **text_change)
+    proposal = propose(dataclasses.replace(spec, text=text), library, treat_as_new=True)
+    assert len(proposal.blockers) == 1 and proposal.blockers[0].startswith(expected)
