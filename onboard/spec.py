@@ -207,6 +207,7 @@ class RopeSpec:
     partial_rotary_factor: float = 1.0
     scaling: tuple[tuple[str, Any], ...] = ()  # the remaining rope_parameters, sorted
     interleaved: bool = False  # rotate (x0, x1), (x2, x3) ... pairs (DeepSeek's rope_interleave)
+    reversed: bool = False  # rotate the other way, sin negated (NanoChat's rotate_half)
 
 
 @dataclass(frozen=True)

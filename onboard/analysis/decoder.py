@@ -229,12 +229,34 @@ class DecoderSpecBuilder:
         if mismatches:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
         if mismatches:
+            text, mismatches = self._try_reversed_rope(text, mismatches)
+        if mismatches:
             text, mismatches = self._try_unscaled(text, mismatches)
         if mismatches:
             text, mismatches = self._try_alibi(text, mismatches)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
-        return self._with_scales(text)
+        return self._with_embedding_norm(self._with_scales(text))
+
+    def _with_embedding_norm(self, text: TextDecoderSpec) -> TextDecoderSpec:
+        """NanoChat applies its final norm to the embeddings too (one module, called twice): with
+        norms that learn nothing, accept an embedding norm when, and only when, the whole tiny
+        model then matches HF and did not without it."""
+        if self.deltas or self.model is None or text.norm.weight or text.embedding_norm:
+            return text
+        from onboard.analysis.spec_check import find_mismatches
+        from onboard.tiny_model import perturb
+
+        model = perturb(copy.deepcopy(self.model))
+        plain = find_mismatches(text, model, self.tiny)
+        if not plain or any(m.module != "model" for m in plain):  # fine, or another module
+            return text
+        normed = dataclasses.replace(text, embedding_norm=True)
+        if find_mismatches(normed, model, self.tiny) != []:
+            return text
+        self._probe("text.embedding_norm", "model", "matches HF only with the embeddings normed")
+        self._source("text.embedding_norm", r"norm\(hidden_states\).*before the layers")
+        return normed
 
     def embedding_norm(self) -> bool:
         """BLOOM normalises the embeddings (the layout view names it ``model.embed_norm``); the
@@ -415,6 +437,26 @@ class DecoderSpecBuilder:
         )
         self._source("text.rope.interleaved", r"\[\.\.\., *(0)?::2\]|repeat_interleave")
         return paired, ()
+
+    def _try_reversed_rope(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """NanoChat's rotate_half flips the signs, turning q and k the other way: accept that
+        when, and only when, every attention then matches."""
+        if not any(r.rope_type is not None for _, r in text.rope):
+            return text, mismatches
+        flipped = dataclasses.replace(
+            text,
+            rope=tuple(
+                (kind, dataclasses.replace(r, reversed=r.rope_type is not None))
+                for kind, r in text.rope
+            ),
+        )
+        if self._attention_mismatches(flipped):
+            return text, mismatches
+        self._probe("text.rope.reversed", f"{LAYER0}self_attn", "matches HF only with sin negated")
+        self._source("text.rope.reversed", r"torch\.cat\(\(x2, -x1\)")
+        return flipped, ()
 
     def _try_unscaled(
         self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
@@ -715,6 +757,13 @@ class DecoderSpecBuilder:
 
     def _qk_norm(self, heads: int) -> str:
         shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")
+        if shape is None and self.probe.has_module(f"{LAYER0}self_attn.{self.q_norm_name}"):
+            # Nothing to learn (NanoChat): applied to each head, and a rotation keeps a vector's
+            # norm, so before or after RoPE is the same; the attention check confirms it.
+            where = f"{LAYER0}self_attn.{self.q_norm_name}"
+            self._probe("text.attention.qk_norm", where, "a norm with nothing to learn")
+            self._source("text.attention.qk_norm", rf"self\.{self.q_norm_name}\s*=")
+            return "per_head"
         if shape is None:
             return "none"
         tiny_heads = self.tiny.num_attention_heads

@@ -264,7 +264,8 @@ class SpecInterpreter:
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[spec.rope_type](self.config, None, **kwargs)
         freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos() * scaling, emb.sin() * scaling, dim
+        sign = -1.0 if spec.reversed else 1.0
+        return emb.cos() * scaling, sign * emb.sin() * scaling, dim
 
     def attention(self, layer: int, x: Any) -> Any:
         if self.text.attention.mla is not None:

@@ -78,6 +78,7 @@ BASELINE: dict[str, Value] = {
     "rope.partial": False,
     "rope.per_layer_theta": False,
     "rope.interleaved": False,
+    "rope.reversed": False,
     "rope.layers": "all",
     "embeddings.tied": False,
     "logits.bias": False,
@@ -407,6 +408,22 @@ LABELS: list[dict[str, Any]] = [
         "norm.kind": "layer",  # :195, :200 nn.LayerNorm, before attention and the MLP (:214)
         "norm.affine": "weight+bias",
         "embeddings.tied": True,  # configuration_opt.py:74
+    },
+    {
+        "type": "nanochat",
+        "config": DEFAULT,
+        # modeling_nanochat.py:214-215 q_norm / k_norm: NanoChatRMSNorm (:45-54) learns nothing,
+        # applied per head after RoPE (:236-237), the same as before it (a rotation keeps norms)
+        "attention.qk_norm": "per_head",
+        # :180-184 rotate_half returns cat(x2, -x1): q and k turn the other way
+        "rope.reversed": True,
+        # :361 the one norm, applied to the embeddings (:406) and after the last layer (:417)
+        "embedding.norm": True,
+        "norm.affine": "none",  # every norm is a NanoChatRMSNorm
+        # :262-273 fc1 -> ACT2FN[hidden_act] (relu2, configuration :61) -> fc2, no bias
+        "mlp.kind": "plain",
+        "mlp.activation": "relu2",
+        "logits.final_softcap": True,  # :494-497, final_logit_softcapping 15.0 (configuration :67)
     },
     {
         "type": "olmo",

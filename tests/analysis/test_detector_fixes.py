@@ -386,3 +386,19 @@ def test_ministral3_position_dependent_query_scale(tmp_path):
     assert analysis.tiny.config["rope_parameters"]["original_max_position_embeddings"] == 4
     unscaled = dataclasses.replace(spec.text.attention, position_scale=False)
     assert _checked_against(analysis, dataclasses.replace(spec.text, attention=unscaled))
+
+
+def test_nanochat_reversed_rope_and_reused_final_norm(tmp_path):
+    """NanoChat's rotate_half flips the signs, and its one weight-free norm also normalises the
+    embeddings: both found by trial, each kept only because the tiny model then matches HF."""
+    analysis = analyse(load_source(str(default_config_dir("nanochat", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.rope_for("full_attention").reversed
+    assert text.embedding_norm and not text.norm.weight
+    assert text.attention.qk_norm == "per_head"
+    forward = dataclasses.replace(text.rope_for("full_attention"), reversed=False)
+    assert _checked_against(
+        analysis, dataclasses.replace(text, rope=(("full_attention", forward),))
+    )
+    assert _checked_against(analysis, dataclasses.replace(text, embedding_norm=False))

@@ -180,6 +180,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "multi-query attention set by config.multi_query (config.json): the generated "
             "attention reads num_key_value_heads"
         )
+    if any(getattr(r, "reversed", False) for _, r in text.rope):
+        found.append(
+            f"RoPE turning the other way ({cite(spec, 'text.rope.reversed') or 'probe'}): the "
+            "generated attention rotates as Llama does"
+        )
     if getattr(text.attention, "position_scale", False):
         found.append(
             "a position-dependent query scale "

@@ -34,6 +34,7 @@ TEXT_FEATURES = frozenset(
         "scales",
         "positions",
         "embedding_norm",
+        "rope_reversed",
     }
 )
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
@@ -129,6 +130,7 @@ class TextDesign:
     positions: PositionsSpec | None = None
     alibi: bool = False  # per-head linear biases by key position (BLOOM, MPT)
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
+    rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
 
     @property
     def overrides_forward(self) -> bool:
@@ -143,6 +145,7 @@ class TextDesign:
             or self.positions is not None
             or self.alibi
             or self.embedding_norm
+            or self.rope_reversed
         )
 
     @property
@@ -360,6 +363,9 @@ def _text_design(
         )
     if text.embedding_norm:
         reasons.append(_why("the embeddings are normalised", spec, "text.embedding_norm"))
+    rope_reversed = needed["rope_reversed"] == "yes"
+    if rope_reversed:
+        reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
     if (positions is None and not text.attention.alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
@@ -417,6 +423,7 @@ def _text_design(
         positions=positions,
         alibi=text.attention.alibi,
         embedding_norm=text.embedding_norm,
+        rope_reversed=rope_reversed,
     )
 
 

@@ -36,6 +36,7 @@ FEATURES = (
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
     "positions",
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
+    "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
 )
 
 
@@ -77,6 +78,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "attention_kind": {"standard"},
         "positions": {"rope"},
         "embedding_norm": {"no"},
+        "rope_reversed": {"no"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -253,6 +255,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None) or "none",
         "positions": "alibi" if text.attention.alibi else _positions(text.positions),
         "embedding_norm": "yes" if text.embedding_norm else "no",
+        "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
         "attention_scale": "unscaled"
         if text.attention.unscaled
         else (text.attention.scale_key or "head_dim"),
