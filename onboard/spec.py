@@ -99,6 +99,7 @@ class AttentionSpec:
     # q x (1 + beta x log(1 + floor(position / original_max_position_embeddings))) after RoPE,
     # both from rope_parameters (Ministral 3: llama_4_scaling_beta)
     position_scale: bool = False
+    qk_norm_after_rope: bool = False  # per-head q/k norms applied after RoPE (HunYuan)
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

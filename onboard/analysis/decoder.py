@@ -60,7 +60,11 @@ _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
     "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
 }
 # What attentions call their q and k norms.
-_QK_NORM_NAMES = (("q_norm", "k_norm"), ("q_layernorm", "k_layernorm"))
+_QK_NORM_NAMES = (
+    ("q_norm", "k_norm"),
+    ("q_layernorm", "k_layernorm"),
+    ("query_layernorm", "key_layernorm"),  # HunYuan
+)
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
@@ -230,6 +234,8 @@ class DecoderSpecBuilder:
             text, mismatches = self._try_interleaved_rope(text, mismatches)
         if mismatches:
             text, mismatches = self._try_reversed_rope(text, mismatches)
+        if mismatches:
+            text, mismatches = self._try_qk_norm_after_rope(text, mismatches)
         if mismatches:
             text, mismatches = self._try_unscaled(text, mismatches)
         if mismatches:
@@ -457,6 +463,28 @@ class DecoderSpecBuilder:
         self._probe("text.rope.reversed", f"{LAYER0}self_attn", "matches HF only with sin negated")
         self._source("text.rope.reversed", r"torch\.cat\(\(x2, -x1\)")
         return flipped, ()
+
+    def _try_qk_norm_after_rope(
+        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
+    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """HunYuan normalises q and k after RoPE: accept that when, and only when, every
+        attention then matches (with learned weights the order matters)."""
+        attention = text.attention
+        if attention.qk_norm != "per_head" or not any(r.rope_type for _, r in text.rope):
+            return text, mismatches
+        after = dataclasses.replace(
+            text, attention=dataclasses.replace(attention, qk_norm_after_rope=True)
+        )
+        if self._attention_mismatches(after):
+            return text, mismatches
+        self._probe(
+            "text.attention.qk_norm_after_rope",
+            f"{LAYER0}self_attn",
+            "matches HF only with q/k normed after RoPE",
+        )
+        name = re.escape(self.q_norm_name)
+        self._source("text.attention.qk_norm_after_rope", rf"= self\.{name}\(query_states\)")
+        return after, ()
 
     def _try_unscaled(
         self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]

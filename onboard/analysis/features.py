@@ -120,6 +120,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         "text.attention.fused_qkv",
         lambda s: s.text.attention.fused_qkv_layout if s.text.attention.fused_qkv else "none",
     ),
+    (
+        "attention.qk_norm_after_rope",
+        "text.attention.qk_norm_after_rope",
+        lambda s: s.text.attention.qk_norm_after_rope,
+    ),
     ("attention.qkv_bias", "text.attention.q_bias", lambda s: s.text.attention.q_bias),
     ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),
     ("attention.scale", "text.attention.scale", _scale),
@@ -191,6 +196,7 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
 _ABSENT_EVIDENCE = {
     "text.positions": ("text.attention.alibi", "text.rope"),
     "text.attention.position_scale": ("text.rope",),
+    "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
 }
 

@@ -332,7 +332,7 @@ class SpecInterpreter:
         q = q.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        if spec.qk_norm == "per_head":
+        if spec.qk_norm == "per_head" and not spec.qk_norm_after_rope:
             q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
         rotary = self.rope(kind, self.positions[:seq]) if self.rotates(layer) else None
@@ -341,6 +341,8 @@ class SpecInterpreter:
             interleaved = self.text.rope_for(kind).interleaved
             q = torch.cat((_rotate(q[..., :dim], cos, sin, interleaved), q[..., dim:]), dim=-1)
             k = torch.cat((_rotate(k[..., :dim], cos, sin, interleaved), k[..., dim:]), dim=-1)
+        if spec.qk_norm == "per_head" and spec.qk_norm_after_rope:
+            q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         if spec.position_scale:  # Ministral 3, after RoPE
             q = q * self._position_scale(self.positions[:seq])[None, None, :, None]
         repeat = self.heads // self.kv_heads

@@ -57,6 +57,7 @@ BASELINE: dict[str, Value] = {
     "attention.kind": "standard",
     "attention.qk_norm": "none",
     "attention.fused_qkv": "none",
+    "attention.qk_norm_after_rope": False,
     "attention.qkv_bias": False,
     "attention.o_bias": False,
     "attention.scale": "head_dim",
@@ -563,9 +564,9 @@ LABELS: list[dict[str, Any]] = [
         # head_dim ** -0.5: the default config cannot build, so head_dim = 4096 / 32.
         "overrides": {"head_dim": 128},
         # modeling_hunyuan_v1_dense.py:180-181 query_layernorm / key_layernorm per head, applied
-        # after RoPE (forward: apply_rotary_pos_emb, then query_layernorm): a qk norm order the
-        # catalogue's qk_norm (before RoPE) does not express
-        "attention.qk_norm": Unresolved("query_layernorm"),
+        # after RoPE (:199-201: apply_rotary_pos_emb, then query_layernorm)
+        "attention.qk_norm": "per_head",
+        "attention.qk_norm_after_rope": True,
     },
     # ---------------------------------------------------------------- MoE ------------------
     {
@@ -633,7 +634,10 @@ LABELS: list[dict[str, Any]] = [
         # head_dim ** -0.5: the default config cannot build, so head_dim = 4096 / 32.
         "overrides": {"head_dim": 128},
         # modeling_hunyuan_v1_moe.py:178 query_layernorm per head, applied after RoPE (:198)
-        "attention.qk_norm": Unresolved("query_layernorm"),
+        "attention.qk_norm": "per_head",
+        "attention.qk_norm_after_rope": True,
+        # :231 the MoE gate's wg, one expert by default: an MoE block onboard does not read
+        "unresolved": ("gate.wg",),
     },
     {
         "type": "deepseek_v2",

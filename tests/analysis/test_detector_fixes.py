@@ -402,3 +402,14 @@ def test_nanochat_reversed_rope_and_reused_final_norm(tmp_path):
         analysis, dataclasses.replace(text, rope=(("full_attention", forward),))
     )
     assert _checked_against(analysis, dataclasses.replace(text, embedding_norm=False))
+
+
+def test_hunyuan_qk_norms_after_rope(tmp_path):
+    """HunYuan normalises q and k (learned weights) after RoPE, where the order matters."""
+    folder = default_config_dir("hunyuan_v1_dense", tmp_path, head_dim=128)
+    analysis = analyse(load_source(str(folder)))
+    attention = analysis.spec.text.attention
+    assert analysis.spec.unresolved == ()
+    assert (attention.qk_norm, attention.qk_norm_after_rope) == ("per_head", True)
+    before = dataclasses.replace(attention, qk_norm_after_rope=False)
+    assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, attention=before))

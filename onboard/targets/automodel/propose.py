@@ -185,6 +185,12 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"RoPE turning the other way ({cite(spec, 'text.rope.reversed') or 'probe'}): the "
             "generated attention rotates as Llama does"
         )
+    if getattr(text.attention, "qk_norm_after_rope", False):
+        found.append(
+            "q/k norms after RoPE "
+            f"({cite(spec, 'text.attention.qk_norm_after_rope') or 'probe'}): the generated "
+            "attention norms them before"
+        )
     if getattr(text.attention, "position_scale", False):
         found.append(
             "a position-dependent query scale "

@@ -35,6 +35,7 @@ TEXT_FEATURES = frozenset(
         "positions",
         "embedding_norm",
         "rope_reversed",
+        "qk_norm_order",
     }
 )
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
@@ -131,6 +132,7 @@ class TextDesign:
     alibi: bool = False  # per-head linear biases by key position (BLOOM, MPT)
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
+    qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
 
     @property
     def overrides_forward(self) -> bool:
@@ -146,6 +148,7 @@ class TextDesign:
             or self.alibi
             or self.embedding_norm
             or self.rope_reversed
+            or self.qk_norm_after_rope  # its Attention takes masks, not GroupQueryAttention's
         )
 
     @property
@@ -363,6 +366,9 @@ def _text_design(
         )
     if text.embedding_norm:
         reasons.append(_why("the embeddings are normalised", spec, "text.embedding_norm"))
+    qk_norm_after_rope = needed["qk_norm_order"] == "after_rope"
+    if qk_norm_after_rope:
+        reasons.append(_why("q/k norms after RoPE", spec, "text.attention.qk_norm_after_rope"))
     rope_reversed = needed["rope_reversed"] == "yes"
     if rope_reversed:
         reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
@@ -424,6 +430,7 @@ def _text_design(
         alibi=text.attention.alibi,
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
+        qk_norm_after_rope=qk_norm_after_rope,
     )
 
 

@@ -37,6 +37,7 @@ FEATURES = (
     "positions",
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
+    "qk_norm_order",  # before_rope, after_rope (HunYuan)
 )
 
 
@@ -79,6 +80,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "positions": {"rope"},
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
+        "qk_norm_order": {"before_rope"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -256,6 +258,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "positions": "alibi" if text.attention.alibi else _positions(text.positions),
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
+        "qk_norm_order": "after_rope" if text.attention.qk_norm_after_rope else "before_rope",
         "attention_scale": "unscaled"
         if text.attention.unscaled
         else (text.attention.scale_key or "head_dim"),

@@ -227,6 +227,15 @@ def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expec
     assert all(c.status is Status.PASS or (c.status is Status.SKIP and c.detail) for c in default)
 
 
+def test_qk_norms_after_rope_get_a_generated_attention(tmp_path: Path) -> None:
+    """HunYuan: a generated Attention normalises q and k after RoPE; both EPs pass."""
+    result = _new_default("hunyuan_v1_dense", tmp_path, head_dim=128)
+    assert result.parity.passed and all(c.status is not Status.XFAIL for c in result.parity.checks)
+    text = (result.root / result.plan.model_file).read_text()
+    assert "class HunYuanDenseV1Attention(Attention)" in text
+    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+
+
 def test_gpt_neox_without_parallel_residual_is_sequential(tmp_path: Path) -> None:
     """The same two norms wired one after the other: the data flow, not the names, decides."""
     result = _new_default("gpt_neox", tmp_path, use_parallel_residual=False)
