@@ -18,6 +18,7 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.probe import NormProbe, Probe, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
+from onboard.analysis.trials import TRIALS
 from onboard.source import SourceFile
 from onboard.spec import (
     AttentionSpec,
@@ -227,19 +228,7 @@ class DecoderSpecBuilder:
             blocks_add_residual=self.probe.flow.residual_inside,
             transposed_linears=self.transposed_linears(),
         )
-        mismatches = self._attention_mismatches(text)
-        if mismatches:
-            text, mismatches = self._try_per_head_qkv(text, mismatches)
-        if mismatches:
-            text, mismatches = self._try_interleaved_rope(text, mismatches)
-        if mismatches:
-            text, mismatches = self._try_reversed_rope(text, mismatches)
-        if mismatches:
-            text, mismatches = self._try_qk_norm_after_rope(text, mismatches)
-        if mismatches:
-            text, mismatches = self._try_unscaled(text, mismatches)
-        if mismatches:
-            text, mismatches = self._try_alibi(text, mismatches)
+        text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
         return self._with_embedding_norm(self._with_scales(text))
@@ -399,137 +388,21 @@ class DecoderSpecBuilder:
             if key not in used:
                 self._probe("text.scales", f"config.json:{key}", "HF does not use it (tiny check)")
 
-    def _try_per_head_qkv(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """A fused projection's rows may run q, k, v head by head (Persimmon, GPT-NeoX) rather
-        than q then k then v: accept it when, and only when, every attention then matches."""
-        attention = text.attention
-        if not attention.fused_qkv or attention.num_kv_heads != attention.num_heads:
-            return text, mismatches
-        per_head = dataclasses.replace(
-            text, attention=dataclasses.replace(attention, fused_qkv_layout="per_head")
-        )
-        if self._attention_mismatches(per_head):
-            return text, mismatches
-        self._probe(
-            "text.attention.fused_qkv",
-            f"{LAYER0}self_attn.{attention.fused_qkv}",
-            "matches HF only with its rows read as (head, q/k/v, head_dim)",
-        )
-        return per_head, ()
-
-    def _try_interleaved_rope(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """GLM, Helium, ERNIE rotate (x0, x1), (x2, x3) ... pairs with no config flag saying so:
-        accept interleaved RoPE when, and only when, it makes every attention module match."""
-        rotating = [r for _, r in text.rope if r.rope_type is not None]
-        if not rotating or any(r.interleaved for r in rotating):
-            return text, mismatches
-        paired = dataclasses.replace(
-            text,
-            rope=tuple(
-                (kind, dataclasses.replace(r, interleaved=r.rope_type is not None))
-                for kind, r in text.rope
-            ),
-        )
-        if self._attention_mismatches(paired):
-            return text, mismatches
-        self._probe(
-            "text.rope.interleaved",
-            f"{LAYER0}self_attn",
-            "matches HF only with RoPE on interleaved pairs (no config key says so)",
-        )
-        self._source("text.rope.interleaved", r"\[\.\.\., *(0)?::2\]|repeat_interleave")
-        return paired, ()
-
-    def _try_reversed_rope(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """NanoChat's rotate_half flips the signs, turning q and k the other way: accept that
-        when, and only when, every attention then matches."""
-        if not any(r.rope_type is not None for _, r in text.rope):
-            return text, mismatches
-        flipped = dataclasses.replace(
-            text,
-            rope=tuple(
-                (kind, dataclasses.replace(r, reversed=r.rope_type is not None))
-                for kind, r in text.rope
-            ),
-        )
-        if self._attention_mismatches(flipped):
-            return text, mismatches
-        self._probe("text.rope.reversed", f"{LAYER0}self_attn", "matches HF only with sin negated")
-        self._source("text.rope.reversed", r"torch\.cat\(\(x2, -x1\)")
-        return flipped, ()
-
-    def _try_qk_norm_after_rope(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """HunYuan normalises q and k after RoPE: accept that when, and only when, every
-        attention then matches (with learned weights the order matters)."""
-        attention = text.attention
-        if attention.qk_norm != "per_head" or not any(r.rope_type for _, r in text.rope):
-            return text, mismatches
-        after = dataclasses.replace(
-            text, attention=dataclasses.replace(attention, qk_norm_after_rope=True)
-        )
-        if self._attention_mismatches(after):
-            return text, mismatches
-        self._probe(
-            "text.attention.qk_norm_after_rope",
-            f"{LAYER0}self_attn",
-            "matches HF only with q/k normed after RoPE",
-        )
-        name = re.escape(self.q_norm_name)
-        self._source("text.attention.qk_norm_after_rope", rf"= self\.{name}\(query_states\)")
-        return after, ()
-
-    def _try_unscaled(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """GPT-Neo never scales q.k (no config key says so): accept that when, and only when,
-        every attention then matches."""
-        attention = text.attention
-        if attention.scale_key or attention.mla is not None:
-            return text, mismatches
-        unscaled = dataclasses.replace(
-            text, attention=dataclasses.replace(attention, unscaled=True, scale=1.0)
-        )
-        if self._attention_mismatches(unscaled):
-            return text, mismatches
-        self._probe(
-            "text.attention.scale",
-            f"{LAYER0}self_attn",
-            "matches HF only with q.k left unscaled",
-        )
-        self._source("text.attention.scale", r"softmax_scale=1\.0|scale=1\.0")
-        return unscaled, ()
-
-    def _try_alibi(
-        self, text: TextDecoderSpec, mismatches: tuple[Delta, ...]
-    ) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
-        """BLOOM and MPT bias each head's scores linearly by key position (ALiBi), with no RoPE
-        and no config flag: accept it when, and only when, every attention then matches (with
-        a fused projection read either way)."""
-        attention = text.attention
-        if any(r.rope_type is not None for _, r in text.rope) or attention.mla is not None:
-            return text, mismatches
-        layouts = ["concatenated"] + (["per_head"] if attention.fused_qkv else [])
-        for layout in layouts:
-            candidate = dataclasses.replace(
-                text,
-                attention=dataclasses.replace(attention, alibi=True, fused_qkv_layout=layout),
+    def _tried(self, text: TextDecoderSpec) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
+        """The spec, or the first reading of ``trials.TRIALS`` with which every attention
+        matches HF (cited); the mismatches that remain when none does."""
+        mismatches = self._attention_mismatches(text)
+        for trial in TRIALS:
+            if not mismatches:
+                break
+            reading = next(
+                (r for r in trial.readings(text) if not self._attention_mismatches(r)), None
             )
-            if not self._attention_mismatches(candidate):
-                self._probe(
-                    "text.attention.alibi",
-                    f"{LAYER0}self_attn",
-                    "matches HF only with ALiBi slopes added by key position",
-                )
-                self._source("text.attention.alibi", r"def (build_)?\w*alibi\w*\(")
-                return candidate, ()
+            if reading is not None:
+                self._probe(trial.path, f"{LAYER0}self_attn", trial.observation)
+                if trial.source:
+                    self._source(trial.path, trial.source)
+                text, mismatches = reading, ()
         return text, mismatches
 
     def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:

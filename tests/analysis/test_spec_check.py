@@ -55,9 +55,9 @@ def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkey
     is made to forget interleaved RoPE, which Cohere rotates without a config key saying so."""
     from onboard.analysis import decoder
 
-    monkeypatch.setattr(
-        decoder.DecoderSpecBuilder, "_try_interleaved_rope", lambda self, text, found: (text, found)
-    )
+    forgetful = tuple(t for t in decoder.TRIALS if t.path != "text.rope.interleaved")
+    assert len(forgetful) == len(decoder.TRIALS) - 1
+    monkeypatch.setattr(decoder, "TRIALS", forgetful)
     folder = default_config_dir("cohere", tmp_path)
     spec = analyse(load_source(str(folder))).spec
     assert spec.unresolved, "the analysis must not claim to understand this model"

@@ -1,0 +1,126 @@
+"""Readings of the attention that no config key announces, tried one at a time.
+
+Nothing in a config says that GLM rotates interleaved pairs, that GPT-Neo leaves q.k unscaled or
+that BLOOM adds ALiBi biases. Each trial names one such reading, when it can apply, and how the
+spec reads under it. The analysis keeps a reading only when every attention module of the tiny
+model then computes what HF computes (``spec_check.check_attention``), and cites that
+observation and, where it finds one, the HF line that does it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from onboard.spec import TextDecoderSpec
+
+
+@dataclass(frozen=True)
+class Trial:
+    path: str  # the spec field it decides, for the evidence
+    observation: str  # what the tiny model showed when the reading was kept
+    source: str  # a regex for the HF line that does it ("" when none is worth citing)
+    readings: Callable[[TextDecoderSpec], tuple[TextDecoderSpec, ...]]  # () when it cannot apply
+
+
+def _rotates(text: TextDecoderSpec) -> bool:
+    return any(r.rope_type is not None for _, r in text.rope)
+
+
+def _with_rope(text: TextDecoderSpec, **change: bool) -> TextDecoderSpec:
+    """Every rotating kind changed alike (kinds without RoPE stay as they are)."""
+    rope = tuple(
+        (kind, dataclasses.replace(r, **change) if r.rope_type is not None else r)
+        for kind, r in text.rope
+    )
+    return dataclasses.replace(text, rope=rope)
+
+
+def _with_attention(text: TextDecoderSpec, **change: object) -> TextDecoderSpec:
+    return dataclasses.replace(text, attention=dataclasses.replace(text.attention, **change))
+
+
+def _per_head_qkv(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """Persimmon, GPT-NeoX: a fused projection's rows run (head, q/k/v, head_dim)."""
+    attention = text.attention
+    if not attention.fused_qkv or attention.num_kv_heads != attention.num_heads:
+        return ()
+    return (_with_attention(text, fused_qkv_layout="per_head"),)
+
+
+def _interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """GLM, Helium, ERNIE rotate (x0, x1), (x2, x3) ... pairs."""
+    rotating = [r for _, r in text.rope if r.rope_type is not None]
+    if not rotating or any(r.interleaved for r in rotating):
+        return ()
+    return (_with_rope(text, interleaved=True),)
+
+
+def _reversed(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """NanoChat's rotate_half flips the signs: q and k turn the other way."""
+    return (_with_rope(text, reversed=True),) if _rotates(text) else ()
+
+
+def _qk_norm_after_rope(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """HunYuan normalises q and k after RoPE; with learned weights the order matters."""
+    if text.attention.qk_norm != "per_head" or not _rotates(text):
+        return ()
+    return (_with_attention(text, qk_norm_after_rope=True),)
+
+
+def _unscaled(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """GPT-Neo never scales q.k."""
+    attention = text.attention
+    if attention.scale_key or attention.mla is not None:
+        return ()
+    return (_with_attention(text, unscaled=True, scale=1.0),)
+
+
+def _alibi(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """BLOOM, MPT: ALiBi and no RoPE, a fused projection read either way."""
+    attention = text.attention
+    if _rotates(text) or attention.mla is not None:
+        return ()
+    layouts = ["concatenated"] + (["per_head"] if attention.fused_qkv else [])
+    return tuple(_with_attention(text, alibi=True, fused_qkv_layout=lay) for lay in layouts)
+
+
+TRIALS = (
+    Trial(
+        "text.attention.fused_qkv",
+        "matches HF only with its rows read as (head, q/k/v, head_dim)",
+        "",
+        _per_head_qkv,
+    ),
+    Trial(
+        "text.rope.interleaved",
+        "matches HF only with RoPE on interleaved pairs (no config key says so)",
+        r"\[\.\.\., *(0)?::2\]|repeat_interleave",
+        _interleaved,
+    ),
+    Trial(
+        "text.rope.reversed",
+        "matches HF only with sin negated",
+        r"torch\.cat\(\(x2, -x1\)",
+        _reversed,
+    ),
+    Trial(
+        "text.attention.qk_norm_after_rope",
+        "matches HF only with q/k normed after RoPE",
+        r"query_states = self\.\w+\(query_states\)",
+        _qk_norm_after_rope,
+    ),
+    Trial(
+        "text.attention.scale",
+        "matches HF only with q.k left unscaled",
+        r"softmax_scale=1\.0|scale=1\.0",
+        _unscaled,
+    ),
+    Trial(
+        "text.attention.alibi",
+        "matches HF only with ALiBi slopes added by key position",
+        r"def (build_)?\w*alibi\w*\(",
+        _alibi,
+    ),
+)
