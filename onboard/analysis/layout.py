@@ -19,6 +19,10 @@ from onboard.errors import UnsupportedFeatureError
 
 # What a layer may call its attention (the decoder's other names are found by type).
 ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn")
+# Other names of a layer's feed-forward block (MPT).
+FFN_NAMES = ("ffn",)
+# A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
+INLINE_MLP = ("fc1", "fc2")
 
 
 @dataclass(frozen=True)
@@ -244,13 +248,6 @@ def _wrapped_attention(attention: Any) -> str | None:
         return None
     name, inner = children[0]
     return name if next(inner.parameters(), None) is not None else None
-
-
-# Other names of a layer's feed-forward block.
-FFN_NAMES = ("ffn",)
-
-# A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
-INLINE_MLP = ("fc1", "fc2")
 
 
 def _inline_mlp(layer: Any) -> Any:

@@ -746,10 +746,12 @@ class StaticReader:
                 self.src.classes[mlp_class],
                 f"config.{act_key}",
             )
-        bias, bias_key = self._bool_keyword(parts[projections[-1]], "bias", default=True)
-        last = parts[projections[-1]]
-        self._cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
         width = int(self.cfg.get("intermediate_size", 0))
+        last = parts.get(projections[-1])
+        if last is None:  # not understood, reported above: nothing to read the bias from
+            return MLPSpec(kind, str(activation), False, width, projections, None, act_key)
+        bias, bias_key = self._bool_keyword(last, "bias", default=True)
+        self._cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
         return MLPSpec(kind, str(activation), bias, width, projections, bias_key, act_key)
 
     def _plain_order(self, mlp_class: str, linears: list[str]) -> tuple[str, ...]:
