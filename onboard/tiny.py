@@ -18,6 +18,8 @@ from typing import Any
 TINY_HIDDEN = 96
 TINY_INTERMEDIATE = 128
 TINY_HEADS = 6
+# Heads to retry with when HF cannot run 6 (CodeGen splits its heads into 4 groups).
+TINY_HEADS_FALLBACK = 8
 TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
@@ -86,6 +88,8 @@ def shrink_config(
     config: Mapping[str, Any],
     layer_types: list[str] | None,
     layer_classes: list[str] | None = None,
+    *,
+    heads: int = TINY_HEADS,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -96,13 +100,15 @@ def shrink_config(
     (DeepSeek's first dense layers) are kept too.
     """
     tiny = copy.deepcopy(dict(config))
+    tiny_heads = heads
     heads = _int(config.get("num_attention_heads"), 1)
     kv_heads = _int(config.get("num_key_value_heads"), heads)
+    tiny_hidden = TINY_HIDDEN * tiny_heads // TINY_HEADS  # heads of TINY_HEAD_DIM either way
     tiny.update(
-        hidden_size=TINY_HIDDEN,
+        hidden_size=tiny_hidden,
         intermediate_size=TINY_INTERMEDIATE,
-        num_attention_heads=TINY_HEADS,
-        num_key_value_heads=_tiny_kv_heads(heads, kv_heads),
+        num_attention_heads=tiny_heads,
+        num_key_value_heads=_tiny_kv_heads(heads, kv_heads, tiny_heads),
         vocab_size=TINY_VOCAB,
         max_position_embeddings=TINY_MAX_POSITIONS,
         torch_dtype="float32",
@@ -114,7 +120,7 @@ def shrink_config(
     real_hidden = config.get("hidden_size")
     for key in _HIDDEN_ALIASES:
         if real_hidden is not None and config.get(key) == real_hidden:
-            tiny[key] = TINY_HIDDEN
+            tiny[key] = tiny_hidden
     original = _original_max_positions(config)
     if _position_scaled(tiny):
         # Ministral 3 scales q by log(1 + floor(position / original)): a tiny original makes
@@ -262,9 +268,9 @@ def _original_max_positions(config: Mapping[str, Any]) -> int:
     return 0
 
 
-def _tiny_kv_heads(heads: int, kv_heads: int) -> int:
+def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:
     if kv_heads >= heads:
-        return TINY_HEADS
+        return tiny_heads
     if kv_heads == 1:
         return 1
     return 2

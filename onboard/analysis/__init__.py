@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
-from onboard.analysis.layout import checkpoint_renames, llama_view
-from onboard.analysis.probe import Probe, probe_model
+from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view
+from onboard.analysis.probe import Probe, TinyModelRunError, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.checkpoint import parameter_shapes
 from onboard.classify import Classification, Kind, classify, require_in_scope
@@ -16,7 +16,13 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
-from onboard.tiny import PER_LAYER_CONFIG, TinyConfig, multiplier_defaults, shrink_config
+from onboard.tiny import (
+    PER_LAYER_CONFIG,
+    TINY_HEADS_FALLBACK,
+    TinyConfig,
+    multiplier_defaults,
+    shrink_config,
+)
 from onboard.tiny_model import build_tiny_model, perturb
 
 if TYPE_CHECKING:
@@ -61,12 +67,13 @@ def analyse(source: ModelSource) -> Analysis:
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
-    tiny = shrink_config(config, layer_types, real_layers)
-    tiny_config = make_hf_config(tiny.config)
-    hf_model = build_tiny_model(tiny_config)
-    layout = llama_view(hf_model)
+    try:
+        tiny, tiny_config, hf_model, layout, probe = _probed(config, layer_types, real_layers)
+    except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
+        tiny, tiny_config, hf_model, layout, probe = _probed(
+            config, layer_types, real_layers, heads=TINY_HEADS_FALLBACK
+        )
     model = layout.model if layout else hf_model
-    probe = probe_model(model, disk_model=hf_model)
     builder = DecoderSpecBuilder(
         hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers
     )
@@ -88,6 +95,18 @@ def analyse(source: ModelSource) -> Analysis:
         unresolved=unresolved,
     )
     return Analysis(spec, classification, tiny, probe)
+
+
+def _probed(
+    config: dict[str, Any], layer_types: list[str] | None, real_layers: list[str], **sizes: int
+) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
+    """The tiny config, its HF config and model, the model's Llama-layout view, the probe."""
+    tiny = shrink_config(config, layer_types, real_layers, **sizes)
+    tiny_config = make_hf_config(tiny.config)
+    hf_model = build_tiny_model(tiny_config)
+    layout = llama_view(hf_model)
+    probe = probe_model(layout.model if layout else hf_model, disk_model=hf_model)
+    return tiny, tiny_config, hf_model, layout, probe
 
 
 def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:

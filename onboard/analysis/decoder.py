@@ -18,7 +18,7 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.probe import NormProbe, Probe, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
-from onboard.analysis.trials import TRIALS
+from onboard.analysis.trials import TRIALS, changed_by
 from onboard.source import SourceFile
 from onboard.spec import (
     AttentionSpec,
@@ -33,7 +33,7 @@ from onboard.spec import (
     ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, TINY_HIDDEN, is_number
+from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, is_number
 
 LAYER0 = "model.layers.0."
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -399,9 +399,10 @@ class DecoderSpecBuilder:
                 (r for r in trial.readings(text) if not self._attention_mismatches(r)), None
             )
             if reading is not None:
-                self._probe(trial.path, f"{LAYER0}self_attn", trial.observation)
-                if trial.source:
-                    self._source(trial.path, trial.source)
+                for cited in changed_by(text, reading):  # the grouped rows came with pairs
+                    self._probe(cited.path, f"{LAYER0}self_attn", cited.observation)
+                    if cited.source:
+                        self._source(cited.path, cited.source)
                 text, mismatches = reading, ()
         return text, mismatches
 
@@ -1033,7 +1034,7 @@ class DecoderSpecBuilder:
         self._probe(
             "text.embedding_scale", "model.embed_tokens", f"output = weight x {measured:.6g}"
         )
-        if math.isclose(measured, TINY_HIDDEN**0.5, rel_tol=1e-5):
+        if math.isclose(measured, self.tiny.hidden_size**0.5, rel_tol=1e-5):
             self._source("text.embedding_scale", r"hidden_size\s*\*\*\s*0\.5")
             return "sqrt_hidden"
         for key, uses in _SCALE_CANDIDATES.items():
@@ -1041,7 +1042,7 @@ class DecoderSpecBuilder:
             if ("embedding", "times") in uses and is_number(value):
                 if math.isclose(measured, value, rel_tol=1e-5):
                     return "none"  # a config multiplier: _with_scales verifies it
-                if math.isclose(measured, value * TINY_HIDDEN**0.5, rel_tol=1e-5):
+                if math.isclose(measured, value * self.tiny.hidden_size**0.5, rel_tol=1e-5):
                     return "sqrt_hidden"
         self._delta("embedding scale not explained", "model.embed_tokens", f"x {measured:.6g}")
         return "none"

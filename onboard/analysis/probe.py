@@ -19,6 +19,10 @@ from onboard.errors import UnsupportedFeatureError
 PROBE_TOKENS = 6
 
 
+class TinyModelRunError(UnsupportedFeatureError):
+    """transformers' own forward fails at the tiny sizes (other sizes may run)."""
+
+
 @dataclass(frozen=True)
 class NormProbe:
     """One norm module of decoder layer 0 (or the final norm), measured."""
@@ -263,7 +267,7 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         ids = torch.arange(1, PROBE_TOKENS + 1).unsqueeze(0) % model.config.vocab_size
         model(input_ids=ids, use_cache=False)
     except Exception as exc:  # the HF code itself fails on the tiny shapes
-        raise UnsupportedFeatureError(
+        raise TinyModelRunError(
             f"transformers' {type(hf_module(model)).__name__} does not run at the tiny sizes "
             f"onboard uses ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         ) from None

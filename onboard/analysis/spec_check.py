@@ -316,7 +316,11 @@ class SpecInterpreter:
         spec = self.text.attention
         prefix = f"model.layers.{layer}.self_attn."
         batch, seq, _ = x.shape
-        if spec.fused_qkv and spec.fused_qkv_layout == "per_head":  # (head, q/k/v, head_dim)
+        if spec.fused_qkv and spec.fused_qkv_layout == "grouped":  # (group, q/v/k, heads)
+            fused = self.linear(x, f"{prefix}{spec.fused_qkv}.")
+            fused = fused.view(batch, seq, spec.fused_qkv_groups, 3, -1)
+            q, v, k = (fused[..., i, :].reshape(batch, seq, -1) for i in range(3))
+        elif spec.fused_qkv and spec.fused_qkv_layout == "per_head":  # (head, q/k/v, head_dim)
             fused = self.linear(x, f"{prefix}{spec.fused_qkv}.")
             fused = fused.view(batch, seq, self.heads, 3, self.head_dim)
             q, k, v = (fused[..., i, :].reshape(batch, seq, -1) for i in range(3))

@@ -22,6 +22,17 @@ class Trial:
     observation: str  # what the tiny model showed when the reading was kept
     source: str  # a regex for the HF line that does it ("" when none is worth citing)
     readings: Callable[[TextDecoderSpec], tuple[TextDecoderSpec, ...]]  # () when it cannot apply
+    # What the reading changes: a kept reading cites every trial whose field it changed
+    field: Callable[[TextDecoderSpec], object]
+
+
+def changed_by(before: TextDecoderSpec, after: TextDecoderSpec) -> tuple[Trial, ...]:
+    """The trials whose field differs between two readings (one per field, first wins)."""
+    found: dict[str, Trial] = {}
+    for trial in TRIALS:
+        if trial.field(before) != trial.field(after):
+            found.setdefault(f"{trial.path}:{trial.observation}", trial)
+    return tuple(found.values())
 
 
 def _rotates(text: TextDecoderSpec) -> bool:
@@ -47,6 +58,19 @@ def _per_head_qkv(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     if not attention.fused_qkv or attention.num_kv_heads != attention.num_heads:
         return ()
     return (_with_attention(text, fused_qkv_layout="per_head"),)
+
+
+def _grouped_qkv(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """CodeGen: the fused rows run in groups of heads, each q, v, k; its RoPE on pairs."""
+    attention = text.attention
+    if not attention.fused_qkv or attention.num_kv_heads != attention.num_heads:
+        return ()
+    groups = (g for g in (2, 4, 8) if attention.num_heads % g == 0)
+    readings = []
+    for count in groups:
+        grouped = _with_attention(text, fused_qkv_layout="grouped", fused_qkv_groups=count)
+        readings += [grouped, *_interleaved(grouped)]
+    return tuple(readings)
 
 
 def _interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
@@ -92,35 +116,48 @@ TRIALS = (
         "matches HF only with its rows read as (head, q/k/v, head_dim)",
         "",
         _per_head_qkv,
+        lambda t: t.attention.fused_qkv_layout == "per_head",
+    ),
+    Trial(
+        "text.attention.fused_qkv",
+        "matches HF only with its rows read in groups of heads, each q, v, k",
+        r"query, value, key = ",
+        _grouped_qkv,
+        lambda t: t.attention.fused_qkv_groups if t.attention.fused_qkv_layout == "grouped" else 0,
     ),
     Trial(
         "text.rope.interleaved",
         "matches HF only with RoPE on interleaved pairs (no config key says so)",
         r"\[\.\.\., *(0)?::2\]|repeat_interleave",
         _interleaved,
+        lambda t: any(r.interleaved for _, r in t.rope),
     ),
     Trial(
         "text.rope.reversed",
         "matches HF only with sin negated",
         r"torch\.cat\(\(x2, -x1\)",
         _reversed,
+        lambda t: any(r.reversed for _, r in t.rope),
     ),
     Trial(
         "text.attention.qk_norm_after_rope",
         "matches HF only with q/k normed after RoPE",
         r"query_states = self\.\w+\(query_states\)",
         _qk_norm_after_rope,
+        lambda t: t.attention.qk_norm_after_rope,
     ),
     Trial(
         "text.attention.scale",
         "matches HF only with q.k left unscaled",
         r"softmax_scale=1\.0|scale=1\.0",
         _unscaled,
+        lambda t: t.attention.unscaled,
     ),
     Trial(
         "text.attention.alibi",
         "matches HF only with ALiBi slopes added by key position",
         r"def (build_)?\w*alibi\w*\(",
         _alibi,
+        lambda t: t.attention.alibi,
     ),
 )

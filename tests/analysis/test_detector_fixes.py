@@ -413,3 +413,17 @@ def test_hunyuan_qk_norms_after_rope(tmp_path):
     assert (attention.qk_norm, attention.qk_norm_after_rope) == ("per_head", True)
     before = dataclasses.replace(attention, qk_norm_after_rope=False)
     assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, attention=before))
+
+
+def test_codegen_grouped_qkv_on_eight_tiny_heads(tmp_path):
+    """CodeGen splits its heads into 4 groups (6 tiny heads do not divide, so the tiny model
+    gets 8), and each group's fused rows hold its heads' q, v and k; RoPE on pairs."""
+    analysis = analyse(load_source(str(default_config_dir("codegen", tmp_path))))
+    attention = analysis.spec.text.attention
+    assert analysis.spec.unresolved == ()
+    assert analysis.tiny.config["num_attention_heads"] == 8
+    assert (attention.fused_qkv_layout, attention.fused_qkv_groups) == ("grouped", 4)
+    assert analysis.spec.text.rope_for("full_attention").interleaved
+    assert analysis.spec.evidence_for("text.rope.interleaved")  # cited, though tried together
+    two = dataclasses.replace(attention, fused_qkv_groups=2)
+    assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, attention=two))

@@ -182,6 +182,7 @@ class ModelDesign:
     generic_preprocess: bool = False
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
     fused_qkv_per_head: bool = False  # its rows run (head, q/k/v, head_dim)
+    fused_qkv_groups: int = 0  # its rows run (group, q/v/k, the group's heads) (CodeGen)
     # Weight-name suffixes (after renames) stored (in, out), transposed when loading (GPT-2)
     transposed: tuple[str, ...] = ()
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
@@ -269,6 +270,9 @@ def design_model(
         and profile.moe_weights_under != "mlp",
         fused_qkv=spec.text.attention.fused_qkv,
         fused_qkv_per_head=spec.text.attention.fused_qkv_layout == "per_head",
+        fused_qkv_groups=spec.text.attention.fused_qkv_groups
+        if spec.text.attention.fused_qkv_layout == "grouped"
+        else 0,
         lm_head_bias=spec.text.lm_head_bias,
         transposed=tuple(
             _renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")

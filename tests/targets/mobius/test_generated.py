@@ -216,6 +216,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("ministral3", {"M6"}),
         # RoPE turned the other way, q/k norms and embedding norm with nothing to learn, softcap
         ("nanochat", set()),
+        # fused q/v/k rows in 4 groups of heads (8 tiny heads), RoPE inside the attention
+        ("codegen", {"M3"}),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
