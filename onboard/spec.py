@@ -330,6 +330,10 @@ class WeightSpec:
     # Checkpoint-name substrings -> the Llama layout's (GPT-NeoX: gpt_neox.embed_in. ->
     # model.embed_tokens.), applied in order before any other rename
     renames: tuple[tuple[str, str], ...] = ()
+    # HF's base_model_prefix, which checkpoints saved from the base model leave out (GPT-2's
+    # Hub checkpoints say h.0..., not transformer.h.0...); "" when the names never lack it
+    base_prefix: str = ""
+    top_level: tuple[str, ...] = ()  # the causal LM's own modules, whose names never lack it
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ def analyse(source: ModelSource) -> Analysis:
             tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
             renames=(layout.renames if layout else ())
             + checkpoint_renames(probe.disk_tensors, parameter_shapes(hf_model)),
+            base_prefix=layout.base_prefix if layout else "",
+            top_level=_top_level(layout, probe.disk_tensors),
         ),
         evidence=builder.log.freeze(),
         unresolved=unresolved,
@@ -107,6 +109,16 @@ def _probed(
     layout = llama_view(hf_model)
     probe = probe_model(layout.model if layout else hf_model, disk_model=hf_model)
     return tiny, tiny_config, hf_model, layout, probe
+
+
+def _top_level(
+    layout: LayoutView | None, disk: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[str, ...]:
+    """The causal LM's own module names, in memory and on disk (GPT-NeoX saves its head as
+    embed_out): names that start with one never lack the base prefix."""
+    if layout is None:
+        return ()
+    return tuple(sorted({*layout.top_level, *(name.split(".")[0] for name, _ in disk)}))
 
 
 def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:

@@ -29,6 +29,10 @@ INLINE_MLP = ("fc1", "fc2")
 class LayoutView:
     model: Any  # the view (torch modules shared with the HF model)
     renames: tuple[tuple[str, str], ...]  # checkpoint-name substring -> Llama-layout name
+    # HF's base_model_prefix when the decoder sits under it (GPT-2: transformer): checkpoints
+    # saved from the base model (GPT2Model, OPTModel) have names without it
+    base_prefix: str = ""
+    top_level: tuple[str, ...] = ()  # the causal LM's own modules (the base, the head)
 
 
 def llama_view(model: Any) -> LayoutView | None:
@@ -78,7 +82,10 @@ def llama_view(model: Any) -> LayoutView | None:
     ]
     if head_name != "lm_head":
         renames.append((f"{head_name}.", "lm_head."))
-    return LayoutView(view, tuple(r for r in renames if r[0] != r[1]))
+    base = getattr(model, "base_model_prefix", "") or ""
+    base = base if decoder_name.split(".")[0] == base else ""
+    top_level = tuple(name for name, _ in model.named_children())
+    return LayoutView(view, tuple(r for r in renames if r[0] != r[1]), base, top_level)
 
 
 def _llama_layout(model: Any) -> bool:

@@ -183,6 +183,10 @@ class ModelDesign:
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
     fused_qkv_per_head: bool = False  # its rows run (head, q/k/v, head_dim)
     fused_qkv_groups: int = 0  # its rows run (group, q/v/k, the group's heads) (CodeGen)
+    # HF's base_model_prefix, added to names saved without it, and the checkpoint's other
+    # top-level modules (the head), which keep their names
+    base_prefix: str = ""
+    top_level: tuple[str, ...] = ()
     # Weight-name suffixes (after renames) stored (in, out), transposed when loading (GPT-2)
     transposed: tuple[str, ...] = ()
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
@@ -190,7 +194,11 @@ class ModelDesign:
     @property
     def preprocesses(self) -> bool:
         return bool(
-            self.renames or self.fused_qkv or self.transposed or (self.text and self.text.moe)
+            self.renames
+            or self.fused_qkv
+            or self.transposed
+            or self.base_prefix
+            or (self.text and self.text.moe)
         )
 
     @property
@@ -274,6 +282,8 @@ def design_model(
         if spec.text.attention.fused_qkv_layout == "grouped"
         else 0,
         lm_head_bias=spec.text.lm_head_bias,
+        base_prefix=spec.weights.base_prefix,
+        top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),
         transposed=tuple(
             _renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")
             for name in spec.text.transposed_linears

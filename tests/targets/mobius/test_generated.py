@@ -316,3 +316,25 @@ def test_dropped_shared_expert_is_caught_before_parity(tmp_path: Path) -> None:
         "(from model.layers.1.mlp.shared_experts.gate_proj.weight) fills no parameter"
         in report.weights.problems
     )
+
+
+@pytest.mark.parametrize(("model_type", "prefix"), [("gpt2", "transformer."), ("opt", "model.")])
+def test_checkpoints_saved_from_the_base_model_load_too(tmp_path: Path, model_type, prefix):
+    """Hub GPT-2 and OPT checkpoints are saved from GPT2Model / OPTModel: their names lack the
+    causal LM's base_model_prefix. The generated preprocess_weights adds it back."""
+    from onboard.checkpoint import tensors
+    from onboard.hf_config import make_hf_config
+    from onboard.targets.mobius import _import_file
+    from onboard.targets.mobius.parity import mobius_config
+    from onboard.tiny_model import build_tiny_model
+
+    result = _new_default(model_type, tmp_path)
+    assert result.analysis.spec.weights.base_prefix == prefix.rstrip(".")
+    design = TARGET.design(result.analysis.spec, result.proposal)
+    module_class = getattr(_import_file(result.root / result.plan.model_file), design.model_class)
+    hf_config = make_hf_config(result.analysis.tiny.config)
+    module = module_class(mobius_config(module_class, hf_config))
+    saved = tensors(build_tiny_model(hf_config))
+    base = {name.removeprefix(prefix): tensor for name, tensor in saved.items()}
+    assert base.keys() != saved.keys()
+    assert module.preprocess_weights(base).keys() == module.preprocess_weights(saved).keys()
