@@ -25,6 +25,8 @@ TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
+# The RoPE key by which Ministral 3 and Mistral 4 scale the query by position.
+POSITION_SCALE_KEY = "llama_4_scaling_beta"
 TINY_EXPERTS = 4
 TINY_TOP_K = 2
 TINY_EXPERT_WIDTH = 32
@@ -89,7 +91,7 @@ def shrink_config(
     layer_types: list[str] | None,
     layer_classes: list[str] | None = None,
     *,
-    heads: int = TINY_HEADS,
+    tiny_heads: int = TINY_HEADS,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -100,7 +102,6 @@ def shrink_config(
     (DeepSeek's first dense layers) are kept too.
     """
     tiny = copy.deepcopy(dict(config))
-    tiny_heads = heads
     heads = _int(config.get("num_attention_heads"), 1)
     kv_heads = _int(config.get("num_key_value_heads"), heads)
     tiny_hidden = TINY_HIDDEN * tiny_heads // TINY_HEADS  # heads of TINY_HEAD_DIM either way
@@ -122,10 +123,10 @@ def shrink_config(
         if real_hidden is not None and config.get(key) == real_hidden:
             tiny[key] = tiny_hidden
     original = _original_max_positions(config)
-    if _position_scaled(tiny):
+    if rope_parameters(tiny).get(POSITION_SCALE_KEY) is not None:
         # Ministral 3 scales q by log(1 + floor(position / original)): a tiny original makes
         # the parity prompt and the spec check reach positions where the scale is not 1.
-        tiny[_rope_key(tiny)]["original_max_position_embeddings"] = TINY_POSITION_SCALE_SPAN
+        rope_parameters(tiny)["original_max_position_embeddings"] = TINY_POSITION_SCALE_SPAN
         original = 0
     if original >= TINY_MAX_POSITIONS:
         # RoPE scaling types check the original context against the scaled one.
@@ -248,24 +249,18 @@ def _int(value: Any, default: int) -> int:
     )
 
 
-def _rope_key(config: Mapping[str, Any]) -> str:
-    return next(
-        (k for k in ("rope_parameters", "rope_scaling") if isinstance(config.get(k), Mapping)),
-        "rope_parameters",
-    )
-
-
-def _position_scaled(config: Mapping[str, Any]) -> bool:
-    rope = config.get(_rope_key(config))
-    return isinstance(rope, dict) and rope.get("llama_4_scaling_beta") is not None
+def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config.json's RoPE dict (``rope_parameters``, or the older ``rope_scaling``), itself, so
+    edits reach the config; {} when there is none."""
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = config.get(key)
+        if isinstance(rope, dict):
+            return rope
+    return {}
 
 
 def _original_max_positions(config: Mapping[str, Any]) -> int:
-    for key in ("rope_parameters", "rope_scaling"):
-        rope = config.get(key)
-        if isinstance(rope, Mapping):
-            return _int(rope.get("original_max_position_embeddings"), 0)
-    return 0
+    return _int(rope_parameters(config).get("original_max_position_embeddings"), 0)
 
 
 def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:

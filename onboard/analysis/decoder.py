@@ -33,7 +33,7 @@ from onboard.spec import (
     ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, is_number
+from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, POSITION_SCALE_KEY, is_number
 
 LAYER0 = "model.layers.0."
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -69,8 +69,6 @@ _QK_NORM_NAMES = (
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
-# The rope_parameters key by which Ministral 3 and Mistral 4 scale the query by position.
-_POSITION_SCALE_KEY = "llama_4_scaling_beta"
 # Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden).
 _WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
@@ -709,13 +707,13 @@ class DecoderSpecBuilder:
         (rope_parameters.llama_4_scaling_beta); the spec check runs it at positions where the
         tiny config's original span makes it count."""
         params = _rope_parameters(self.cfg)
-        value = params.get(_POSITION_SCALE_KEY)
+        value = params.get(POSITION_SCALE_KEY)
         if value is None:
             return False
         self._config(
-            "text.attention.position_scale", f"rope_parameters.{_POSITION_SCALE_KEY}", value
+            "text.attention.position_scale", f"rope_parameters.{POSITION_SCALE_KEY}", value
         )
-        self._source("text.attention.position_scale", re.escape(_POSITION_SCALE_KEY))
+        self._source("text.attention.position_scale", re.escape(POSITION_SCALE_KEY))
         return True
 
     def mlp(self) -> MLPSpec:

@@ -101,7 +101,7 @@ def _llama_layout(model: Any) -> bool:
     return (
         any(hasattr(decoder, n) for n in FINAL_NORM_NAMES)
         and not hasattr(decoder, "embed_positions")
-        and all(_inline_mlp(layer) is None for layer in decoder.layers[:1])
+        and not (len(decoder.layers) and _inline_mlp(decoder.layers[0]))
     )
 
 

@@ -20,6 +20,7 @@ from onboard.analysis.attention_kinds import declared_kinds, window_of
 from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
+from onboard.tiny import POSITION_SCALE_KEY
 
 TOLERANCE = 1e-5  # fp32; with the right spec the interpreter matches HF to ~1e-7 or exactly
 SEQ_LEN = 9  # longer than the tiny sliding window
@@ -367,7 +368,7 @@ class SpecInterpreter:
 
         rope = self.config.rope_parameters
         span = float(rope["original_max_position_embeddings"])
-        return 1 + rope["llama_4_scaling_beta"] * torch.log1p(torch.floor(positions / span))
+        return 1 + rope[POSITION_SCALE_KEY] * torch.log1p(torch.floor(positions / span))
 
     def rotates(self, layer: int) -> bool:
         key = self.text.rope_layers_key

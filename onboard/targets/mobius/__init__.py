@@ -129,8 +129,7 @@ def _renamed(
 ) -> str | tuple[str, ...]:
     """The parameter a checkpoint key should fill (the design's renames, applied in order), or
     the three a fused q/k/v projection is split into."""
-    for old, new in renames:
-        key = key.replace(old, new)
+    key = _design.renamed(key, renames)
     fused = f".self_attn.{fused_qkv}." if fused_qkv else None
     if fused and fused in key:
         return tuple(key.replace(fused, f".self_attn.{p}_proj.") for p in "qkv")

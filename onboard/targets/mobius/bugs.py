@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.parity.harness import DECODE_STEPS, PROMPT_LEN
-from onboard.tiny import expand_attention_types
+from onboard.tiny import POSITION_SCALE_KEY, expand_attention_types, rope_parameters
 
 WIDE_WINDOW = 4 * (PROMPT_LEN + DECODE_STEPS)  # a window no test sequence reaches
 
@@ -128,13 +128,8 @@ def _full_rotary(config: dict[str, Any]) -> None:
                 entry["partial_rotary_factor"] = 1.0
 
 
-def _rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
-    rope = config.get("rope_parameters") or config.get("rope_scaling")
-    return rope if isinstance(rope, dict) else {}
-
-
 def _no_position_scale(config: dict[str, Any]) -> None:
-    _rope_parameters(config)["llama_4_scaling_beta"] = 0.0
+    rope_parameters(config)[POSITION_SCALE_KEY] = 0.0
 
 
 def _exact_sqrt_hidden(config: dict[str, Any]) -> None:
@@ -196,7 +191,7 @@ BUGS: dict[str, KnownBug] = {
             "the cpu EP's GroupQueryAttention path drops the position-dependent query scale "
             "(rope_parameters.llama_4_scaling_beta, Ministral 3) that the default EP applies",
             ("cpu",),
-            lambda c: bool(_rope_parameters(c).get("llama_4_scaling_beta")),
+            lambda c: bool(rope_parameters(c).get(POSITION_SCALE_KEY)),
             _no_position_scale,
             "llama_4_scaling_beta 0.0",
         ),

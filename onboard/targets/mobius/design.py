@@ -285,13 +285,13 @@ def design_model(
         base_prefix=spec.weights.base_prefix,
         top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),
         transposed=tuple(
-            _renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")
+            renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")
             for name in spec.text.transposed_linears
         ),
     )
 
 
-def _renamed(name: str, renames: tuple[tuple[str, str], ...]) -> str:
+def renamed(name: str, renames: tuple[tuple[str, str], ...]) -> str:
     """``name`` after mobius' ``rename_weight_keys`` (ordered substring replacements)."""
     for old, new in renames:
         name = name.replace(old, new)
