@@ -294,7 +294,8 @@ class TextDecoderSpec:
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
     positions: PositionsSpec | None = None  # learned absolute positions (model.embed_positions)
-    embedding_norm: bool = False  # a norm of the embeddings before the first layer (BLOOM)
+    # A norm of the embeddings (any absolute positions added first) before the first layer
+    embedding_norm: bool = False
     # HF blocks that add the residual themselves (BLOOM: self_attn and mlp; MPT: mlp): the same
     # computation, other module boundaries, which the spec check compares module by module
     blocks_add_residual: tuple[str, ...] = ()

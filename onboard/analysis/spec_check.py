@@ -446,10 +446,10 @@ class SpecInterpreter:
 
         names = dict(self.text.norm.names)
         hidden = self.embed(ids)
-        if self.text.embedding_norm:
-            hidden = self.norm(hidden, "model.embed_norm.")
         if self.text.positions is not None:
             hidden = hidden + self.position_rows(self.positions)
+        if self.text.embedding_norm:  # after the positions, as the generated code does
+            hidden = self.norm(hidden, "model.embed_norm.")
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 
