@@ -119,6 +119,9 @@ class MLPSpec:
     activation_key: str | None = "hidden_act"
     # The width as Python source over the HF config (GPT-2: config.n_inner or 4 * hidden_size)
     width_expr: str = "config.intermediate_size"
+    # The HF attribute of an activation that learns parameters (Apertus' xIELU: act_fn), whose
+    # parameters and buffers are checkpoint tensors of every layer
+    learned_activation: str | None = None
 
 
 @dataclass(frozen=True)

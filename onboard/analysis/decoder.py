@@ -74,6 +74,8 @@ _WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
 # Activations an MLP's module is compared with when no config key names one.
 _MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
+# Activations that learn parameters, by their HF name (computed by the spec and both targets).
+LEARNED_ACTIVATIONS = ("xielu",)
 # Where configs keep the MLP activation (OPT, GPT-2: activation_function; Falcon: activation).
 _ACTIVATION_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation")
 _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
@@ -103,6 +105,7 @@ class DecoderSpecBuilder:
         self.deltas: list[Delta] = []
         # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
         self.mlp_projections: tuple[str, ...] = ()
+        self.learned_activation: str | None = None  # its attribute in the MLP, set by mlp()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
         self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
@@ -737,6 +740,8 @@ class DecoderSpecBuilder:
                 if n.startswith(prefix)
             }
         )
+        self.learned_activation = self._learned_activation(prefix, names, str(activation))
+        names = [n for n in names if n != self.learned_activation]
         if "gate_up_proj" in names:
             kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
         elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
@@ -771,7 +776,26 @@ class DecoderSpecBuilder:
             bias_key=bias_key,
             activation_key=act_key,
             width_expr=width_expr,
+            learned_activation=self.learned_activation,
         )
+
+    def _learned_activation(self, prefix: str, names: list[str], activation: str) -> str | None:
+        """The MLP's activation module when it learns parameters (Apertus' xIELU); one the spec
+        cannot compute is a delta, so its parameters are never loaded into something else."""
+        if self.model is None:
+            return None
+        for name in names:
+            module = self.model.get_submodule(prefix + name)
+            if type(module).__module__ != "transformers.activations":
+                continue
+            learned = ", ".join(n for n, _ in module.named_parameters())
+            where = f"{prefix}{name} ({type(module).__name__})"
+            if activation not in LEARNED_ACTIVATIONS:
+                self._delta("activation with learned parameters", where, learned)
+                return None
+            self._probe("text.mlp.activation", where, f"learns {learned}")
+            return name
+        return None
 
     def _measured_activation(self) -> str | None:
         """The MLP's activation module, told by its values, when no config key names it."""
@@ -1050,6 +1074,8 @@ class DecoderSpecBuilder:
         modules = dict(self.probe.modules)
         names = "|".join(re.escape(p) for p in self.mlp_projections) or "(?!)"
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
+        learned = re.escape(self.learned_activation) if self.learned_activation else "(?!)"
+        activation_param = re.compile(rf"^mlp\.{learned}\.\w+$")
         own = "|".join(re.escape(n) for n in (self.fused_qkv, self.o_name) if n)
         own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
@@ -1069,6 +1095,7 @@ class DecoderSpecBuilder:
                 _KNOWN_LAYER_PARAMS.match(match.group(1))
                 or attention_param.match(match.group(1))
                 or mlp_param.match(match.group(1))
+                or activation_param.match(match.group(1))
                 or match.group(1).rpartition(".")[0] in placed_norms
             ):
                 continue

@@ -10,6 +10,7 @@ what it does not understand instead of letting a generator emit plausible but wr
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -91,7 +92,8 @@ class SpecInterpreter:
         self.text = text
         self.model = model
         self.config = tiny_config
-        self.params = dict(model.named_parameters())
+        # Buffers too: a learned activation keeps some of its constants as buffers (xIELU)
+        self.params = dict(model.named_buffers()) | dict(model.named_parameters())
         for name in list(self.params):  # GPT-2's Conv1D: the spec says which, use (out, in)
             match = re.match(r"^model\.layers\.\d+\.(.+)\.weight$", name)
             if match and match.group(1) in text.transposed_linears:
@@ -431,6 +433,8 @@ class SpecInterpreter:
 
         spec = self.text.mlp
         act = ACT2FN[spec.activation]
+        if spec.learned_activation and not gated:
+            act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
         if spec.kind == "fused_gate_up":
             gate, up = self.linear(x, prefix + "gate_up_proj.").chunk(2, dim=-1)
             return self.linear(act(gate) * up, prefix + "down_proj.")
@@ -440,6 +444,18 @@ class SpecInterpreter:
             return self.linear(hidden, f"{prefix}{down}.")
         up, down = spec.projections
         return self.linear(act(self.linear(x, f"{prefix}{up}.")), f"{prefix}{down}.")
+
+    def xielu(self, prefix: str, x: Any) -> Any:
+        """xIELU (arXiv 2411.13010): alpha_p and alpha_n are stored before a softplus."""
+        import torch
+        from torch.nn.functional import softplus
+
+        alpha_p, alpha_n, beta, eps = (
+            self.weight(prefix + n) for n in ("alpha_p", "alpha_n", "beta", "eps")
+        )
+        positive = softplus(alpha_p) * x * x + beta * x
+        negative = (torch.expm1(torch.minimum(x, eps)) - x) * (beta + softplus(alpha_n)) + beta * x
+        return torch.where(x > 0, positive, negative)
 
     def forward(self, ids: Any) -> Any:
         import torch

@@ -427,3 +427,14 @@ def test_codegen_grouped_qkv_on_eight_tiny_heads(tmp_path):
     assert analysis.spec.evidence_for("text.rope.interleaved")  # cited, though tried together
     two = dataclasses.replace(attention, fused_qkv_groups=2)
     assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, attention=two))
+
+
+def test_apertus_learned_xielu_activation(tmp_path):
+    """Apertus' xIELU learns alpha_p and alpha_n in every layer: they are the activation's, not
+    parameters without a role, and the spec check computes it from them."""
+    analysis = analyse(load_source(str(default_config_dir("apertus", tmp_path))))
+    mlp = analysis.spec.text.mlp
+    assert analysis.spec.unresolved == ()
+    assert (mlp.kind, mlp.activation, mlp.learned_activation) == ("plain", "xielu", "act_fn")
+    fixed = dataclasses.replace(mlp, learned_activation=None)  # xIELU at its initial values
+    assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, mlp=fixed))

@@ -199,6 +199,12 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "alibi", False):
         found.append(f"ALiBi attention biases ({cite(spec, 'text.attention.alibi') or 'probe'})")
+    if getattr(text.mlp, "learned_activation", None):
+        found.append(
+            f"{text.mlp.activation} activation with learned parameters "
+            f"({cite(spec, 'text.mlp.activation') or 'probe'}): the generated MLP's activation "
+            "learns nothing"
+        )
     if getattr(text, "embedding_norm", False):
         found.append("a norm of the embeddings (model.embed_norm): the generated model has none")
     if getattr(text, "positions", None) is not None:

@@ -133,6 +133,7 @@ class TextDesign:
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
+    learned_activation: bool = False  # the MLP's activation learns parameters (Apertus' xIELU)
 
     @property
     def overrides_forward(self) -> bool:
@@ -403,8 +404,16 @@ def _text_design(
         )
     if needed["mlp"] == "fused_gate_up":
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
-    elif needed["mlp"] == "plain":
+    elif needed["mlp"].startswith("plain"):
         reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
+    if text.mlp.learned_activation:
+        reasons.append(
+            _why(
+                f"{text.mlp.activation} activation with parameters learned in every layer",
+                spec,
+                "text.mlp.activation",
+            )
+        )
     moe = _moe_design(spec, prefix, reasons)
     mla = spec.text.attention.mla
     if mla is not None:
@@ -425,7 +434,7 @@ def _text_design(
         weight_free_norm=weight_free,
         norm_names=text.norm.names,
         mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
-            needed["mlp"], "MLP"
+            text.mlp.kind, "MLP"
         ),
         embedding_scale=_embedding_scale_expr(spec),
         attention_scale=attention_scale,
@@ -445,6 +454,7 @@ def _text_design(
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
+        learned_activation=text.mlp.learned_activation is not None,
     )
 
 
@@ -912,6 +922,8 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         for hf_name, ours in zip(mlp.projections, ("up_proj", "down_proj"), strict=True):
             if hf_name != ours:
                 renames.append((f".mlp.{hf_name}.", f".mlp.{ours}."))
+    if mlp.learned_activation not in (None, "act_fn"):  # FCMLP's name for its activation
+        renames.append((f".mlp.{mlp.learned_activation}.", ".mlp.act_fn."))
     placement = spec.text.norm.placement
     if text_design is not None and text_design.custom_layer:
         return tuple(renames)  # the generated layer uses the HF norm names

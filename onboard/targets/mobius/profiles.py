@@ -27,7 +27,7 @@ FEATURES = (
     "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier, unscaled
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
-    "mlp",  # gated, fused_gate_up, plain (up -> act -> down)
+    "mlp",  # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation
     "experts",  # none, routed
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated
@@ -264,7 +264,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         else (text.attention.scale_key or "head_dim"),
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
-        "mlp": text.mlp.kind,
+        "mlp": text.mlp.kind + (f"/{text.mlp.activation}" if text.mlp.learned_activation else ""),
     }
 
 

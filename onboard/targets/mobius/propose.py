@@ -100,6 +100,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")
     if text.mlp.kind == "plain" and len(text.mlp.projections) != 2:
         found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
+    if text.mlp.learned_activation and (text.mlp.kind != "plain" or text.moe is not None):
+        found.append(
+            f"{text.mlp.activation} activation (learned) in a {text.mlp.kind} MLP "
+            "(text.mlp.activation): the generated MLP learns it only without a gate"
+        )
     for kind, rope in text.rope:
         if rope.rope_type is not None and rope.rope_type not in SUPPORTED_ROPE:
             found.append(

@@ -188,3 +188,12 @@ def test_computations_the_generator_cannot_express_are_refused(
     text = dataclasses.replace(spec.text, attention=attention, **text_change)
     proposal = propose(dataclasses.replace(spec, text=text), library, treat_as_new=True)
     assert len(proposal.blockers) == 1 and proposal.blockers[0].startswith(expected)
+
+
+def test_a_learned_activation_is_refused(library) -> None:
+    spec = analysis_of("Qwen/Qwen3-0.6B").spec
+    mlp = dataclasses.replace(spec.text.mlp, activation="xielu", learned_activation="act_fn")
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, mlp=mlp))
+    proposal = propose(spec, library, treat_as_new=True)
+    assert len(proposal.blockers) == 1
+    assert proposal.blockers[0].startswith("xielu activation with learned parameters")

@@ -218,6 +218,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("nanochat", set()),
         # fused q/v/k rows in 4 groups of heads (8 tiny heads), RoPE inside the attention
         ("codegen", {"M3"}),
+        # xIELU activation learning alpha_p and alpha_n in every layer, a generated component
+        ("apertus", set()),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
