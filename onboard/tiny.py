@@ -147,7 +147,8 @@ def shrink_config(
     if global_local is not None and config.get("window_size") is not None:
         tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers
     _remap_token_ids(tiny)
-    _shrink_moe_and_mla(tiny, heads, kv_heads)
+    moe_layers = any(c.startswith("moe|") for c in layer_classes or ())
+    _shrink_moe_and_mla(tiny, heads, kv_heads, moe_layers=moe_layers)
     _distinct_multipliers(tiny)
 
     count_key = _layer_count_key(config, layer_classes)
@@ -189,8 +190,13 @@ def _layer_count_key(config: Mapping[str, Any], layer_classes: list[str] | None)
     return present[0] if present else "num_hidden_layers"
 
 
-def _shrink_moe_and_mla(tiny: dict[str, Any], heads: int, kv_heads: int) -> None:
-    experts_key = next((k for k in _EXPERT_COUNT_KEYS if _int(tiny.get(k), 0) > 1), None)
+def _shrink_moe_and_mla(
+    tiny: dict[str, Any], heads: int, kv_heads: int, *, moe_layers: bool = False
+) -> None:
+    """``moe_layers``: the real model builds MoE blocks, which get TINY_EXPERTS even when the
+    config has one expert (HunYuan's default), so the tiny router's choice tells variants apart."""
+    least = 0 if moe_layers else 1
+    experts_key = next((k for k in _EXPERT_COUNT_KEYS if _int(tiny.get(k), 0) > least), None)
     if experts_key:
         tiny[experts_key] = TINY_EXPERTS
         if isinstance(tiny.get("n_group"), int) and tiny["n_group"] > 1:

@@ -23,6 +23,8 @@ from onboard.analysis.probe import source_location
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+# What MoE blocks call their shared experts (HunYuan: shared_mlp).
+SHARED_EXPERT_NAMES = ("shared_expert", "shared_experts", "shared_mlp")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 _GATED_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ROUTER_TOLERANCE = 1e-6
@@ -73,8 +75,8 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         deltas.append(Delta("expert width not explained", f"{prefix}.experts", str(width)))
         real_width = width
 
-    router = getattr(block, "gate", None) or getattr(block, "router", None)
-    if router is None or getattr(router, "weight", None) is None:
+    router_name, router, linear = _router(block)
+    if linear is None:
         return MoEFindings(None, tuple(evidence), (*deltas, Delta("no router found", prefix, "")))
     top_k_keys = ("num_experts_per_tok", "moe_topk", "moe_k")
     top_k = _first_int(real, top_k_keys)
@@ -84,7 +86,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     if experts_delta:
         deltas.append(experts_delta)
     router_spec, router_evidence, router_delta = _probe_router(
-        router, block, tiny, real, tiny_top_k, prefix
+        router, linear, block, tiny, real, tiny_top_k, prefix
     )
     evidence += router_evidence
     if router_delta:
@@ -103,7 +105,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         activation=str(activation),
         block_name=block_name,
         expert_leaves=leaves,
-        router_name="gate" if hasattr(block, "gate") else "router",
+        router_name=router_name,
         count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",
         top_k_key=_first_key(real, top_k_keys) or "num_experts_per_tok",
         width_key=width_key,
@@ -309,12 +311,31 @@ def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterS
     return found
 
 
-def _probe_router(
-    router: Any, block: Any, tiny: Any, real: Any, top_k: int, prefix: str
-) -> tuple[RouterSpec | None, list[tuple[str, Evidence]], Delta | None]:
+def _router(block: Any) -> tuple[str, Any, Any]:
+    """(name of the router's linear in the block, the router module, that linear): the router
+    itself (Mixtral's gate), or the one linear inside it (HunYuan's gate.wg)."""
     import torch
 
-    weight, bias = router.weight, getattr(router, "bias", None)
+    for name in ("gate", "router"):
+        router = getattr(block, name, None)
+        if router is None:
+            continue
+        if getattr(router, "weight", None) is not None:
+            return name, router, router
+        linears = [(n, c) for n, c in router.named_children() if isinstance(c, torch.nn.Linear)]
+        if len(linears) == 1 and next(router.parameters()) is linears[0][1].weight:
+            return f"{name}.{linears[0][0]}", router, linears[0][1]
+        return name, router, None
+    return "gate", None, None
+
+
+def _probe_router(
+    router: Any, linear: Any, block: Any, tiny: Any, real: Any, top_k: int, prefix: str
+) -> tuple[RouterSpec | None, list[tuple[str, Evidence]], Delta | None]:
+    """``router`` is the module HF calls, ``linear`` the one that holds its weight."""
+    import torch
+
+    weight, bias = linear.weight, getattr(linear, "bias", None)
     correction = correction_bias(router, block)
     where = f"{prefix} router ({type(router).__name__})"
     inputs, missing = _router_inputs(router, block)
@@ -347,7 +368,7 @@ def _probe_router(
     matches = []
     for spec in candidates:
         with torch.no_grad():
-            weights, indices = route(hidden, router, spec, top_k, correction)
+            weights, indices = route(hidden, linear, spec, top_k, correction)
         got = dense_routing(weights, indices, num_experts)
         if (got - expected).abs().max().item() <= ROUTER_TOLERANCE:
             matches.append(spec)
@@ -409,6 +430,11 @@ def _routing_outputs(output: Any, tokens: int) -> tuple[Any, Any] | None:
     if len(indices) != 1:
         return None
     weights = [t for t in tensors if t.is_floating_point() and t.shape == indices[0].shape]
+    if len(weights) > 1:  # one expert chosen of one (HunYuan's default): logits fit too
+        at = next(i for i, t in enumerate(tensors) if t is indices[0])
+        weights = [
+            t for i, t in enumerate(tensors) if abs(i - at) == 1 and any(t is w for w in weights)
+        ]
     return (weights[0], indices[0]) if len(weights) == 1 else None
 
 
@@ -463,7 +489,7 @@ def describe_router(spec: RouterSpec) -> str:
 def _shared_experts(
     block: Any, tiny: Any, real: Any, prefix: str, evidence: list[tuple[str, Evidence]]
 ) -> tuple[SharedExpertSpec | None, list[Delta]]:
-    for name in ("shared_expert", "shared_experts"):
+    for name in SHARED_EXPERT_NAMES:
         module = getattr(block, name, None)
         if module is None:
             continue
@@ -520,7 +546,9 @@ def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
             continue
         if tiny_values[0] * tiny_values[1] == width:
             return real_values[0] * real_values[1], f"{base} * {count}"
-    return None, own
+    # One dense MLP as wide as the config's MLPs (HunYuan's shared_mlp)
+    found = _real_size(width, tiny, real, ("intermediate_size",))
+    return (found, "intermediate_size") if found is not None else (None, own)
 
 
 def _positive_int(config: Any, key: str) -> int | None:

@@ -415,7 +415,7 @@ class SpecInterpreter:
         spec = self.text.moe
         prefix = f"model.layers.{layer}.mlp."
         block = self.model.get_submodule(prefix.rstrip("."))
-        router = getattr(block, spec.router_name)
+        router = block.get_submodule(spec.router_name)
         hidden = x.reshape(-1, x.shape[-1])
         top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
         correction = correction_bias(router, block)

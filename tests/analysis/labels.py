@@ -636,8 +636,12 @@ LABELS: list[dict[str, Any]] = [
         # modeling_hunyuan_v1_moe.py:178 query_layernorm per head, applied after RoPE (:198)
         "attention.qk_norm": "per_head",
         "attention.qk_norm_after_rope": True,
-        # :231 the MoE gate's wg, one expert by default: an MoE block onboard does not read
-        "unresolved": ("gate.wg",),
+        # :231 the router is the gate's one linear, wg; :238-240 softmax, top-k, renormalised
+        # (one expert by default: the tiny model gets 4 so the variants differ)
+        "moe.router": "softmax_then_topk",
+        "moe.renormalize": True,
+        "moe.shared_experts": "ungated",  # :290 shared_mlp, added without a gate (:300)
+        "moe.dense_layers": "none",  # :308 every layer HunYuanMoEV1Moe
     },
     {
         "type": "deepseek_v2",

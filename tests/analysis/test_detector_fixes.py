@@ -11,6 +11,7 @@ import torch
 from onboard.analysis import analyse
 from onboard.analysis.decoder import _rope_parameters
 from onboard.analysis.moe import (
+    _router,
     _router_inputs,
     _routing_outputs,
     _shared_width,
@@ -125,6 +126,34 @@ def test_router_outputs_are_told_apart_by_dtype_and_shape() -> None:
     assert _routing_outputs((logits, weights, indices), 5) == (weights, indices)
     assert _routing_outputs((indices, weights, logits), 5) == (weights, indices)  # Aria
     assert _routing_outputs((logits, logits), 5) is None
+    # One expert, top-1 (HunYuan's default): the logits have the weights' shape; the weights sit
+    # beside the indices, as in every router above
+    one_logit, one_weight, one_index = torch.randn(5, 1), torch.ones(5, 1), torch.zeros(5, 1).long()
+    assert _routing_outputs((one_logit, one_weight, one_index), 5) == (one_weight, one_index)
+
+
+class _WrappedRouter(torch.nn.Module):  # HunYuan's gate: the linear is gate.wg
+    def __init__(self) -> None:
+        super().__init__()
+        self.wg = torch.nn.Linear(8, 4, bias=False)
+
+
+def test_a_router_holding_its_linear_inside_is_read_through_it() -> None:
+    block = torch.nn.Module()
+    block.gate = _WrappedRouter()
+    name, router, linear = _router(block)
+    assert (name, router, linear) == ("gate.wg", block.gate, block.gate.wg)
+    block.gate.extra = torch.nn.Linear(8, 4)  # two linears: which one routes is not known
+    assert _router(block)[2] is None
+
+
+def test_moe_layers_get_tiny_experts_even_from_one() -> None:
+    """A config with one expert (HunYuan's default) cannot tell routers apart: 4 tiny ones can."""
+    config = {"model_type": "x", "num_hidden_layers": 2, "num_experts": 1, "moe_topk": 1}
+    tiny = shrink_config(config, None, ["moe|A"] * 2).config
+    assert (tiny["num_experts"], tiny["moe_topk"]) == (4, 2)
+    dense = shrink_config(config, None, ["dense|A"] * 2).config
+    assert (dense["num_experts"], dense["moe_topk"]) == (1, 1)
 
 
 class _TopKFirst(torch.nn.Module):

@@ -288,6 +288,17 @@ def test_moe_treat_as_new_parity_passes(source: str, kind: str, tmp_path: Path) 
     assert lint_python(module.read_text(), filename=module.name) == ""
 
 
+def test_a_router_inside_its_gate_and_an_ungated_shared_mlp(tmp_path: Path) -> None:
+    """HunYuan MoE: the router is gate.wg, the shared expert shared_mlp; one expert by default,
+    four in the tiny model. Every tensor is placed and both EPs pass."""
+    result = _new_default("hunyuan_v1_moe", tmp_path, head_dim=128)
+    report = result.parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert report.weights.ok and report.weights.checkpoint_tensors == report.weights.parameters
+    assert result.analysis.spec.text.moe.router_name == "gate.wg"
+    assert '(".mlp.gate.wg.", ".mlp.gate.")' in (result.root / result.plan.model_file).read_text()
+
+
 def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:
     """Renames that exchange experts 0 and 1 keep every name valid: only provenance shows it."""
     swap = (
