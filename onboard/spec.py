@@ -18,7 +18,7 @@ from typing import Any, Literal
 SPEC_VERSION = 1
 
 NormKind = Literal["rms", "layer"]
-NormPlacement = Literal["pre", "sandwich", "post", "parallel"]
+NormPlacement = Literal["pre", "sandwich", "post", "parallel", "post_residual"]
 QKNorm = Literal["none", "per_head", "full_width"]
 MLPKind = Literal["gated", "plain", "fused_gate_up"]
 LayerKind = Literal["full_attention", "sliding_attention"]
@@ -188,7 +188,9 @@ class NormSpec:
     Roles: ``attn_in`` / ``mlp_in`` normalise a sub-block's input (pre-norm), ``attn_out`` /
     ``mlp_out`` its output before the residual add (post-norm); sandwich layers have all four.
     ``parallel`` layers add attention and MLP of the same input to the residual at once (Cohere:
-    ``x + attn(norm(x)) + mlp(norm(x))``).
+    ``x + attn(norm(x)) + mlp(norm(x))``). ``post_residual`` layers normalise the residual stream
+    after each add, roles ``attn_add`` and ``mlp_add`` (OpenAI GPT: ``n = ln_1(x + attn(x))``,
+    ``ln_2(n + mlp(n))``).
     """
 
     kind: NormKind
@@ -296,6 +298,7 @@ class TextDecoderSpec:
     # q_layernorm and k_layernorm.
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
+    final_norm: bool = True  # False: the last layer's output goes to the head as is (OpenAI GPT)
     positions: PositionsSpec | None = None  # learned absolute positions (model.embed_positions)
     # A norm of the embeddings (any absolute positions added first) before the first layer
     embedding_norm: bool = False

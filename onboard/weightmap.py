@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 Shape = tuple[int, ...]
-_LAYER = re.compile(r"\.layers\.(\d+)\.")
+# A layer's index: the name's first numeric part (model.layers.3., GPT-2's transformer.h.3.)
+_LAYER = re.compile(r"\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -145,7 +146,7 @@ def _group(key: str) -> str:
         part = "shared experts"
     elif parts[0] in ("mlp", "block_sparse_moe") and parts[1] in ("gate", "router"):
         part = "router"
-    elif "norm" in parts[0]:
+    elif "norm" in parts[0] or parts[0].startswith("ln_"):  # GPT-2: ln_1, ln_2
         part = "norms"
     else:
         part = parts[0]

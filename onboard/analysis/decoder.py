@@ -217,6 +217,8 @@ class DecoderSpecBuilder:
             )
             if name != {"final_norm": "norm"}.get(role, role)
         )
+        if self.probe.final_norm is None:
+            self._probe("text.final_norm", "model", "no final norm: the last layer feeds the head")
         lm_head_bias = self.probe.param_shape("lm_head.bias") is not None
         if lm_head_bias:
             self._probe("text.lm_head_bias", "lm_head.bias", "present")
@@ -225,6 +227,7 @@ class DecoderSpecBuilder:
             rope_layers_key=self.rope_layers_key,
             names=names,
             lm_head_bias=lm_head_bias,
+            final_norm=self.probe.final_norm is not None,
             positions=self.positions(),
             embedding_norm=self.embedding_norm(),
             blocks_add_residual=self.probe.flow.residual_inside,
@@ -875,6 +878,8 @@ class DecoderSpecBuilder:
             "mlp_in": flow.mlp_in,
             "mlp_out": flow.mlp_out,
         }
+        if flow.attn_add and flow.mlp_add:  # norms after each residual add (OpenAI GPT)
+            roles = {"attn_add": flow.attn_add, "mlp_add": flow.mlp_add}
         names = tuple((role, found[0]) for role, found in roles.items() if len(found) == 1)
         placed = {name for _, name in names}
         for norm in layer_norms:
@@ -1087,6 +1092,7 @@ class DecoderSpecBuilder:
         # Norms the data flow placed, whatever HF calls them (glm4: post_self_attn_layernorm).
         flow = self.probe.flow
         placed_norms = set(flow.attn_in + flow.attn_out + flow.mlp_in + flow.mlp_out)
+        placed_norms |= set(flow.attn_add + flow.mlp_add)
         seen: set[str] = set()
         for name, shape in self.probe.parameters:
             if name in top:
@@ -1210,6 +1216,8 @@ def _placement(names: dict[str, str]) -> str | None:
         return "sandwich"
     if roles == {"attn_out", "mlp_out"}:
         return "post"
+    if roles == {"attn_add", "mlp_add"}:
+        return "post_residual"
     return None
 
 

@@ -61,7 +61,8 @@ def llama_view(model: Any) -> LayoutView | None:
     object.__setattr__(view.model, "hf", decoder)
     view.model.embed_tokens = getattr(decoder, parts["embed"])
     view.model.layers = layers
-    view.model.norm = getattr(decoder, parts["norm"])
+    if parts.get("norm"):  # OpenAI GPT has none
+        view.model.norm = getattr(decoder, parts["norm"])
     if parts.get("embed_positions"):
         view.model.embed_positions = getattr(decoder, parts["embed_positions"])
     if parts.get("embed_norm"):
@@ -72,10 +73,9 @@ def llama_view(model: Any) -> LayoutView | None:
     renames = [
         (f"{decoder_name}.{parts['embed']}.", "model.embed_tokens."),
         (f"{decoder_name}.{parts['layers']}.", "model.layers."),
-        (f"{decoder_name}.{parts['norm']}.", "model.norm."),
         *(
             (f"{decoder_name}.{parts[part]}.", f"model.{part}.")
-            for part in ("embed_positions", "embed_norm")
+            for part in ("norm", "embed_positions", "embed_norm")
             if parts.get(part)
         ),
         *layer_renames,
@@ -206,7 +206,7 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             f"{type(model).__name__} has parts the Llama layout has no place for: "
             f"{', '.join(unknown)}"
         )
-    missing = [p for p in ("embed", "layers", "norm") if p not in parts]
+    missing = [p for p in ("embed", "layers") if p not in parts]
     if missing:
         raise UnsupportedFeatureError(
             f"{type(model).__name__}.{decoder_name} has no {', '.join(missing)} onboard recognises "

@@ -49,6 +49,10 @@ class LayerFlow:
     # Blocks that take the residual and return it added (BLOOM: self_attn and mlp; MPT: mlp): a
     # norm reading their output reads the residual stream (pre-norm), not the block's output
     residual_inside: tuple[str, ...] = ()
+    # Norms of the residual stream just after attention's / the MLP's add (OpenAI GPT's
+    # ln_1(x + attn(x)), ln_2(n + mlp(n))): post-residual layers, when attention reads x itself
+    attn_add: tuple[str, ...] = ()
+    mlp_add: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,9 +140,8 @@ def _decoder(model: Any) -> Any:
     decoder = getattr(model, "model", None)
     missing = [
         f"model.{attr}"
-        for attr in ("embed_tokens", "layers", "norm")
-        if decoder is None
-        or not hasattr(decoder, final_norm_name(decoder) if attr == "norm" else attr)
+        for attr in ("embed_tokens", "layers")  # no final norm is a finding (OpenAI GPT)
+        if decoder is None or not hasattr(decoder, attr)
     ]
     if missing:
         top = ", ".join(name for name, _ in model.named_children())
@@ -242,16 +245,19 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
     import torch
 
     calls: dict[str, tuple[set[int], set[int]]] = {}
+    first: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # first input and output
     alive: list[torch.Tensor] = []  # keeps tensors referenced so their ids are never reused
     hooks = []
 
     def record(name: str):
         def hook(_module, args, kwargs, output):
             inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-            outs = output if isinstance(output, tuple) else (output,)
+            outs = output if isinstance(output, (tuple, list)) else (output,)  # OpenAI GPT: list
             outputs = [o for o in outs if isinstance(o, torch.Tensor)]
             alive.extend(inputs + outputs)
             calls[name] = ({id(t) for t in inputs}, {id(t) for t in outputs})
+            if inputs and outputs:
+                first[name] = (inputs[0], outputs[0])
 
         return hook
 
@@ -290,6 +296,20 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         calls[a][0] & calls[m][0] for a in feeding(attn_in) for m in feeding(mlp_in) if a != m
     )
     inside = tuple(n for n in ("self_attn", "mlp") if n in watched and takes_residual(watched[n]))
+
+    def reading_sum(block: str) -> tuple[str, ...]:
+        """Norms whose input is the block's input plus its output (a residual add)."""
+        if block not in first or block in inside:
+            return ()
+        x, y = first[block]
+        return tuple(
+            n
+            for n in norms
+            if n in first
+            and first[n][0].shape == x.shape == y.shape
+            and torch.allclose(first[n][0], x + y, atol=1e-6)
+        )
+
     return LayerFlow(
         attn_in=feeding(attn_in),
         attn_out=() if "self_attn" in inside else fed_by(attn_out),
@@ -297,6 +317,8 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         mlp_out=() if "mlp" in inside else fed_by(mlp_out),
         parallel=bool(attn_in & mlp_in) or two_norms,
         residual_inside=inside,
+        attn_add=() if feeding(attn_in) else reading_sum("self_attn"),
+        mlp_add=reading_sum("mlp"),
     )
 
 

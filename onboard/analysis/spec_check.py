@@ -200,7 +200,7 @@ class SpecInterpreter:
         def hook(name: str) -> Callable[..., None]:
             def record(_module: Any, args: tuple, kwargs: dict, output: Any) -> None:
                 inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-                first = output[0] if isinstance(output, tuple) else output
+                first = output[0] if isinstance(output, (tuple, list)) else output
                 captured[name] = (inputs, first.detach().clone())
 
             return record
@@ -478,9 +478,11 @@ class SpecInterpreter:
                 mlp = self.mlp(i, norm("mlp_in", hidden))
                 hidden = hidden + attn * residual + mlp * residual
                 continue
-            hidden = hidden + attn * residual
+            hidden = norm("attn_add", hidden + attn * residual)
             hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
-        hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
+            hidden = norm("mlp_add", hidden)
+        if self.text.final_norm:
+            hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
         head = self.params.get("lm_head.weight", self.weight("model.embed_tokens.weight"))
         logits = hidden @ head.T
         if self.text.lm_head_bias:

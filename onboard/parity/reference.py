@@ -6,6 +6,7 @@ The checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,8 +25,17 @@ def saved_checkpoint(model: Any) -> dict[str, Any]:
     return tensors(model)
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a model without a KV cache (OpenAI GPT) has seen: each decode step reruns it all."""
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+
+
 class HFRunner:
-    """Runs the reference model; its ``Step.state`` is the transformers cache object."""
+    """Runs the reference model; its ``Step.state`` is the transformers cache object, or the
+    tokens seen so far when the model keeps no cache (its ``kv`` is then empty)."""
 
     provider = "transformers"
     supports_left_padding = True
@@ -40,7 +50,14 @@ class HFRunner:
         return self._run(batch, None)
 
     def decode(self, previous: Step, batch: Batch) -> Step:
-        return self._run(batch, previous.state)
+        if not isinstance(previous.state, _Seen):
+            return self._run(batch, previous.state)
+        seen = previous.state
+        ids = np.concatenate([seen.input_ids, batch.input_ids], axis=1)
+        positions = np.concatenate([seen.position_ids, batch.position_ids], axis=1)
+        step = self._run(Batch(ids, batch.attention_mask, positions), None)
+        new = batch.input_ids.shape[1]
+        return Step(logits=step.logits[:, -new:], kv=(), state=step.state)
 
     def _run(self, batch: Batch, cache: Any) -> Step:
         import torch
@@ -55,7 +72,13 @@ class HFRunner:
             kwargs[self._cache_kwarg] = cache
         with torch.no_grad():
             out = self.model(**kwargs)
-        new_cache = out["cache"] if "cache" in out else out["past_key_values"]
+        new_cache = out.get("cache", out.get("past_key_values"))
+        if new_cache is None:
+            return Step(
+                logits=out.logits.float().cpu().numpy(),
+                kv=(),
+                state=_Seen(batch.input_ids, batch.position_ids),
+            )
         return Step(
             logits=out.logits.float().cpu().numpy(),
             kv=_cache_arrays(new_cache),

@@ -475,9 +475,9 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         "attention.qk_norm": "per_head",  # modeling_apertus.py:233 ApertusRMSNorm(self.head_dim)
         "mlp.kind": "plain",  # modeling_apertus.py:49-50
-        # configuration_apertus.py:70 xielu; modeling_apertus.py:52-53 ACT2CLS["xielu"] has
-        # learnable alpha_p / alpha_n the catalogue cannot hold
-        "mlp.activation": Unresolved("alpha_p"),
+        # configuration_apertus.py:70 xielu; modeling_apertus.py:52-53 ACT2CLS["xielu"], whose
+        # alpha_p / alpha_n are learned (activations.py:249-252), beta and eps kept as buffers
+        "mlp.activation": "xielu",
         # modeling_apertus.py:287-288 attention_layernorm / feedforward_layernorm before each block
         "rope.type": "llama3",  # configuration_apertus.py:89
     },

@@ -467,3 +467,15 @@ def test_apertus_learned_xielu_activation(tmp_path):
     assert (mlp.kind, mlp.activation, mlp.learned_activation) == ("plain", "xielu", "act_fn")
     fixed = dataclasses.replace(mlp, learned_activation=None)  # xIELU at its initial values
     assert _checked_against(analysis, dataclasses.replace(analysis.spec.text, mlp=fixed))
+
+
+def test_openai_gpt_norms_after_each_residual_add_and_no_final_norm(tmp_path):
+    """n = ln_1(x + attn(x)), ln_2(n + mlp(n)): the norms read residual sums (told by values),
+    and the last layer feeds the head with no norm between."""
+    analysis = analyse(load_source(str(default_config_dir("openai-gpt", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.norm.placement == "post_residual" and not text.final_norm
+    assert dict(text.norm.names) == {"attn_add": "ln_1", "mlp_add": "ln_2"}
+    swapped = dataclasses.replace(text.norm, names=(("attn_add", "ln_2"), ("mlp_add", "ln_1")))
+    assert _checked_against(analysis, dataclasses.replace(text, norm=swapped))

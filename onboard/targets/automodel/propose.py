@@ -199,6 +199,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "alibi", False):
         found.append(f"ALiBi attention biases ({cite(spec, 'text.attention.alibi') or 'probe'})")
+    if not getattr(text, "final_norm", True):
+        found.append(
+            f"no final norm ({cite(spec, 'text.final_norm') or 'probe'}): the generated model "
+            "normalises the last layer's output"
+        )
     if getattr(text.mlp, "learned_activation", None):
         found.append(
             f"{text.mlp.activation} activation with learned parameters "

@@ -36,6 +36,7 @@ TEXT_FEATURES = frozenset(
         "embedding_norm",
         "rope_reversed",
         "qk_norm_order",
+        "final_norm",
     }
 )
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
@@ -134,6 +135,7 @@ class TextDesign:
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
     learned_activation: bool = False  # the MLP's activation learns parameters (Apertus' xIELU)
+    final_norm: bool = True  # False: a generated identity stands in for TextModel's norm
 
     @property
     def overrides_forward(self) -> bool:
@@ -160,7 +162,11 @@ class TextDesign:
 
     @property
     def custom_layer(self) -> bool:
-        return self.placement in ("sandwich", "parallel") or self.moe is not None or self.mla
+        return (
+            self.placement in ("sandwich", "parallel", "post_residual")
+            or self.moe is not None
+            or self.mla
+        )
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,10 @@ def _text_design(
         )
     elif text.norm.placement == "post":
         reasons.append(_why("norms after attention and the MLP", spec, "text.norm.placement"))
+    elif text.norm.placement == "post_residual":
+        reasons.append(
+            _why("norms of the residual stream after each add", spec, "text.norm.placement")
+        )
     elif text.norm.placement == "parallel":
         reasons.append(
             _why(
@@ -406,6 +416,10 @@ def _text_design(
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
     elif needed["mlp"].startswith("plain"):
         reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
+    if not text.final_norm:
+        reasons.append(
+            _why("no final norm: the last layer feeds the head", spec, "text.final_norm")
+        )
     if text.mlp.learned_activation:
         reasons.append(
             _why(
@@ -455,6 +469,7 @@ def _text_design(
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
         learned_activation=text.mlp.learned_activation is not None,
+        final_norm=text.final_norm,
     )
 
 

@@ -17,7 +17,7 @@ from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
 FEATURES = (
     # rms, rms+1 (Gemma's 1 + w), layer, layer+1, layer/no-bias (Cohere), <kind>/weight-free
     "norm",
-    "placement",  # pre, sandwich, post, parallel
+    "placement",  # pre, sandwich, post, parallel, post_residual
     "embedding_scale",  # none, sqrt_hidden
     "layer_dispatch",  # uniform, layer_types
     "sliding_window",  # none, uniform, per_layer
@@ -38,6 +38,7 @@ FEATURES = (
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
     "qk_norm_order",  # before_rope, after_rope (HunYuan)
+    "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
 )
 
 
@@ -81,6 +82,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
         "qk_norm_order": {"before_rope"},
+        "final_norm": {"yes"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -259,6 +261,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
         "qk_norm_order": "after_rope" if text.attention.qk_norm_after_rope else "before_rope",
+        "final_norm": "yes" if text.final_norm else "no",
         "attention_scale": "unscaled"
         if text.attention.unscaled
         else (text.attention.scale_key or "head_dim"),

@@ -1,0 +1,49 @@
+"""The HF reference runner, with and without a KV cache."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from onboard.analysis import analyse
+from onboard.hf_config import make_hf_config
+from onboard.parity.harness import PROMPT_LEN, Batch, prompt_batch
+from onboard.parity.reference import HFRunner, _Seen, build_reference
+from onboard.source import load_source
+from tests.new_types import default_config_dir
+
+
+def _runner(model_type: str, tmp_path) -> HFRunner:
+    analysis = analyse(load_source(str(default_config_dir(model_type, tmp_path))))
+    return HFRunner(build_reference(make_hf_config(analysis.tiny.config)))
+
+
+def _next(step, prompt: Batch) -> Batch:
+    token = step.logits[:, -1:].argmax(-1).astype(np.int64)
+    mask = np.concatenate([prompt.attention_mask, np.ones((1, 1), dtype=np.int64)], axis=1)
+    return Batch(token, mask, np.full((1, 1), PROMPT_LEN, dtype=np.int64))
+
+
+def test_a_model_without_a_cache_reruns_every_token(tmp_path) -> None:
+    """OpenAI GPT returns no cache: the step is empty of keys and values and decodes by rerunning
+    the prompt and the new token."""
+    runner = _runner("openai-gpt", tmp_path)
+    prompt = prompt_batch(runner.model.config.vocab_size)
+    step = runner.prefill(prompt)
+    assert step.kv == () and isinstance(step.state, _Seen)
+    decoded = runner.decode(step, _next(step, prompt))
+    assert decoded.logits.shape[1] == 1 and decoded.state.input_ids.shape[1] == PROMPT_LEN + 1
+
+
+def test_rerunning_decodes_as_the_cache_does(tmp_path) -> None:
+    """The rerun path gives a cached model (Llama) the logits its cache gives."""
+    runner = _runner("llama", tmp_path)
+    prompt = prompt_batch(runner.model.config.vocab_size)
+    step = runner.prefill(prompt)
+    batch = _next(step, prompt)
+    cached = runner.decode(step, batch)
+    seen = dataclasses.replace(step, state=_Seen(prompt.input_ids, prompt.position_ids))
+    rerun = runner.decode(seen, batch)
+    np.testing.assert_allclose(rerun.logits, cached.logits, atol=1e-5)
+    assert not np.allclose(rerun.logits, step.logits[:, -1:], atol=1e-3)  # a new position
