@@ -141,6 +141,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("norm.kind", "text.norm.weight_offset", _norm),
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
+    ("norm.final", "text.final_norm", lambda s: s.text.final_norm),
     ("embedding.scale", "text.embedding_scale", lambda s: s.text.embedding_scale),
     ("embedding.norm", "text.embedding_norm", lambda s: s.text.embedding_norm),
     (
@@ -198,6 +199,7 @@ _ABSENT_EVIDENCE = {
     "text.attention.position_scale": ("text.rope",),
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
+    "text.final_norm": ("text.norm.kind",),
 }
 
 

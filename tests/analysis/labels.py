@@ -70,6 +70,7 @@ BASELINE: dict[str, Value] = {
     "norm.kind": "rms",
     "norm.affine": "weight",
     "norm.placement": "pre",
+    "norm.final": True,
     "embedding.scale": "none",
     "embedding.norm": False,
     "logits.final_softcap": False,
@@ -369,6 +370,29 @@ LABELS: list[dict[str, Any]] = [
         "norm.kind": "layer",  # :252, :254, :497 nn.LayerNorm
         "norm.affine": "weight+bias",
         "embeddings.tied": True,  # configuration_gpt2.py:103
+    },
+    {
+        "type": "openai-gpt",
+        "config": DEFAULT,
+        # transformer.tokens_embed / positions_embed / h, read through the Llama layout;
+        # modeling_openai.py:377 positions added to the embeddings, no final norm after :306's h
+        "positions": "learned",
+        "rope.type": "none",
+        "norm.final": False,
+        # :148 n = ln_1(x + a), :150 h = ln_2(n + m): norms after each residual add
+        "norm.placement": "post_residual",
+        "norm.kind": "layer",  # :136, :138 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        # :60 c_attn = Conv1D(n_state * 3, nx), split q, k, v in order; Conv1D adds biases
+        "attention.fused_qkv": "concatenated",
+        "attention.qkv_bias": True,
+        "attention.o_bias": True,
+        # :120-122 c_fc -> ACT_FNS[afn] ("gelu" is gelu_new, :43) -> c_proj; no config key the
+        # analysis reads names it, so the module is measured: gelu_new is gelu_pytorch_tanh
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu_pytorch_tanh",
+        "mlp.bias": True,
+        "embeddings.tied": True,  # configuration_openai.py:100
     },
     {
         "type": "bloom",
