@@ -66,9 +66,9 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
     if evidence:
         table.add_column("evidence", style="dim")
     for feature in features(spec):
-        row = [feature.name, str(feature.value)]
-        if evidence:
-            row.append("\n".join(e.cite() for e in feature.evidence[:2]) or "-")
+        row = [feature.name, Text(str(feature.value))]
+        if evidence:  # source lines hold brackets rich would read as markup
+            row.append(Text("\n".join(e.cite() for e in feature.evidence[:2]) or "-"))
         table.add_row(*row)
     console.print(table)
     if spec.unresolved:

@@ -223,12 +223,14 @@ class PositionsSpec:
     """Absolute positions added to the token embeddings: row ``position + offset`` of a learned
     (max_position_embeddings + offset) x hidden table (GPT-2's ``wpe``, OPT's
     ``embed_positions``), or of the sinusoidal table ``[sin(p * f), cos(p * f)]`` with
-    ``f_i = 10000 ** (-i / (hidden / 2 - 1))`` (XGLM), which nothing learns."""
+    ``f_i = 10000 ** (-i / (hidden / 2 - 1))`` (XGLM) or ``10000 ** (-i / (hidden / 2))`` (CTRL),
+    which nothing learns."""
 
     offset: int = 0  # OPT, BioGPT and XGLM keep two rows before position 0
     kind: Literal["learned", "sinusoidal"] = "learned"
     # The config key of a sinusoidal row HF sets to zero (XGLM: pad_token_id, its padding_idx)
     zero_row_key: str | None = None
+    divisor: Literal["half-1", "half"] = "half-1"  # of the sinusoidal frequencies' exponent
 
 
 ScaleSite = Literal["embedding", "residual", "logits"]
@@ -294,8 +296,8 @@ class TextDecoderSpec:
     # A per-layer config list: layer i applies RoPE iff config.<key>[i] (SmolLM3's no_rope_layers)
     rope_layers_key: str | None = None
     # HF names where they differ from Llama's: role -> attribute. Roles: final_norm (model.<x>),
-    # o_proj, q_norm, k_norm (self_attn.<x>); Phi has final_layernorm and dense, Persimmon
-    # q_layernorm and k_layernorm.
+    # q_proj, k_proj, v_proj, o_proj, q_norm, k_norm (self_attn.<x>); Phi has final_layernorm
+    # and dense, Persimmon q_layernorm and k_layernorm, CTRL Wq, Wk, Wv.
     names: tuple[tuple[str, str], ...] = ()
     lm_head_bias: bool = False  # the head adds a bias (Phi)
     final_norm: bool = True  # False: the last layer's output goes to the head as is (OpenAI GPT)

@@ -39,6 +39,7 @@ _TINY_SIZES = {
     "shared_expert_intermediate_size": TINY_EXPERT_WIDTH,
     "ffn_dim": TINY_INTERMEDIATE,  # OPT
     "n_inner": TINY_INTERMEDIATE,  # GPT-2 (None: 4 x hidden_size)
+    "dff": TINY_INTERMEDIATE,  # CTRL
     "ffn_hidden_size": TINY_INTERMEDIATE,  # LongcatFlash's names for the two widths
     "expert_ffn_hidden_size": TINY_EXPERT_WIDTH,
     "q_lora_rank": 32,

@@ -61,6 +61,8 @@ _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
     "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),
     "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
 }
+# Names of separate q, k, v projections other than q_proj ... (CTRL: Wq; BERT-style: query)
+_QKV_NAMES = re.compile(r"^(?:w_?)?([qkv])(?:_proj)?$|^(query|key|value)$", re.IGNORECASE)
 # What attentions call their q and k norms.
 _QK_NORM_NAMES = (
     ("q_norm", "k_norm"),
@@ -70,8 +72,9 @@ _QK_NORM_NAMES = (
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
 _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
-# Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden).
-_WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")
+# Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden;
+# CTRL: dff).
+_WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "dff")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
 # Activations an MLP's module is compared with when no config key names one.
 _MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
@@ -108,6 +111,7 @@ class DecoderSpecBuilder:
         self.mlp_projections: tuple[str, ...] = ()
         self.learned_activation: str | None = None  # its attribute in the MLP, set by mlp()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
+        self.qkv_names = {p: f"{p}_proj" for p in "qkv"}  # separate projections, set by build()
         self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
@@ -177,6 +181,7 @@ class DecoderSpecBuilder:
         cfg = self.cfg
         layer_types = self.layer_types()
         mlp = self.mlp()
+        self.qkv_names = self._qkv_names()
         self.fused_qkv = self._fused_qkv()
         self.o_name = self._output_projection()
         self._check_parameters()
@@ -212,6 +217,7 @@ class DecoderSpecBuilder:
             for role, name in (
                 ("final_norm", final),
                 ("o_proj", self.o_name),
+                *((f"{p}_proj", name) for p, name in self.qkv_names.items()),
                 ("q_norm", self.q_norm_name),
                 ("k_norm", self.k_norm_name),
             )
@@ -236,7 +242,31 @@ class DecoderSpecBuilder:
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
-        return self._with_embedding_norm(self._with_scales(text))
+        return self._with_embedding_norm(self._with_embedding_scale(self._with_scales(text)))
+
+    def _with_embedding_scale(self, text: TextDecoderSpec) -> TextDecoderSpec:
+        """CTRL scales the embeddings by sqrt(hidden) after its embedding module, where the probe
+        does not see it: accept the scale when, and only when, the whole tiny model then matches
+        HF and did not without it."""
+        if self.deltas or self.model is None or text.embedding_scale != "none":
+            return text
+        from onboard.analysis.spec_check import find_mismatches
+        from onboard.tiny_model import perturb
+
+        model = perturb(copy.deepcopy(self.model))
+        plain = find_mismatches(text, model, self.tiny)
+        if not plain or any(m.module != "model" for m in plain):  # fine, or another module
+            return text
+        scaled = dataclasses.replace(text, embedding_scale="sqrt_hidden")
+        if find_mismatches(scaled, model, self.tiny) != []:
+            return text
+        self._probe(
+            "text.embedding_scale", "model", "matches HF only with the embeddings x sqrt(hidden)"
+        )
+        self._source(
+            "text.embedding_scale", r"(inputs_embeds|hidden_states) \*=? ?(np|math|torch)\.sqrt\("
+        )
+        return scaled
 
     def _with_embedding_norm(self, text: TextDecoderSpec) -> TextDecoderSpec:
         """NanoChat applies its final norm to the embeddings too (one module, called twice): with
@@ -323,18 +353,29 @@ class DecoderSpecBuilder:
             return None
         zero_row = getattr(module, "padding_idx", None)
         zero_row_key = None
-        expected = sinusoidal_table(torch.arange(table.shape[0]), table.shape[1])
         if isinstance(zero_row, int):
-            expected[zero_row] = 0.0
             zero_row_key = "pad_token_id"
             if getattr(self.tiny, zero_row_key, None) != zero_row:
                 self._delta("a zeroed positions row no config key names", where, str(zero_row))
-        if not torch.allclose(table.float(), expected, atol=1e-6):
+        for divisor in ("half-1", "half"):  # XGLM's frequencies, CTRL's
+            expected = sinusoidal_table(torch.arange(table.shape[0]), table.shape[1], divisor)
+            if isinstance(zero_row, int):
+                expected[zero_row] = 0.0
+            if torch.allclose(table.float(), expected, atol=1e-5):
+                break
+        else:
             self._delta("positions table is not the sinusoidal one onboard knows", where)
             return None
-        self._probe("text.positions", where, f"sinusoidal table, offset {offset}")
-        self._source("text.positions", r"torch\.cat\(\[torch\.sin\(emb\), torch\.cos\(emb\)\]")
-        return PositionsSpec(offset=offset, kind="sinusoidal", zero_row_key=zero_row_key)
+        self._probe(
+            "text.positions",
+            where,
+            f"sinusoidal table, f_i = 10000 ** (-i / ({divisor} of {table.shape[1]})), "
+            f"offset {offset}",
+        )
+        self._source("text.positions", r"torch\.cat\(\[(torch\.sin\(emb\)|sines), ")
+        return PositionsSpec(
+            offset=offset, kind="sinusoidal", zero_row_key=zero_row_key, divisor=divisor
+        )
 
     def _with_scales(self, text: TextDecoderSpec) -> TextDecoderSpec:
         """Config multipliers, verified: each present key's known uses are tried, and the one
@@ -488,7 +529,7 @@ class DecoderSpecBuilder:
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         self._config("text.attention.head_dim", "head_dim", head_dim)
         fused = self.fused_qkv
-        attrs = {p: fused or f"{p}_proj" for p in "qkv"} | {"o": self.o_name}
+        attrs = {p: fused or self.qkv_names[p] for p in "qkv"} | {"o": self.o_name}
         biases = {p: self._layer_param(f"self_attn.{a}.bias") is not None for p, a in attrs.items()}
         bias_keys = []
         for p, present in biases.items():
@@ -531,7 +572,7 @@ class DecoderSpecBuilder:
             return "o_proj"
         tiny = self.tiny
         shape = (tiny.hidden_size, tiny.num_attention_heads * self._tiny_head_dim)
-        taken = {"q_proj", "k_proj", "v_proj", self.fused_qkv}
+        taken = {*self.qkv_names.values(), self.fused_qkv}
         found = [
             a for a, got in self._attention_linears().items() if a not in taken and got == shape
         ]
@@ -547,9 +588,10 @@ class DecoderSpecBuilder:
         interleaved per head) the attention check decides."""
         if self._layer_param("self_attn.kv_a_proj_with_mqa.weight") is not None:
             return None
-        if self._layer_param("self_attn.q_proj.weight") is not None:
+        q_name = self.qkv_names["q"]
+        if self._layer_param(f"self_attn.{q_name}.weight") is not None:
             self._probe(
-                "text.attention.fused_qkv", f"{LAYER0}self_attn.q_proj.weight", "q, k, v apart"
+                "text.attention.fused_qkv", f"{LAYER0}self_attn.{q_name}.weight", "q, k, v apart"
             )
             return None
         tiny = self.tiny
@@ -569,6 +611,28 @@ class DecoderSpecBuilder:
                 self.log.add("text.attention.fused_qkv", found.evidence)
             return attr
         return None
+
+    def _qkv_names(self) -> dict[str, str]:
+        """The separate q, k and v projections: q_proj ..., or the one linear each whose name
+        says q, k or v (CTRL: Wq, Wk, Wv); the attention check confirms which is which."""
+        default = {p: f"{p}_proj" for p in "qkv"}
+        linears = self._attention_linears()
+        if "q_proj" in linears:
+            return default
+        found: dict[str, list[str]] = {}
+        for attr in linears:
+            match = _QKV_NAMES.match(attr)
+            if match:
+                found.setdefault((match.group(1) or match.group(2))[0].lower(), []).append(attr)
+        if sorted(found) != ["k", "q", "v"] or any(len(v) > 1 for v in found.values()):
+            return default
+        names = {p: found[p][0] for p in "qkv"}
+        self._probe(
+            "text.attention.fused_qkv",
+            f"{LAYER0}self_attn",
+            "q, k, v apart: " + ", ".join(names.values()),
+        )
+        return names
 
     def _multi_query_rule(self) -> str | None:
         """HF's rule for the k/v head count when ``multi_query`` may set it, as Python over the
@@ -1082,7 +1146,9 @@ class DecoderSpecBuilder:
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
         learned = re.escape(self.learned_activation) if self.learned_activation else "(?!)"
         activation_param = re.compile(rf"^mlp\.{learned}\.\w+$")
-        own = "|".join(re.escape(n) for n in (self.fused_qkv, self.o_name) if n)
+        own = "|".join(
+            re.escape(n) for n in (self.fused_qkv, self.o_name, *self.qkv_names.values()) if n
+        )
         own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
         final = self._final_norm_name

@@ -18,7 +18,7 @@ from typing import Any
 from onboard.errors import UnsupportedFeatureError
 
 # What a layer may call its attention (the decoder's other names are found by type).
-ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn")
+ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn", "multi_head_attention")
 # Other names of a layer's feed-forward block (MPT).
 FFN_NAMES = ("ffn",)
 # A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
@@ -65,6 +65,8 @@ def llama_view(model: Any) -> LayoutView | None:
         view.model.norm = getattr(decoder, parts["norm"])
     if parts.get("embed_positions"):
         view.model.embed_positions = getattr(decoder, parts["embed_positions"])
+    elif (table := _position_buffer(decoder)) is not None:  # CTRL's pos_encoding
+        view.model.embed_positions = _table_module(table)
     if parts.get("embed_norm"):
         view.model.embed_norm = getattr(decoder, parts["embed_norm"])
     if parts.get("rotary"):
@@ -86,6 +88,25 @@ def llama_view(model: Any) -> LayoutView | None:
     base = base if decoder_name.split(".")[0] == base else ""
     top_level = tuple(name for name, _ in model.named_children())
     return LayoutView(view, tuple(r for r in renames if r[0] != r[1]), base, top_level)
+
+
+def _position_buffer(decoder: Any) -> Any:
+    """A fixed table of positions the decoder keeps as a buffer, not a module (CTRL)."""
+    found = [
+        b
+        for name, b in decoder.named_buffers(recurse=False)
+        if "pos" in name and b.dim() == 2 and b.shape[1] == decoder.config.hidden_size
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _table_module(table: Any) -> Any:
+    """A module holding ``table`` as ``weights``, as XGLM's sinusoidal positions module does."""
+    import torch
+
+    module = torch.nn.Module()
+    object.__setattr__(module, "weights", table)  # not a buffer of the view: HF owns it
+    return module
 
 
 def _llama_layout(model: Any) -> bool:

@@ -138,10 +138,14 @@ class SpecInterpreter:
                 )
             return mismatches
         embed_in, embed_out = captured["model.embed_tokens"]
-        # A config multiplier may be applied inside the embedding module or after it.
-        outside = self.embed(embed_in[0], multiplier=False)
-        inside = self.embed(embed_in[0])
-        closer = min((inside, outside), key=lambda e: (e - embed_out).abs().max().item())
+        # A config multiplier, and sqrt(hidden) too (CTRL), may be applied inside the embedding
+        # module or after it; the end-to-end check below covers the product.
+        readings = (
+            self.embed(embed_in[0]),
+            self.embed(embed_in[0], multiplier=False),
+            self.embed(embed_in[0], multiplier=False, scale=False),
+        )
+        closer = min(readings, key=lambda e: (e - embed_out).abs().max().item())
         check("model.embed_tokens", closer, embed_out)
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}"
@@ -173,7 +177,7 @@ class SpecInterpreter:
         rows = positions + spec.offset
         if spec.kind == "learned":
             return self.weight("model.embed_positions.weight")[rows]
-        table = sinusoidal_table(rows, self.config.hidden_size)
+        table = sinusoidal_table(rows, self.config.hidden_size, spec.divisor)
         if spec.zero_row_key is not None:
             table[rows == getattr(self.config, spec.zero_row_key)] = 0.0
         return table
@@ -218,9 +222,9 @@ class SpecInterpreter:
     def bias(self, name: str) -> Any:
         return self.params.get(name)
 
-    def embed(self, ids: Any, *, multiplier: bool = True) -> Any:
+    def embed(self, ids: Any, *, multiplier: bool = True, scale: bool = True) -> Any:
         hidden = self.weight("model.embed_tokens.weight")[ids]
-        if self.text.embedding_scale == "sqrt_hidden":
+        if scale and self.text.embedding_scale == "sqrt_hidden":
             hidden = hidden * self.config.hidden_size**0.5
         return hidden * self.factor("embedding") if multiplier else hidden
 
@@ -331,7 +335,7 @@ class SpecInterpreter:
             widths = [self.heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
             q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)
         else:
-            q, k, v = (self.linear(x, f"{prefix}{p}_proj.") for p in "qkv")
+            q, k, v = (self.linear(x, f"{prefix}{self.text.name_of(p + '_proj')}.") for p in "qkv")
         q_norm = f"{prefix}{self.text.name_of('q_norm')}."
         k_norm = f"{prefix}{self.text.name_of('k_norm')}."
         if spec.qk_norm == "full_width":
@@ -505,12 +509,13 @@ def alibi_slopes(heads: int) -> Any:
     return torch.tensor(slopes)
 
 
-def sinusoidal_table(rows: Any, width: int) -> Any:
+def sinusoidal_table(rows: Any, width: int, divisor: str = "half-1") -> Any:
     """The sinusoidal rows (a 1-D torch tensor of row numbers) of a ``width``-wide table."""
     import torch
 
     half = width // 2
-    freq = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / (half - 1)))
+    steps = half - 1 if divisor == "half-1" else half
+    freq = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / steps))
     angles = rows.float()[:, None] * freq[None, :]
     table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
     return torch.nn.functional.pad(table, (0, width % 2))

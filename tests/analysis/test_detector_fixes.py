@@ -479,3 +479,22 @@ def test_openai_gpt_norms_after_each_residual_add_and_no_final_norm(tmp_path):
     assert dict(text.norm.names) == {"attn_add": "ln_1", "mlp_add": "ln_2"}
     swapped = dataclasses.replace(text.norm, names=(("attn_add", "ln_2"), ("mlp_add", "ln_1")))
     assert _checked_against(analysis, dataclasses.replace(text, norm=swapped))
+
+
+def test_ctrl_names_positions_buffer_and_embeddings_scaled_after_the_module(tmp_path):
+    """CTRL: q, k, v as Wq, Wk, Wv; sinusoidal positions kept as a buffer with frequencies
+    10000 ** (-i / (hidden / 2)); the embeddings x sqrt(hidden) in the decoder's forward."""
+    analysis = analyse(load_source(str(default_config_dir("ctrl", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert {r: text.name_of(r) for r in ("q_proj", "k_proj", "v_proj", "o_proj")} == {
+        "q_proj": "Wq",
+        "k_proj": "Wk",
+        "v_proj": "Wv",
+        "o_proj": "dense",
+    }
+    assert (text.positions.kind, text.positions.divisor) == ("sinusoidal", "half")
+    assert text.embedding_scale == "sqrt_hidden" and text.mlp.width_expr == "config.dff"
+    xglm = dataclasses.replace(text.positions, divisor="half-1")
+    assert _checked_against(analysis, dataclasses.replace(text, positions=xglm))
+    assert _checked_against(analysis, dataclasses.replace(text, embedding_scale="none"))

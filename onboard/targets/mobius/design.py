@@ -920,7 +920,7 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         renames.append((f"model.{final}.", "model.norm."))
     if o_name != "o_proj":
         renames.append((f".self_attn.{o_name}.", ".self_attn.o_proj."))
-    for role in ("q_norm", "k_norm"):
+    for role in ("q_proj", "k_proj", "v_proj", "q_norm", "k_norm"):
         if spec.text.name_of(role) != role:
             renames.append((f".self_attn.{spec.text.name_of(role)}.", f".self_attn.{role}."))
     moe = spec.text.moe

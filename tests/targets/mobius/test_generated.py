@@ -222,6 +222,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("apertus", set()),
         # norms after each residual add, no final norm; HF keeps no KV cache (decode reruns it)
         ("openai-gpt", set()),
+        # Wq/Wk/Wv, sinusoidal positions from a buffer, embeddings x sqrt(hidden) after lookup
+        ("ctrl", set()),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
