@@ -852,8 +852,9 @@ class DecoderSpecBuilder:
         cannot compute is a delta, so its parameters are never loaded into something else."""
         if self.model is None:
             return None
+        children = dict(self.model.get_submodule(prefix.rstrip(".")).named_children())
         for name in names:
-            module = self.model.get_submodule(prefix + name)
+            module = children.get(name)  # not a parameter of the MLP itself (JetMoE's bias)
             if type(module).__module__ != "transformers.activations":
                 continue
             learned = ", ".join(n for n, _ in module.named_parameters())

@@ -498,3 +498,10 @@ def test_ctrl_names_positions_buffer_and_embeddings_scaled_after_the_module(tmp_
     xglm = dataclasses.replace(text.positions, divisor="half-1")
     assert _checked_against(analysis, dataclasses.replace(text, positions=xglm))
     assert _checked_against(analysis, dataclasses.replace(text, embedding_scale="none"))
+
+
+def test_a_parameter_of_the_mlp_itself_is_not_taken_for_an_activation(tmp_path):
+    """JetMoE's MoE block holds a bare bias beside its modules: the learned-activation search
+    looks at child modules only (it raised AttributeError on the bias)."""
+    analysis = analyse(load_source(str(default_config_dir("jetmoe", tmp_path))))
+    assert analysis.spec.text.mlp.learned_activation is None
