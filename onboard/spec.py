@@ -102,6 +102,9 @@ class AttentionSpec:
     # both from rope_parameters (Ministral 3: llama_4_scaling_beta)
     position_scale: bool = False
     qk_norm_after_rope: bool = False  # per-head q/k norms applied after RoPE (HunYuan)
+    # A bias HF keeps beside the output projection and adds to the attention's output in the
+    # last layer only (GPT-NeoX Japanese: self_attn.dense_bias)
+    last_layer_o_bias: str | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

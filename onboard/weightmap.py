@@ -38,13 +38,19 @@ class WeightMapProof:
     parameters: int
     rows: tuple[ProofRow, ...]
     problems: tuple[str, ...]  # each names the keys involved
+    # Parameters the conversion fills with zeros, from no checkpoint tensor (the o_proj biases of
+    # layers HF gives none): they hold no weight, so nothing can be dropped into them
+    zeros: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def summary(self) -> str:
-        return f"{self.checkpoint_tensors} checkpoint tensors -> {self.parameters} parameters"
+        zeros = f" ({len(self.zeros)} set to zero)" if self.zeros else ""
+        return (
+            f"{self.checkpoint_tensors} checkpoint tensors -> {self.parameters} parameters{zeros}"
+        )
 
 
 def prove(
@@ -65,8 +71,9 @@ def prove(
 
     keys = sorted(checkpoint)
     sizes = [math.prod(checkpoint[k]) for k in keys]
-    starts = torch.tensor([0, *itertools.accumulate(sizes)], dtype=torch.float64)
-    # Every value of every tensor is distinct (float32 is exact far beyond tiny-model sizes).
+    # Every value of every tensor is distinct (float32 is exact far beyond tiny-model sizes), and
+    # none is 0, which belongs to no checkpoint tensor.
+    starts = torch.tensor(list(itertools.accumulate(sizes, initial=1)), dtype=torch.float64)
     tensors = {
         key: (torch.arange(size, dtype=torch.float32) + float(starts[i])).reshape(checkpoint[key])
         for i, (key, size) in enumerate(zip(keys, sizes, strict=True))
@@ -74,6 +81,7 @@ def prove(
     converted = dict(convert(dict(tensors)))
 
     problems: list[str] = []
+    zeros: list[str] = []
     placements: dict[str, list[str]] = defaultdict(list)  # checkpoint key -> parameters it fills
     seen: dict[int, list[Any]] = defaultdict(list)  # key index -> element ids found
     for name, tensor in converted.items():
@@ -89,6 +97,10 @@ def prove(
             problems.append(
                 f"{name}: shape {tuple(tensor.shape)} != parameter {tuple(parameters[name])}"
             )
+        if not known and not ids.any():
+            zeros.append(name)
+        elif not known:
+            problems.append(f"{name} holds values from no checkpoint tensor")
         for owner in known:
             key = keys[owner]
             placements[key].append(name)
@@ -116,6 +128,7 @@ def prove(
         checkpoint_tensors=len(keys),
         parameters=len(parameters),
         rows=_rows(keys, placements, problems),
+        zeros=tuple(zeros),
         problems=tuple(dict.fromkeys(problems)),
     )
 

@@ -117,3 +117,22 @@ def test_shape_mismatch_is_named() -> None:
 
     problems = prove(CHECKPOINT, transpose, PARAMETERS).problems
     assert "model.embed_tokens.weight: shape (4, 8) != parameter (8, 4)" in problems
+
+
+def test_zeros_from_no_checkpoint_tensor_are_counted_other_values_are_not_allowed() -> None:
+    """GPT-NeoX Japanese: o_proj biases of layers HF gives none are zeros; a parameter holding
+    anything else that no checkpoint tensor gave is a problem."""
+    parameters = {**PARAMETERS, "model.layers.0.bias": (4,)}
+
+    def zero_bias(state):
+        return {**state, "model.layers.0.bias": state["model.embed_tokens.weight"][0] * 0}
+
+    proof = prove(CHECKPOINT, zero_bias, parameters, expected_name=_expected)
+    assert proof.ok, proof.problems
+    assert proof.zeros == ("model.layers.0.bias",) and "(1 set to zero)" in proof.summary()
+
+    def negative_bias(state):
+        return {**state, "model.layers.0.bias": state["model.embed_tokens.weight"][0] * 0 - 1}
+
+    problems = prove(CHECKPOINT, negative_bias, parameters, expected_name=_expected).problems
+    assert problems == ("model.layers.0.bias holds values from no checkpoint tensor",)

@@ -112,6 +112,7 @@ class DecoderSpecBuilder:
         self.learned_activation: str | None = None  # its attribute in the MLP, set by mlp()
         self.fused_qkv: str | None = None  # set by build() before the parameter check
         self.qkv_names = {p: f"{p}_proj" for p in "qkv"}  # separate projections, set by build()
+        self.last_layer_o_bias: str | None = None  # set by build()
         self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
@@ -183,6 +184,7 @@ class DecoderSpecBuilder:
         mlp = self.mlp()
         self.qkv_names = self._qkv_names()
         self.fused_qkv = self._fused_qkv()
+        self.last_layer_o_bias = self._last_layer_o_bias()
         self.o_name = self._output_projection()
         self._check_parameters()
         self._check_clipping()
@@ -563,6 +565,7 @@ class DecoderSpecBuilder:
             multi_query=self.multi_query,
             kv_heads_expr=kv_heads_expr,
             position_scale=self._position_scale(),
+            last_layer_o_bias=self.last_layer_o_bias,
         )
 
     def _output_projection(self) -> str:
@@ -611,6 +614,30 @@ class DecoderSpecBuilder:
                 self.log.add("text.attention.fused_qkv", found.evidence)
             return attr
         return None
+
+    def _last_layer_o_bias(self) -> str | None:
+        """A hidden-sized parameter of the last layer's attention that no other layer has (GPT-NeoX
+        Japanese's dense_bias), read as a bias of the attention output there; the full spec
+        check then proves it."""
+        last = f"model.layers.{self.tiny.num_hidden_layers - 1}.self_attn."
+        names = {n for n, _ in self.probe.parameters}
+        found = [
+            name.removeprefix(last)
+            for name, shape in self.probe.parameters
+            if name.startswith(last)
+            and "." not in name.removeprefix(last)
+            and shape == (self.tiny.hidden_size,)
+            and f"{LAYER0}self_attn.{name.removeprefix(last)}" not in names
+        ]
+        if len(found) != 1 or self.tiny.num_hidden_layers < 2:
+            return None
+        self._probe(
+            "text.attention.last_layer_o_bias",
+            f"{last}{found[0]}",
+            "a bias of the attention output in the last layer only",
+        )
+        self._source("text.attention.last_layer_o_bias", r"num_hidden_layers - 1")
+        return found[0]
 
     def _qkv_names(self) -> dict[str, str]:
         """The separate q, k and v projections: q_proj ..., or the one linear each whose name
@@ -830,6 +857,9 @@ class DecoderSpecBuilder:
         width = _real_width(cfg, self.tiny, shape[-1] if shape else None)
         if width is None and width_expr.endswith(_FOUR_TIMES_HIDDEN):
             width = 4 * cfg.hidden_size
+        product = re.fullmatch(r"int\(config\.(\w+) \* config\.(\w+)\)", width_expr)
+        if width is None and product:
+            width = int(getattr(cfg, product[1]) * getattr(cfg, product[2]))
         if isinstance(width, list):
             self._delta(
                 "MLP width differs per layer", "config.json:intermediate_size", str(width[:4])
@@ -904,12 +934,29 @@ class DecoderSpecBuilder:
         )
         if key is not None or tiny_width is None:
             return f"config.{key or 'intermediate_size'}"
+        product = self._width_product(tiny_width)
+        if product is not None:
+            return product
         found = find_line(self.files, r"4 \* (config\.)?(hidden_size|embed_dim|n_embd)\b")
         if tiny_width != 4 * self.tiny.hidden_size or found is None:
             return "config.intermediate_size"
         self.log.add("text.mlp.intermediate_size", found)
         unset = [k for k in _WIDTH_KEYS if getattr(self.cfg, k, 0) is None]  # present, None
         return f"config.{unset[0]} or {_FOUR_TIMES_HIDDEN}" if unset else _FOUR_TIMES_HIDDEN
+
+    def _width_product(self, tiny_width: int) -> str | None:
+        """The width as the source computes it from two config values, when the tiny config gives
+        the tiny width (GPT-NeoX Japanese: int(config.hidden_size *
+        config.intermediate_multiple_size))."""
+        found = find_line(self.files, r"= int\(config\.\w+ \* config\.\w+\)")
+        if found is None:
+            return None
+        a, b = re.search(r"int\(config\.(\w+) \* config\.(\w+)\)", found.detail).groups()
+        values = [getattr(self.tiny, k, None) for k in (a, b)]
+        if not all(is_number(v) for v in values) or int(values[0] * values[1]) != tiny_width:
+            return None
+        self.log.add("text.mlp.intermediate_size", found)
+        return f"int(config.{a} * config.{b})"
 
     def _expert_mlp(self, activation: str, act_key: str) -> MLPSpec:
         """Every layer is MoE: describe the routed experts (gated; biased in GPT-OSS)."""
@@ -1170,6 +1217,7 @@ class DecoderSpecBuilder:
                 or attention_param.match(match.group(1))
                 or mlp_param.match(match.group(1))
                 or activation_param.match(match.group(1))
+                or match.group(1) == f"self_attn.{self.last_layer_o_bias}"
                 or match.group(1).rpartition(".")[0] in placed_norms
             ):
                 continue

@@ -478,6 +478,9 @@ class SpecInterpreter:
 
             residual = self.factor("residual")
             attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
+            last_bias = self.text.attention.last_layer_o_bias
+            if last_bias and i == len(self.model.model.layers) - 1:  # beside the module's output
+                attn = attn + self.weight(f"{prefix}self_attn.{last_bias}")
             if self.text.norm.placement == "parallel":  # both read the layer's input
                 mlp = self.mlp(i, norm("mlp_in", hidden))
                 hidden = hidden + attn * residual + mlp * residual

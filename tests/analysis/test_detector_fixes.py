@@ -505,3 +505,16 @@ def test_a_parameter_of_the_mlp_itself_is_not_taken_for_an_activation(tmp_path):
     looks at child modules only (it raised AttributeError on the bias)."""
     analysis = analyse(load_source(str(default_config_dir("jetmoe", tmp_path))))
     assert analysis.spec.text.mlp.learned_activation is None
+
+
+def test_gpt_neox_japanese_output_bias_in_the_last_layer_and_width_from_the_source(tmp_path):
+    """dense_bias exists in the last layer only and is added beside the attention's output; the
+    MLP width is int(hidden_size * intermediate_multiple_size), read from the source."""
+    analysis = analyse(load_source(str(default_config_dir("gpt_neox_japanese", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.attention.last_layer_o_bias == "dense_bias" and not text.attention.o_bias
+    assert text.mlp.width_expr == "int(config.hidden_size * config.intermediate_multiple_size)"
+    assert text.mlp.intermediate_size == 4 * 2560
+    unbiased = dataclasses.replace(text.attention, last_layer_o_bias=None)
+    assert _checked_against(analysis, dataclasses.replace(text, attention=unbiased))

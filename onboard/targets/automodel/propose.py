@@ -204,6 +204,12 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"no final norm ({cite(spec, 'text.final_norm') or 'probe'}): the generated model "
             "normalises the last layer's output"
         )
+    if getattr(text.attention, "last_layer_o_bias", None):
+        found.append(
+            f"an attention output bias in the last layer only "
+            f"({cite(spec, 'text.attention.last_layer_o_bias') or 'probe'}): the state-dict "
+            "adapter does not move it yet"
+        )
     if getattr(text.mlp, "learned_activation", None):
         found.append(
             f"{text.mlp.activation} activation with learned parameters "

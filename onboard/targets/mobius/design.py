@@ -197,11 +197,14 @@ class ModelDesign:
     # Weight-name suffixes (after renames) stored (in, out), transposed when loading (GPT-2)
     transposed: tuple[str, ...] = ()
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
+    # HF adds an output bias in the last layer only: every o_proj has one, zero but there
+    zero_o_biases: bool = False
 
     @property
     def preprocesses(self) -> bool:
         return bool(
-            self.renames
+            self.zero_o_biases
+            or self.renames
             or self.fused_qkv
             or self.transposed
             or self.base_prefix
@@ -289,6 +292,7 @@ def design_model(
         if spec.text.attention.fused_qkv_layout == "grouped"
         else 0,
         lm_head_bias=spec.text.lm_head_bias,
+        zero_o_biases=spec.text.attention.last_layer_o_bias is not None,
         base_prefix=spec.weights.base_prefix,
         top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),
         transposed=tuple(
@@ -596,6 +600,16 @@ def _settings(
             attention.o_bias,
             "text.attention.o_bias",
             "o_proj bias",
+        )
+        if not attention.last_layer_o_bias
+        else Setting(
+            "attn_o_bias",
+            "True",
+            _why(
+                "o_proj bias: HF adds one in the last layer only, the others are zeros",
+                spec,
+                "text.attention.last_layer_o_bias",
+            ),
         ),
         _bool_setting(
             spec, "mlp_bias", text.mlp.bias_key, text.mlp.bias, "text.mlp.bias", "MLP bias"
@@ -920,6 +934,9 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         renames.append((f"model.{final}.", "model.norm."))
     if o_name != "o_proj":
         renames.append((f".self_attn.{o_name}.", ".self_attn.o_proj."))
+    last_bias = spec.text.attention.last_layer_o_bias
+    if last_bias:  # a bare parameter: the name ends there
+        renames.append((f".self_attn.{last_bias}", ".self_attn.o_proj.bias"))
     for role in ("q_proj", "k_proj", "v_proj", "q_norm", "k_norm"):
         if spec.text.name_of(role) != role:
             renames.append((f".self_attn.{spec.text.name_of(role)}.", f".self_attn.{role}."))

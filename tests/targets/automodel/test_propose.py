@@ -178,6 +178,7 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
         ({}, {"alibi": True}, "ALiBi attention biases"),
         ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
         ({}, {"position_scale": True}, "a position-dependent query scale"),
+        ({}, {"last_layer_o_bias": "dense_bias"}, "an attention output bias in the last layer"),
     ],
 )
 def test_computations_the_generator_cannot_express_are_refused(

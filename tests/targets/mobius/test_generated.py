@@ -224,6 +224,8 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("openai-gpt", set()),
         # Wq/Wk/Wv, sinusoidal positions from a buffer, embeddings x sqrt(hidden) after lookup
         ("ctrl", set()),
+        # an output bias in the last layer only (zeros elsewhere), MLP width from the source
+        ("gpt_neox_japanese", set()),
     ],
 )
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
