@@ -172,6 +172,12 @@ class MoESpec:
         ("down", "down_proj"),
     )
     router_name: str = "gate"
+    # Checkpoints that keep the experts fused, 3-D as in memory, under other names (Granite MoE:
+    # role -> layer-relative name, gate_up -> block_sparse_moe.input_linear.weight, down -> ...)
+    fused_on_disk: tuple[tuple[str, str], ...] = ()
+    # The router's on-disk name (layer-relative) when it is not its in-memory one (Granite MoE:
+    # block_sparse_moe.router.layer.weight)
+    router_on_disk: str | None = None
     # Which layers are dense, as the HF config says it: none, first_k_dense_replace (layers below
     # it are dense) or mlp_only_layers (listed layers dense; the rest every decoder_sparse_step).
     dense_rule: Literal["none", "first_k_dense_replace", "mlp_only_layers"] = "none"

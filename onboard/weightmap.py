@@ -148,12 +148,13 @@ def _missing_experts(parameters: Mapping[str, Shape]) -> list[str]:
     return problems
 
 
-def _group(key: str) -> str:
+def _group(key: str, placed: Collection[str] = ()) -> str:
+    """``placed``: the parameters ``key`` fills (fused experts saved 3-D fill every expert's)."""
     layer = _LAYER.search(key)
     if not layer:
         return "embeddings, final norm and head"
     parts = key.split(layer.group(0), 1)[1].split(".")
-    if _EXPERT.search(key):
+    if _EXPERT.search(key) or any(_EXPERT.search(name) for name in placed):
         part = "experts"
     elif "shared" in parts[1] if len(parts) > 1 else False:
         part = "shared experts"
@@ -172,11 +173,12 @@ def _rows(
     blamed = Counter(k for k in keys for p in problems if k in p)
     groups: dict[str, list[str]] = defaultdict(list)
     for key in keys:
-        groups[_group(key)].append(key)
+        groups[_group(key, placements.get(key, ()))].append(key)
     rows = []
     for group, members in groups.items():
         placed = sum(1 for k in members if len(placements.get(k, ())) >= 1 and not blamed[k])
-        experts = {int(m.group(1)) for k in members if (m := _EXPERT.search(k))}
+        names = [*members, *(p for k in members for p in placements.get(k, ()))]
+        experts = {int(m.group(1)) for k in names if (m := _EXPERT.search(k))}
         detail = f"experts 0..{max(experts)}" if experts else ""
         rows.append(ProofRow(group, len(members), placed, detail))
     return tuple(rows)

@@ -44,9 +44,9 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
-    r"|mlp\.experts\.(gate_up_proj|down_proj)(_bias)?"
+    r"|(mlp|block_sparse_moe)\.experts\.(gate_up_proj|down_proj)(_bias)?"
     # the router, or the one linear inside it (HunYuan: gate.wg), which the router probe checks
-    r"|mlp\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
+    r"|(mlp|block_sparse_moe)\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
     r"|mlp\.(shared_experts?|shared_mlp)\.(gate|up|down)_proj\.weight"
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"

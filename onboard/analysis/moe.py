@@ -95,7 +95,19 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     shared, shared_deltas = _shared_experts(block, tiny, real, prefix, evidence)
     deltas += shared_deltas
     block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
+    fused_on_disk: tuple[tuple[str, str], ...] = ()
+    if disk_deltas and not layout.transposed:
+        fused_on_disk = _fused_disk_names(experts, index, checkpoint)
+        if fused_on_disk:
+            disk_deltas, block_name = [], attr
+            where = f"model.layers.{index}.{fused_on_disk[0][1]}"
+            evidence.append(
+                ("text.moe.experts", Evidence("probe", where, "experts saved fused, 3-D"))
+            )
     deltas += disk_deltas
+    router_on_disk = _on_disk_name(linear.weight, index, checkpoint)
+    if router_on_disk == f"{attr}.{router_name}.weight":
+        router_on_disk = None
     spec = MoESpec(
         num_experts=_first_int(real, _EXPERT_COUNT_KEYS) or num_experts,
         top_k=top_k or 1,
@@ -106,6 +118,8 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         block_name=block_name,
         expert_leaves=leaves,
         router_name=router_name,
+        fused_on_disk=fused_on_disk,
+        router_on_disk=router_on_disk,
         count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",
         top_k_key=_first_key(real, top_k_keys) or "num_experts_per_tok",
         width_key=width_key,
@@ -554,6 +568,28 @@ def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
 def _positive_int(config: Any, key: str) -> int | None:
     value = getattr(config, key, None)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _on_disk_name(value: Any, index: int, checkpoint: dict[str, Any]) -> str | None:
+    """The layer-relative name of the one checkpoint tensor of layer ``index`` equal to
+    ``value``, if exactly one is."""
+    prefix = f"model.layers.{index}."
+    found = [
+        key.removeprefix(prefix)
+        for key, tensor in checkpoint.items()
+        if key.startswith(prefix) and tensor.shape == value.shape and bool((tensor == value).all())
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _fused_disk_names(experts: Any, index: int, checkpoint: dict[str, Any]) -> tuple:
+    """Where a checkpoint keeps the experts fused, 3-D as in memory, under other names (Granite
+    MoE's input_linear and output_linear), found by value; () when it does not."""
+    found = tuple(
+        (role, _on_disk_name(getattr(experts, name).detach(), index, checkpoint))
+        for role, name in (("gate_up", "gate_up_proj"), ("down", "down_proj"))
+    )
+    return found if all(name for _, name in found) else ()
 
 
 def _disk_names(

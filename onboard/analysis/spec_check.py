@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, window_of
+from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
@@ -158,8 +159,9 @@ class SpecInterpreter:
             check(
                 f"{prefix}.self_attn", self.attention(i, x[0]) + self._residual("self_attn", x), y
             )
-            x, y = captured[f"{prefix}.mlp"]
-            check(f"{prefix}.mlp", self.mlp(i, x[0]) + self._residual("mlp", x), y)
+            ffn = f"{prefix}.{self.ffn_name(i)}"
+            x, y = captured[ffn]
+            check(ffn, self.mlp(i, x[0]) + self._residual("mlp", x), y)
         if not mismatches:  # end to end, so residual wiring and the head are covered too
             logits = self.forward(ids)
             diff = (logits - out.logits).abs().max().item()
@@ -197,7 +199,7 @@ class SpecInterpreter:
         captured: dict[str, tuple[list[Any], Any]] = {}
         wanted = {"model.embed_tokens"}
         for i in range(len(self.model.model.layers)):
-            wanted |= {f"model.layers.{i}.self_attn", f"model.layers.{i}.mlp"}
+            wanted |= {f"model.layers.{i}.self_attn", f"model.layers.{i}.{self.ffn_name(i)}"}
             wanted |= {f"model.layers.{i}.{attr}" for _, attr in self.text.norm.names}
         handles = []
 
@@ -404,10 +406,16 @@ class SpecInterpreter:
             allowed &= j > i - window
         return torch.where(allowed, 0.0, float("-inf"))
 
+    def ffn_name(self, layer: int) -> str:
+        """The layer's feed-forward attribute: mlp, or Granite MoE's block_sparse_moe."""
+        found = self.model.model.layers[layer]
+        return next((n for n in FFN_BLOCK_NAMES if hasattr(found, n)), "mlp")
+
     def mlp(self, layer: int, x: Any) -> Any:
-        if f"model.layers.{layer}.mlp.experts.down_proj" in self.params:
+        prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
+        if f"{prefix}experts.down_proj" in self.params:
             return self.moe(layer, x)
-        return self.dense_mlp(f"model.layers.{layer}.mlp.", x)
+        return self.dense_mlp(prefix, x)
 
     def moe(self, layer: int, x: Any) -> Any:
         """Routed experts (the spec's router on the router's weights) plus shared experts."""
@@ -417,7 +425,7 @@ class SpecInterpreter:
         from onboard.analysis.moe import correction_bias, route, routed_output
 
         spec = self.text.moe
-        prefix = f"model.layers.{layer}.mlp."
+        prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
         block = self.model.get_submodule(prefix.rstrip("."))
         router = block.get_submodule(spec.router_name)
         hidden = x.reshape(-1, x.shape[-1])

@@ -518,3 +518,17 @@ def test_gpt_neox_japanese_output_bias_in_the_last_layer_and_width_from_the_sour
     assert text.mlp.intermediate_size == 4 * 2560
     unbiased = dataclasses.replace(text.attention, last_layer_o_bias=None)
     assert _checked_against(analysis, dataclasses.replace(text, attention=unbiased))
+
+
+def test_granite_moe_experts_saved_fused_under_other_names(tmp_path):
+    """Granite MoE saves its experts 3-D, as in memory, as input_linear / output_linear and its
+    router as router.layer: found by value, and the spec check runs its block_sparse_moe."""
+    analysis = analyse(load_source(str(default_config_dir("granitemoe", tmp_path))))
+    moe = analysis.spec.text.moe
+    assert analysis.spec.unresolved == ()
+    assert moe.block_name == "block_sparse_moe"
+    assert dict(moe.fused_on_disk) == {
+        "gate_up": "block_sparse_moe.input_linear.weight",
+        "down": "block_sparse_moe.output_linear.weight",
+    }
+    assert moe.router_on_disk == "block_sparse_moe.router.layer.weight"

@@ -291,6 +291,12 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
         )
     if router.bias:
         found.append(f"router linear with a bias at {at}: not generated")
+    if moe.fused_on_disk or moe.router_on_disk:
+        saved = ", ".join(name for _, name in moe.fused_on_disk) or moe.router_on_disk
+        found.append(
+            f"experts or router saved under other names (model.layers.*.{saved}): the "
+            "state-dict adapter reads one tensor per expert"
+        )
     if moe.shared is not None:
         found.append(
             f"shared expert{'s' if moe.shared.name.endswith('s') else ''} "

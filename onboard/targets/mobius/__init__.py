@@ -102,8 +102,12 @@ class MobiusTarget:
             design = self.design(analysis.spec, proposal)
             # M5 only where the generated attention carries a bias of its own (ALiBi).
             bug_ids = PROVIDER_BUGS + (("M5",) if design.text and design.text.alibi else ())
+            moe = analysis.spec.text.moe
             expected_name = functools.partial(
-                _renamed, renames=design.renames, fused_qkv=design.fused_qkv
+                _renamed,
+                renames=design.renames,
+                fused_qkv=design.fused_qkv,
+                experts=analysis.tiny.config.get(moe.count_key, 0) if moe else 0,
             )
         else:
             variant = proposal.already_supported
@@ -125,11 +129,19 @@ class MobiusTarget:
 
 
 def _renamed(
-    key: str, renames: tuple[tuple[str, str], ...], fused_qkv: str | None = None
+    key: str, renames: tuple[tuple[str, str], ...], fused_qkv: str | None = None, experts: int = 0
 ) -> str | tuple[str, ...]:
     """The parameter a checkpoint key should fill (the design's renames, applied in order), or
-    the three a fused q/k/v projection is split into."""
+    the three a fused q/k/v projection is split into, or the per-expert ones fused experts
+    saved 3-D (Granite MoE) are split into."""
     key = _design.renamed(key, renames)
+    for fused, leaves in (
+        ("gate_up_proj", ("gate_proj", "up_proj")),
+        ("down_proj", ("down_proj",)),
+    ):
+        if key.endswith(f".experts.{fused}"):
+            prefix = key.removesuffix(fused)
+            return tuple(f"{prefix}{e}.{leaf}.weight" for e in range(experts) for leaf in leaves)
     fused = f".self_attn.{fused_qkv}." if fused_qkv else None
     if fused and fused in key:
         return tuple(key.replace(fused, f".self_attn.{p}_proj.") for p in "qkv")

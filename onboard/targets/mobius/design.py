@@ -942,6 +942,13 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
             renames.append((f".self_attn.{spec.text.name_of(role)}.", f".self_attn.{role}."))
     moe = spec.text.moe
     if moe is not None:  # the checkpoint's per-expert names -> MoELayer's
+        memory = {"gate_up": "experts.gate_up_proj", "down": "experts.down_proj"}
+        for role, name in moe.fused_on_disk:  # to the in-memory names, split when loading
+            renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))
+        if moe.router_on_disk:
+            renames.append(
+                (f".{moe.router_on_disk}", f".{moe.block_name}.{moe.router_name}.weight")
+            )
         if moe.block_name != "mlp":
             renames.append((f".{moe.block_name}.", ".mlp."))
         for role, ours in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):

@@ -199,3 +199,17 @@ def test_a_learned_activation_is_refused(library) -> None:
     proposal = propose(spec, library, treat_as_new=True)
     assert len(proposal.blockers) == 1
     assert proposal.blockers[0].startswith("xielu activation with learned parameters")
+
+
+def test_experts_saved_fused_are_refused(library) -> None:
+    spec = analysis_of("mistralai/Mixtral-8x7B-v0.1").spec
+    moe = dataclasses.replace(
+        spec.text.moe, fused_on_disk=(("gate_up", "block_sparse_moe.input_linear.weight"),)
+    )
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=moe))
+    proposal = propose(spec, library, treat_as_new=True)
+    assert proposal.blockers == (
+        "experts or router saved under other names "
+        "(model.layers.*.block_sparse_moe.input_linear.weight): the state-dict adapter reads one "
+        "tensor per expert",
+    )

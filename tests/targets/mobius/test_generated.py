@@ -305,6 +305,16 @@ def test_a_router_inside_its_gate_and_an_ungated_shared_mlp(tmp_path: Path) -> N
     assert '(".mlp.gate.wg.", ".mlp.gate.")' in (result.root / result.plan.model_file).read_text()
 
 
+def test_experts_saved_fused_are_split_for_every_expert(tmp_path: Path) -> None:
+    """Granite MoE saves each layer's experts as two 3-D tensors (input_linear, output_linear):
+    each fills every expert's projections, and the proof sees all of them placed."""
+    report = _new_default("granitemoe", tmp_path).parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert report.weights.ok and report.weights.checkpoint_tensors == 21
+    experts = [row for row in report.weights.rows if row.group.endswith("experts")]
+    assert [(r.checkpoint, r.placed, r.detail) for r in experts] == [(2, 2, "experts 0..3")] * 2
+
+
 def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:
     """Renames that exchange experts 0 and 1 keep every name valid: only provenance shows it."""
     swap = (
