@@ -178,9 +178,17 @@ class MoESpec:
     # The router's on-disk name (layer-relative) when it is not its in-memory one (Granite MoE:
     # block_sparse_moe.router.layer.weight)
     router_on_disk: str | None = None
+    # Where the checkpoint and the HF model keep the router's choice bias when not on the router,
+    # in any shape (Ernie 4.5: mlp.moe_statics... on disk, mlp.gate.moe_statics... in memory,
+    # [1, experts]); layer-relative names
+    correction_names: tuple[str, ...] = ()
     # Which layers are dense, as the HF config says it: none, first_k_dense_replace (layers below
     # it are dense) or mlp_only_layers (listed layers dense; the rest every decoder_sparse_step).
-    dense_rule: Literal["none", "first_k_dense_replace", "mlp_only_layers"] = "none"
+    # moe_layer_interval: layer i is MoE iff (i + 1) % interval == 0 and it lies within
+    # [moe_layer_start_index, moe_layer_end_index] (Ernie 4.5).
+    dense_rule: Literal[
+        "none", "first_k_dense_replace", "mlp_only_layers", "moe_layer_interval"
+    ] = "none"
     # The HF config keys of the sizes (they vary: num_local_experts, num_experts, n_routed_experts).
     count_key: str = "num_local_experts"
     top_k_key: str = "num_experts_per_tok"

@@ -1277,8 +1277,16 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
         rules["mlp_only_layers"] = [
             "moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(count)
         ]
+    interval = getattr(config, "moe_layer_interval", None)
+    start, end = (getattr(config, f"moe_layer_{e}_index", None) for e in ("start", "end"))
+    if isinstance(interval, int) and interval > 0 and isinstance(start, int):
+        end = end if isinstance(end, int) and end >= 0 else count - 1
+        rules["moe_layer_interval"] = [
+            "moe" if (i + 1) % interval == 0 and start <= i <= end else "dense"
+            for i in range(count)
+        ]
     # A rule the config declares wins over "none", so other checkpoints of the type still work.
-    order = ("first_k_dense_replace", "mlp_only_layers", "none")
+    order = ("first_k_dense_replace", "mlp_only_layers", "moe_layer_interval", "none")
     return next((name for name in order if rules.get(name) == list(kinds)), None)
 
 

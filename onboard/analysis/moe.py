@@ -108,6 +108,10 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     router_on_disk = _on_disk_name(linear.weight, index, checkpoint)
     if router_on_disk == f"{attr}.{router_name}.weight":
         router_on_disk = None
+    own = f"{attr}.{router_name}.e_score_correction_bias"
+    correction_names = tuple(
+        dict.fromkeys(n for n in _correction_names(block, attr, index, checkpoint) if n != own)
+    )
     spec = MoESpec(
         num_experts=_first_int(real, _EXPERT_COUNT_KEYS) or num_experts,
         top_k=top_k or 1,
@@ -120,6 +124,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         router_name=router_name,
         fused_on_disk=fused_on_disk,
         router_on_disk=router_on_disk,
+        correction_names=correction_names,
         count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",
         top_k_key=_first_key(real, top_k_keys) or "num_experts_per_tok",
         width_key=width_key,
@@ -580,6 +585,21 @@ def _on_disk_name(value: Any, index: int, checkpoint: dict[str, Any]) -> str | N
         if key.startswith(prefix) and tensor.shape == value.shape and bool((tensor == value).all())
     ]
     return found[0] if len(found) == 1 else None
+
+
+def _correction_names(
+    block: Any, attr: str, index: int, checkpoint: dict[str, Any]
+) -> tuple[str, ...]:
+    """The layer-relative names of the layer's one e_score_correction_bias in the checkpoint and
+    in memory (Ernie 4.5: moe_statics on disk, gate.moe_statics in memory)."""
+    leaf = ".e_score_correction_bias"
+    prefix = f"model.layers.{index}."
+    on_disk = [
+        k.removeprefix(prefix) for k in checkpoint if k.startswith(prefix) and k.endswith(leaf)
+    ]
+    tensors = itertools.chain(block.named_parameters(), block.named_buffers())
+    in_memory = [f"{attr}.{name}" for name, _ in tensors if f".{name}".endswith(leaf)]
+    return (*on_disk, *in_memory) if len(on_disk) == len(in_memory) == 1 else ()
 
 
 def _fused_disk_names(experts: Any, index: int, checkpoint: dict[str, Any]) -> tuple:

@@ -532,3 +532,29 @@ def test_granite_moe_experts_saved_fused_under_other_names(tmp_path):
         "down": "block_sparse_moe.output_linear.weight",
     }
     assert moe.router_on_disk == "block_sparse_moe.router.layer.weight"
+
+
+def test_ernie_moe_layers_by_interval_and_its_correction_bias_names(tmp_path):
+    """Ernie 4.5: layer i is MoE iff (i + 1) % moe_layer_interval == 0 within
+    [moe_layer_start_index, moe_layer_end_index]; its choice bias sits in gate.moe_statics in
+    memory and in moe_statics on disk, shaped [1, experts]."""
+    analysis = analyse(load_source(str(default_config_dir("ernie4_5_moe", tmp_path))))
+    moe = analysis.spec.text.moe
+    assert analysis.spec.unresolved == ()
+    assert moe.dense_rule == "moe_layer_interval" and analysis.spec.text.mlp_kinds[:2] == (
+        "dense",
+        "moe",
+    )
+    assert moe.correction_names == (
+        "mlp.moe_statics.e_score_correction_bias",
+        "mlp.gate.moe_statics.e_score_correction_bias",
+    )
+
+
+def test_the_interval_rule_reproduces_its_layers() -> None:
+    from onboard.analysis.decoder import dense_rule
+
+    config = SimpleNamespace(moe_layer_interval=2, moe_layer_start_index=1, moe_layer_end_index=4)
+    kinds = ["dense", "moe", "dense", "moe", "dense", "dense"]
+    assert dense_rule(config, kinds) == "moe_layer_interval"
+    assert dense_rule(config, ["dense", "moe", "dense", "moe", "dense", "moe"]) is None

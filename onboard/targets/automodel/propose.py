@@ -291,6 +291,11 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
         )
     if router.bias:
         found.append(f"router linear with a bias at {at}: not generated")
+    if moe.dense_rule == "moe_layer_interval":
+        found.append(
+            "MoE layers chosen by config.moe_layer_interval / moe_layer_start_index / "
+            "moe_layer_end_index (config.json): not generated"
+        )
     if moe.fused_on_disk or moe.router_on_disk:
         saved = ", ".join(name for _, name in moe.fused_on_disk) or moe.router_on_disk
         found.append(

@@ -39,6 +39,7 @@ TEXT_FEATURES = frozenset(
         "final_norm",
     }
 )
+_CORRECTION = "e_score_correction_bias"
 # Fields of mobius' ArchitectureConfig that hold each config multiplier.
 SCALE_FIELDS = {
     "embedding": "embedding_multiplier",
@@ -105,7 +106,8 @@ class MoEDesign:
     router: RouterSpec
     router_description: str
     shared: SharedExpertSpec | None
-    dense_rule: str  # none, first_k_dense_replace, mlp_only_layers
+    dense_rule: str  # none, first_k_dense_replace, mlp_only_layers, moe_layer_interval
+    flat_correction: bool = False  # the checkpoint's correction bias is reshaped to [experts]
 
 
 @dataclass(frozen=True)
@@ -552,6 +554,7 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         router_description=description,
         shared=moe.shared,
         dense_rule=moe.dense_rule,
+        flat_correction=bool(moe.correction_names),
     )
 
 
@@ -832,6 +835,16 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                 _why("leading dense layers", spec, "text.mlp_kinds"),
             )
         )
+    elif moe.dense_rule == "moe_layer_interval":
+        for key, default in (("interval", "1"), ("start_index", "0"), ("end_index", "-1")):
+            extra.append(ExtraField(f"moe_layer_{key}", "int", default))
+            settings.append(
+                Setting(
+                    f"moe_layer_{key}",
+                    f"config.moe_layer_{key}",
+                    _why("MoE layers: every interval-th from start to end", spec, "text.mlp_kinds"),
+                )
+            )
     elif moe.dense_rule == "mlp_only_layers":
         extra.append(
             ExtraField("mlp_only_layers", "list[int]", "dataclasses.field(default_factory=list)")
@@ -949,6 +962,8 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
             renames.append(
                 (f".{moe.router_on_disk}", f".{moe.block_name}.{moe.router_name}.weight")
             )
+        for name in moe.correction_names:  # the generated router holds it
+            renames.append((f".{name}", f".{moe.block_name}.{moe.router_name}.{_CORRECTION}"))
         if moe.block_name != "mlp":
             renames.append((f".{moe.block_name}.", ".mlp."))
         for role, ours in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):

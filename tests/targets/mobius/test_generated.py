@@ -315,6 +315,18 @@ def test_experts_saved_fused_are_split_for_every_expert(tmp_path: Path) -> None:
     assert [(r.checkpoint, r.placed, r.detail) for r in experts] == [(2, 2, "experts 0..3")] * 2
 
 
+def test_moe_layers_by_interval_with_a_correction_bias_kept_elsewhere(tmp_path: Path) -> None:
+    """Ernie 4.5 MoE: layer 0 dense by moe_layer_start_index, a generated router whose choice
+    bias the checkpoint keeps in moe_statics, [1, experts]; both EPs pass."""
+    result = _new_default("ernie4_5_moe", tmp_path)
+    report = result.parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert report.weights.ok and not [c for c in report.checks if c.status is Status.XFAIL]
+    text = (result.root / result.plan.model_file).read_text()
+    assert "config.moe_layer_start_index <= index <= end" in text
+    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+
+
 def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:
     """Renames that exchange experts 0 and 1 keep every name valid: only provenance shows it."""
     swap = (
