@@ -198,6 +198,6 @@ class Qwen3MoeCausalLMModel(Qwen2MoECausalLMModel):
         self.model = Qwen3MoeTextModel(config)
 
     def preprocess_weights(self, state_dict):
-        # transformers v5 keeps experts fused in memory; checkpoints keep one tensor per expert.
+        # transformers v5 keeps experts fused in memory, as some checkpoints do: split them.
         state_dict = _split_fused_experts(state_dict)
         return super().preprocess_weights(state_dict)
