@@ -106,8 +106,8 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
             )
     deltas += disk_deltas
     router_on_disk = _on_disk_name(linear.weight, index, checkpoint)
-    if router_on_disk == f"{attr}.{router_name}.weight":
-        router_on_disk = None
+    if router_on_disk in (f"{attr}.{router_name}.weight", f"{block_name}.{router_name}.weight"):
+        router_on_disk = None  # the block's rename covers it (Mixtral saves block_sparse_moe)
     own = f"{attr}.{router_name}.e_score_correction_bias"
     correction_names = tuple(
         dict.fromkeys(n for n in _correction_names(block, attr, index, checkpoint) if n != own)

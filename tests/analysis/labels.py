@@ -791,9 +791,9 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "softmax_then_topk+bias",
         "moe.renormalize": True,
         "moe.shared_experts": "ungated",  # modeling_ernie4_5_moe.py:379-392
-        # modeling_ernie4_5_moe.py:406-409 moe_layer_start_index / interval / end: no
-        # catalogue rule says it
-        "moe.dense_layers": Unresolved("which layers are dense"),
+        # modeling_ernie4_5_moe.py:406-409 MoE iff (i + 1) % moe_layer_interval == 0 and
+        # moe_layer_start_index <= i <= moe_layer_end_index
+        "moe.dense_layers": "moe_layer_interval",
     },
     {
         "type": "minimax_m2",
@@ -811,9 +811,9 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         # modeling_granitemoe.py:283 scaling = config.attention_multiplier
         "attention.scale": "attention_multiplier",
-        # :457 embedding, :368/:372 residual, :620 logits multipliers: the router parameters leave
-        # the spec incomplete, so they cannot be checked and are reported
-        "scales": Unresolved("config multiplier embedding_multiplier (not checked"),
+        # :457 embedding, :368/:372 residual, :620 logits multipliers
+        "scales": "embedding=config.embedding_multiplier; logits=1.0 / config.logits_scaling; "
+        "residual=config.residual_multiplier",
         "moe.router": "topk_then_softmax",  # modeling_granitemoe.py:141-142
         "moe.dense_layers": "none",  # modeling_granitemoe.py:348 every layer block_sparse_moe
     },
