@@ -51,6 +51,10 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
+# A layer's cross-attention to encoder states (TrOCR's encoder_attn), by its HF names.
+_CROSS_ATTENTION = re.compile(
+    r"^model\.layers\.\*\.(encoder_attn|crossattention|cross_attn)(_layer_?norm)?\."
+)
 # How each multiplier key may enter the computation, most likely first; the analysis keeps the
 # combination with which the whole tiny model matches HF (None: HF does not use the key).
 _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
@@ -995,7 +999,8 @@ class DecoderSpecBuilder:
         names = tuple((role, found[0]) for role, found in roles.items() if len(found) == 1)
         placed = {name for _, name in names}
         for norm in layer_norms:
-            if norm.name not in placed:
+            cross = _CROSS_ATTENTION.match(f"model.layers.*.{norm.name}.")
+            if norm.name not in placed and not cross:  # the parameter check reports those
                 self._delta("norm with no place in the layer", f"{LAYER0}{norm.name}")
         placement = _placement(dict(names))
         if flow.parallel:
@@ -1225,6 +1230,18 @@ class DecoderSpecBuilder:
             if pattern in seen:
                 continue
             seen.add(pattern)
+            cross = _CROSS_ATTENTION.match(pattern)
+            if cross:  # one finding for the module and its norm, not one per parameter
+                where = f"model.layers.*.{cross.group(1)}"
+                if where not in seen:
+                    seen.add(where)
+                    module = modules.get(where.replace("*", "0"), "")
+                    self._delta(
+                        "cross-attention to encoder states (the decoder of an encoder-decoder "
+                        "model; its causal LM never calls it)",
+                        f"{where} ({module})",
+                    )
+                continue
             owner, _, leaf = name.rpartition(".")
             parent, _, attr = owner.rpartition(".")
             # A module's weight/bias is explained where the module is created; a bare parameter

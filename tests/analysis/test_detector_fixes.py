@@ -558,3 +558,14 @@ def test_the_interval_rule_reproduces_its_layers() -> None:
     kinds = ["dense", "moe", "dense", "moe", "dense", "dense"]
     assert dense_rule(config, kinds) == "moe_layer_interval"
     assert dense_rule(config, ["dense", "moe", "dense", "moe", "dense", "moe"]) is None
+
+
+def test_cross_attention_is_refused_as_one_finding(tmp_path):
+    """TrOCR's layers cross-attend to encoder states (encoder_attn and its norm): one finding
+    that says what it is, not one "parameter with no role" per tensor."""
+    analysis = analyse(load_source(str(default_config_dir("trocr", tmp_path))))
+    found = [f"{d.what} at {d.where}" for d in analysis.spec.unresolved]
+    assert found == [
+        "cross-attention to encoder states (the decoder of an encoder-decoder model; its causal "
+        "LM never calls it) at model.layers.*.encoder_attn (TrOCRAttention)"
+    ]
