@@ -80,6 +80,8 @@ _EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|dow
 # CTRL: dff).
 _WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "dff")
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
+# A width the source computes from two config values (GPT-NeoX Japanese)
+_WIDTH_PRODUCT = re.compile(r"int\(config\.(\w+) \* config\.(\w+)\)")
 # Activations an MLP's module is compared with when no config key names one.
 _MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
 # Activations that learn parameters, by their HF name (computed by the spec and both targets).
@@ -623,6 +625,8 @@ class DecoderSpecBuilder:
         """A hidden-sized parameter of the last layer's attention that no other layer has (GPT-NeoX
         Japanese's dense_bias), read as a bias of the attention output there; the full spec
         check then proves it."""
+        if self.tiny.num_hidden_layers < 2:
+            return None
         last = f"model.layers.{self.tiny.num_hidden_layers - 1}.self_attn."
         names = {n for n, _ in self.probe.parameters}
         found = [
@@ -633,7 +637,7 @@ class DecoderSpecBuilder:
             and shape == (self.tiny.hidden_size,)
             and f"{LAYER0}self_attn.{name.removeprefix(last)}" not in names
         ]
-        if len(found) != 1 or self.tiny.num_hidden_layers < 2:
+        if len(found) != 1:
             return None
         self._probe(
             "text.attention.last_layer_o_bias",
@@ -861,7 +865,7 @@ class DecoderSpecBuilder:
         width = _real_width(cfg, self.tiny, shape[-1] if shape else None)
         if width is None and width_expr.endswith(_FOUR_TIMES_HIDDEN):
             width = 4 * cfg.hidden_size
-        product = re.fullmatch(r"int\(config\.(\w+) \* config\.(\w+)\)", width_expr)
+        product = _WIDTH_PRODUCT.fullmatch(width_expr)
         if width is None and product:
             width = int(getattr(cfg, product[1]) * getattr(cfg, product[2]))
         if isinstance(width, list):
@@ -952,10 +956,10 @@ class DecoderSpecBuilder:
         """The width as the source computes it from two config values, when the tiny config gives
         the tiny width (GPT-NeoX Japanese: int(config.hidden_size *
         config.intermediate_multiple_size))."""
-        found = find_line(self.files, r"= int\(config\.\w+ \* config\.\w+\)")
+        found = find_line(self.files, rf"= {_WIDTH_PRODUCT.pattern}")
         if found is None:
             return None
-        a, b = re.search(r"int\(config\.(\w+) \* config\.(\w+)\)", found.detail).groups()
+        a, b = _WIDTH_PRODUCT.search(found.detail).groups()
         values = [getattr(self.tiny, k, None) for k in (a, b)]
         if not all(is_number(v) for v in values) or int(values[0] * values[1]) != tiny_width:
             return None

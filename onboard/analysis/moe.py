@@ -342,7 +342,8 @@ def _router(block: Any) -> tuple[str, Any, Any]:
         if getattr(router, "weight", None) is not None:
             return name, router, router
         linears = [(n, c) for n, c in router.named_children() if isinstance(c, torch.nn.Linear)]
-        if len(linears) == 1 and next(router.parameters()) is linears[0][1].weight:
+        own = {id(p) for p in router.parameters()}
+        if len(linears) == 1 and own == {id(p) for p in linears[0][1].parameters()}:
             return f"{name}.{linears[0][0]}", router, linears[0][1]
         return name, router, None
     return "gate", None, None
