@@ -374,7 +374,11 @@ def _probe_router(
     with torch.no_grad():
         if correction is not None:  # zero-initialised by HF: give it values so it matters
             correction.add_(torch.randn(correction.shape) * 0.5)
-        routed = _routing_outputs(router(hidden, *inputs), hidden.shape[0])
+        try:
+            output = _call_router(router, hidden, inputs)
+        except Exception as exc:  # HF's router cannot run on what the probe feeds it
+            return None, [], Delta("router could not be probed", where, f"{type(exc).__name__}")
+        routed = _routing_outputs(output, hidden.shape[0])
     if routed is None:
         return (
             None,
@@ -407,6 +411,14 @@ def _probe_router(
         detail += f", written so at {source_location(type(router).forward)}"
     spec = _with_renormalize_key(spec, real)
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None
+
+
+def _call_router(router: Any, hidden: Any, inputs: list[Any]) -> Any:
+    """The router on tokens (T, H), or on a batch of them (1, T, H) when it wants one (AFMoE)."""
+    try:
+        return router(hidden, *inputs)
+    except (ValueError, RuntimeError):
+        return router(hidden.unsqueeze(0), *inputs)
 
 
 def _router_inputs(router: Any, block: Any) -> tuple[list[Any], str | None]:

@@ -569,3 +569,16 @@ def test_cross_attention_is_refused_as_one_finding(tmp_path):
         "cross-attention to encoder states (the decoder of an encoder-decoder model; its causal "
         "LM never calls it) at model.layers.*.encoder_attn (TrOCRAttention)"
     ]
+
+
+class _BatchRouter(torch.nn.Module):  # AFMoE's router unpacks (batch, tokens, hidden)
+    def forward(self, hidden_states):
+        _, tokens, _ = hidden_states.shape
+        return hidden_states.reshape(tokens, -1)
+
+
+def test_a_router_that_wants_a_batch_gets_one() -> None:
+    from onboard.analysis.moe import _call_router
+
+    hidden = torch.randn(5, 8)
+    assert torch.equal(_call_router(_BatchRouter(), hidden, []), hidden)
