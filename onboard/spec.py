@@ -250,6 +250,19 @@ class PositionsSpec:
     divisor: Literal["half-1", "half"] = "half-1"  # of the sinusoidal frequencies' exponent
 
 
+@dataclass(frozen=True)
+class HeadTransformSpec:
+    """A transform of the final hidden states before the head, ``norm(act(dense(x)))`` with the
+    layers' norm kind (ModernBERT's prediction head, ``model.head_transform``)."""
+
+    dense: str  # HF attribute names inside it
+    norm: str
+    activation: str
+    activation_key: str | None  # config keys HF reads them from, if any
+    bias: bool
+    bias_key: str | None
+
+
 ScaleSite = Literal["embedding", "residual", "logits"]
 ScaleForm = Literal["times", "divided_by", "times_over_sqrt_layers"]
 
@@ -324,6 +337,9 @@ class TextDecoderSpec:
     # HF blocks that add the residual themselves (BLOOM: self_attn and mlp; MPT: mlp): the same
     # computation, other module boundaries, which the spec check compares module by module
     blocks_add_residual: tuple[str, ...] = ()
+    head_transform: HeadTransformSpec | None = None
+    # Norm roles layer 0 does without (ModernBERT's first layer has no attention norm)
+    first_layer_without: tuple[str, ...] = ()
     # Layer-relative linears that store their weight (in, out), as GPT-2's Conv1D does
     transposed_linears: tuple[str, ...] = ()
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
-from onboard.analysis.probe import NormProbe, Probe, source_location
+from onboard.analysis.probe import NormProbe, Probe, is_norm, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.source import SourceFile
@@ -25,6 +25,7 @@ from onboard.spec import (
     Delta,
     Evidence,
     EvidenceLog,
+    HeadTransformSpec,
     MLASpec,
     MLPSpec,
     NormSpec,
@@ -246,6 +247,8 @@ class DecoderSpecBuilder:
             embedding_norm=self.embedding_norm(),
             blocks_add_residual=self.probe.flow.residual_inside,
             transposed_linears=self.transposed_linears(),
+            first_layer_without=self._first_layer_without(text.norm),
+            head_transform=self.head_transform(),
         )
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
@@ -295,6 +298,62 @@ class DecoderSpecBuilder:
         self._probe("text.embedding_norm", "model", "matches HF only with the embeddings normed")
         self._source("text.embedding_norm", r"norm\(hidden_states\).*before the layers")
         return normed
+
+    def head_transform(self) -> HeadTransformSpec | None:
+        """ModernBERT's prediction head (the layout view's ``model.head_transform``): a dense
+        layer, an activation told by its values and a norm; the spec check proves the order."""
+        import torch
+
+        module = getattr(getattr(self.model, "model", None), "head_transform", None)
+        if module is None:
+            return None
+        children = dict(module.named_children())
+        dense = next(n for n, c in children.items() if isinstance(c, torch.nn.Linear))
+        norm = next(n for n, c in children.items() if is_norm(c))
+        act, activation = next(
+            (
+                (name, found)
+                for name, child in children.items()
+                if name not in (dense, norm) and (found := _activation_of(child))
+            ),
+            ("", None),
+        )
+        cls = type(module).__name__
+        where = f"model.head_transform ({cls})"
+        if activation is None:
+            self._delta("head transform's activation not recognised", where)
+            return None
+        self._probe("text.head_transform", where, f"{dense}, {activation}, {norm}")
+        return HeadTransformSpec(
+            dense,
+            norm,
+            activation,
+            self._config_read(cls, act, r"config\.(\w+)\]"),  # ACT2FN[config.<key>]
+            children[dense].bias is not None,
+            self._config_read(cls, dense, r"config\.(\w*bias\w*)"),
+        )
+
+    def _config_read(self, class_name: str, attr: str, pattern: str) -> str | None:
+        """The config key ``self.<attr> = ...`` reads in ``class_name.__init__`` (by ``pattern``
+        on its source, positional arguments included), cited."""
+        found = init_assignment(self.files, class_name, attr)
+        match = re.search(pattern, found.evidence.detail) if found else None
+        if match is None:
+            return None
+        self.log.add("text.head_transform", found.evidence)
+        return match.group(1)
+
+    def _first_layer_without(self, norm: NormSpec) -> tuple[str, ...]:
+        """Norm roles layer 0 fills with an identity (ModernBERT's attn_norm): the probe read
+        the layers on layer 1."""
+        roles = {name: role for role, name in norm.names}
+        for name in self.probe.first_layer_identity:
+            self._probe("text.first_layer_without", f"{LAYER0}{name}", "an identity, not a norm")
+            if name not in roles:
+                self._delta(
+                    "an identity in layer 0 where other layers hold a norm", f"{LAYER0}{name}"
+                )
+        return tuple(roles[n] for n in self.probe.first_layer_identity if n in roles)
 
     def embedding_norm(self) -> bool:
         """BLOOM normalises the embeddings (the layout view names it ``model.embed_norm``); the
@@ -851,6 +910,8 @@ class DecoderSpecBuilder:
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         else:
             kind, projections = "plain", self._plain_projections(names, prefix)
+            if projections and self._doubled(prefix, projections):  # ModernBERT's Wi, Wo
+                kind = "fused_gate_up"
         if projections is None:
             self._delta("MLP projections not understood", f"{layer}mlp", ", ".join(names))
             projections = tuple(names)
@@ -906,26 +967,15 @@ class DecoderSpecBuilder:
 
     def _measured_activation(self) -> str | None:
         """The MLP's activation module, told by its values, when no config key names it."""
-        import torch
-        from transformers.activations import ACT2FN
-
         if self.model is None or self.dense_layer is None:
             return None
         mlp = self.model.get_submodule(f"model.layers.{self.dense_layer}.mlp")
-        x = torch.linspace(-6.0, 6.0, 241)
         for name, module in mlp.named_children():
-            if isinstance(module, torch.nn.Linear) or next(module.parameters(), None) is not None:
-                continue
-            try:
-                with torch.no_grad():
-                    y = module(x)
-            except Exception:  # not an activation
-                continue
-            for candidate in _MEASURED_ACTIVATIONS:
-                if torch.allclose(ACT2FN[candidate](x), y, atol=1e-6):
-                    where = f"model.layers.{self.dense_layer}.mlp.{name}"
-                    self._probe("text.mlp.activation", where, f"computes {candidate}")
-                    return candidate
+            candidate = _activation_of(module)
+            if candidate is not None:
+                where = f"model.layers.{self.dense_layer}.mlp.{name}"
+                self._probe("text.mlp.activation", where, f"computes {candidate}")
+                return candidate
         return None
 
     def _width_expr(self, tiny_width: int | None) -> str:
@@ -978,6 +1028,12 @@ class DecoderSpecBuilder:
         if width is None:
             self._delta("expert width not found", "config.json", "no intermediate_size")
         return MLPSpec("gated", activation, bool(biases), width or 0, activation_key=act_key)
+
+    def _doubled(self, prefix: str, projections: tuple[str, ...]) -> bool:
+        """The input projection is twice as wide as the output one reads: gate and up fused
+        (which half gates, the spec check decides)."""
+        into, out = (self.probe.param_shape(f"{prefix}{p}.weight") for p in projections)
+        return bool(into and out and into[0] == 2 * out[-1])
 
     def _plain_projections(self, names: list[str], prefix: str) -> tuple[str, ...] | None:
         """(input projection, output projection) of a non-gated MLP, told apart by shape."""
@@ -1218,7 +1274,7 @@ class DecoderSpecBuilder:
         placed_norms |= set(flow.attn_add + flow.mlp_add)
         seen: set[str] = set()
         for name, shape in self.probe.parameters:
-            if name in top:
+            if name in top or name.startswith("model.head_transform."):  # head_transform() reads
                 continue
             match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
             if match and (
@@ -1350,6 +1406,24 @@ def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
         if value is not None and tiny_width is not None and getattr(tiny, key, None) == tiny_width:
             return value
     return getattr(real, "intermediate_size", None) or getattr(real, "ffn_hidden_size", None)
+
+
+def _activation_of(module: Any) -> str | None:
+    """Which known activation a parameter-free module computes, told by its values."""
+    import torch
+    from transformers.activations import ACT2FN
+
+    if next(module.parameters(), None) is not None:
+        return None
+    x = torch.linspace(-6.0, 6.0, 241)
+    try:
+        with torch.no_grad():
+            y = module(x)
+    except Exception:  # not an activation
+        return None
+    return next(
+        (a for a in _MEASURED_ACTIVATIONS if torch.allclose(ACT2FN[a](x), y, atol=1e-6)), None
+    )
 
 
 def _placement(names: dict[str, str]) -> str | None:

@@ -55,11 +55,12 @@ def llama_view(model: Any) -> LayoutView | None:
     )
     if head_name is None:
         return None
+    transform = _head_transform(model, decoder_name.split(".")[0], head_name)
     layers, layer_renames = _layers(decoder, parts["layers"])
     view = _view_of(model)
     view.model = torch.nn.Module()
     object.__setattr__(view.model, "hf", decoder)
-    view.model.embed_tokens = getattr(decoder, parts["embed"])
+    view.model.embed_tokens = decoder.get_submodule(parts["embed"])
     view.model.layers = layers
     if parts.get("norm"):  # OpenAI GPT has none
         view.model.norm = getattr(decoder, parts["norm"])
@@ -68,7 +69,7 @@ def llama_view(model: Any) -> LayoutView | None:
     elif (table := _position_buffer(decoder)) is not None:  # CTRL's pos_encoding
         view.model.embed_positions = _table_module(table)
     if parts.get("embed_norm"):
-        view.model.embed_norm = getattr(decoder, parts["embed_norm"])
+        view.model.embed_norm = decoder.get_submodule(parts["embed_norm"])
     if parts.get("rotary"):
         view.model.rotary_emb = getattr(decoder, parts["rotary"])
     view.lm_head = getattr(model, head_name)
@@ -82,12 +83,43 @@ def llama_view(model: Any) -> LayoutView | None:
         ),
         *layer_renames,
     ]
+    if transform is not None:  # before the head's rename: it may take the name lm_head
+        view.model.head_transform = getattr(model, transform)
+        renames.append((f"{transform}.", "model.head_transform."))
     if head_name != "lm_head":
         renames.append((f"{head_name}.", "lm_head."))
     base = getattr(model, "base_model_prefix", "") or ""
     base = base if decoder_name.split(".")[0] == base else ""
     top_level = tuple(name for name, _ in model.named_children())
     return LayoutView(view, tuple(r for r in renames if r[0] != r[1]), base, top_level)
+
+
+def _head_transform(model: Any, decoder_root: str, head_name: str) -> str | None:
+    """The causal LM's one other learned module, a transform of the last hidden states before
+    the head (ModernBERT's prediction head: dense, activation, norm); others are refused."""
+    import torch
+
+    from onboard.analysis.probe import is_norm
+
+    others = [
+        (name, child)
+        for name, child in model.named_children()
+        if name not in (decoder_root, head_name) and next(child.parameters(), None) is not None
+    ]
+    if not others:
+        return None
+    name, child = others[0]
+    kinds = [
+        "linear" if isinstance(c, torch.nn.Linear) else "norm" if is_norm(c) else "other"
+        for c in child.children()
+        if next(c.parameters(), None) is not None
+    ]
+    if len(others) > 1 or sorted(kinds) != ["linear", "norm"]:
+        unknown = ", ".join(f"{n} ({type(c).__name__})" for n, c in others)
+        raise UnsupportedFeatureError(
+            f"{type(model).__name__} has parts the Llama layout has no place for: {unknown}"
+        )
+    return name
 
 
 def _position_buffer(decoder: Any) -> Any:
@@ -190,6 +222,23 @@ def _decoder(model: Any) -> tuple[str, Any]:
     return "", None
 
 
+def _embedding_block(module: Any, vocab: int) -> tuple[str, str | None] | None:
+    """(embedding, norm or None) of a module that only embeds tokens and normalises them
+    (ModernBERT's embeddings: tok_embeddings, norm, dropout), else None."""
+    import torch
+
+    from onboard.analysis.probe import is_norm
+
+    learned = [(n, c) for n, c in module.named_children() if next(c.parameters(), None) is not None]
+    embeds = [
+        n for n, c in learned if isinstance(c, torch.nn.Embedding) and c.num_embeddings == vocab
+    ]
+    norms = [n for n, c in learned if is_norm(c)]
+    if len(embeds) != 1 or len(norms) > 1 or len(learned) != len(embeds) + len(norms):
+        return None
+    return embeds[0], norms[0] if norms else None
+
+
 def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str]:
     import torch
 
@@ -212,6 +261,10 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             norms.append(name)
         elif "rotary" in name:
             parts["rotary"] = name
+        elif (block := _embedding_block(child, vocab)) is not None and "embed" not in parts:
+            parts["embed"] = f"{name}.{block[0]}"  # ModernBERT's embeddings.tok_embeddings
+            if block[1]:
+                parts["embed_norm"] = f"{name}.{block[1]}"
         elif next(child.parameters(), None) is not None:
             unknown.append(f"{decoder_name}.{name} ({type(child).__name__})")
     # One norm is the final norm; a second one named for the embeddings normalises them (BLOOM).

@@ -74,6 +74,9 @@ class Probe:
     # Modules that store their weight (in, out) (GPT-2's Conv1D); ``parameters`` gives those
     # weights in nn.Linear's (out, in) shape, so every shape rule reads them alike.
     transposed: tuple[str, ...] = ()
+    # Norms of the other layers that layer 0 replaces by an identity (ModernBERT's attn_norm):
+    # flow and norms are then read on layer 1
+    first_layer_identity: tuple[str, ...] = ()
 
     def param_shape(self, name: str) -> tuple[int, ...] | None:
         return dict(self.parameters).get(name)
@@ -88,7 +91,8 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
     import torch
 
     decoder = _decoder(model)
-    layer = decoder.layers[0]
+    identity = _identity_norms(decoder.layers)
+    layer = decoder.layers[1 if identity else 0]
     transposed = tuple(n for n, m in model.named_modules() if type(m).__name__ == "Conv1D")
     with torch.no_grad():
         flow = _trace_layer_flow(model, layer)
@@ -117,7 +121,24 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
             or _attention_rotary_dims(attn),
             rope_layers=_rope_layers(model, decoder.layers),
             transposed=transposed,
+            first_layer_identity=identity,
         )
+
+
+def _identity_norms(layers: Any) -> tuple[str, ...]:
+    """Children of layer 0 that are identities where layer 1 has a norm of the same name."""
+    import torch
+
+    if len(layers) < 2:
+        return ()
+    first, second = layers[0], layers[1]
+    return tuple(
+        name
+        for name, child in first.named_children()
+        if isinstance(child, torch.nn.Identity)
+        and isinstance(other := getattr(second, name, None), torch.nn.Module)
+        and is_norm(other)
+    )
 
 
 def _linear_shapes(

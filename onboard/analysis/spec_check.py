@@ -150,8 +150,10 @@ class SpecInterpreter:
         check("model.embed_tokens", closer, embed_out)
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}"
-            for _role, attr in self.text.norm.names:
+            for role, attr in self.text.norm.names:
                 name = f"{prefix}.{attr}"
+                if i == 0 and role in self.text.first_layer_without:
+                    continue  # an identity there
                 if name in captured:
                     x, y = captured[name]
                     check(name, self.norm(x[0], f"{name}."), y)
@@ -448,8 +450,9 @@ class SpecInterpreter:
         if spec.learned_activation and not gated:
             act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
         if spec.kind == "fused_gate_up":
-            gate, up = self.linear(x, prefix + "gate_up_proj.").chunk(2, dim=-1)
-            return self.linear(act(gate) * up, prefix + "down_proj.")
+            fused, down = spec.projections
+            gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
+            return self.linear(act(gate) * up, f"{prefix}{down}.")
         if gated or spec.kind == "gated":
             gate, up, down = ("gate_proj", "up_proj", "down_proj") if gated else spec.projections
             hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
@@ -481,8 +484,10 @@ class SpecInterpreter:
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 
-            def norm(role: str, x: Any, prefix: str = prefix) -> Any:
-                return self.norm(x, f"{prefix}{names[role]}.") if role in names else x
+            def norm(role: str, x: Any, prefix: str = prefix, first: bool = i == 0) -> Any:
+                if role not in names or (first and role in self.text.first_layer_without):
+                    return x
+                return self.norm(x, f"{prefix}{names[role]}.")
 
             residual = self.factor("residual")
             attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
@@ -498,6 +503,14 @@ class SpecInterpreter:
             hidden = norm("mlp_add", hidden)
         if self.text.final_norm:
             hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
+        transform = self.text.head_transform
+        if transform is not None:
+            from transformers.activations import ACT2FN
+
+            dense = self.linear(hidden, f"model.head_transform.{transform.dense}.")
+            hidden = self.norm(
+                ACT2FN[transform.activation](dense), f"model.head_transform.{transform.norm}."
+            )
         head = self.params.get("lm_head.weight", self.weight("model.embed_tokens.weight"))
         logits = hidden @ head.T
         if self.text.lm_head_bias:

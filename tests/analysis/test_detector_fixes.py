@@ -582,3 +582,19 @@ def test_a_router_that_wants_a_batch_gets_one() -> None:
 
     hidden = torch.randn(5, 8)
     assert torch.equal(_call_router(_BatchRouter(), hidden, []), hidden)
+
+
+def test_modernbert_decoder_embeddings_block_first_layer_and_prediction_head(tmp_path):
+    """ModernBERT decoder: model.embeddings holds the token table and its norm; layer 0's
+    attn_norm is an identity (the layers are read on layer 1); Wi is gate and up fused; a dense,
+    activation and norm transform the final hidden states before the head."""
+    analysis = analyse(load_source(str(default_config_dir("modernbert-decoder", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.embedding_norm and text.first_layer_without == ("attn_in",)
+    assert (text.mlp.kind, text.mlp.projections) == ("fused_gate_up", ("Wi", "Wo"))
+    transform = text.head_transform
+    assert (transform.activation, transform.activation_key) == ("gelu", "classifier_activation")
+    assert transform.bias_key == "classifier_bias"
+    assert _checked_against(analysis, dataclasses.replace(text, head_transform=None))
+    assert _checked_against(analysis, dataclasses.replace(text, first_layer_without=()))

@@ -199,6 +199,17 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "alibi", False):
         found.append(f"ALiBi attention biases ({cite(spec, 'text.attention.alibi') or 'probe'})")
+    if getattr(text, "head_transform", None) is not None:
+        found.append(
+            f"a dense layer, activation and norm before the head "
+            f"({cite(spec, 'text.head_transform') or 'probe'}): the generated model has none"
+        )
+    if getattr(text, "first_layer_without", ()):
+        found.append(
+            f"layer 0 without the {', '.join(text.first_layer_without)} norm "
+            f"({cite(spec, 'text.first_layer_without') or 'probe'}): the generated layers all "
+            "have it"
+        )
     if not getattr(text, "final_norm", True):
         found.append(
             f"no final norm ({cite(spec, 'text.final_norm') or 'probe'}): the generated model "

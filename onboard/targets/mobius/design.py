@@ -7,10 +7,19 @@ writes as a comment next to the code it justifies.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, Evidence, PositionsSpec, RouterSpec, SharedExpertSpec
+from onboard.spec import (
+    ArchitectureSpec,
+    Evidence,
+    HeadTransformSpec,
+    PositionsSpec,
+    RouterSpec,
+    SharedExpertSpec,
+    TextDecoderSpec,
+)
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 
@@ -37,6 +46,8 @@ TEXT_FEATURES = frozenset(
         "rope_reversed",
         "qk_norm_order",
         "final_norm",
+        "head_transform",
+        "first_layer_without",
     }
 )
 _CORRECTION = "e_score_correction_bias"
@@ -138,6 +149,14 @@ class TextDesign:
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
     learned_activation: bool = False  # the MLP's activation learns parameters (Apertus' xIELU)
     final_norm: bool = True  # False: a generated identity stands in for TextModel's norm
+    head_transform: HeadTransformSpec | None = None  # generated, applied after the final norm
+    # Attributes of layer 0's norms a generated identity replaces (HF has none there)
+    first_layer_identity: tuple[str, ...] = ()
+
+    @property
+    def no_norm(self) -> bool:
+        """The generated NoNorm identity is used somewhere."""
+        return not self.final_norm or bool(self.first_layer_identity)
 
     @property
     def overrides_forward(self) -> bool:
@@ -153,6 +172,7 @@ class TextDesign:
             or self.alibi
             or self.embedding_norm
             or self.rope_reversed
+            or self.head_transform is not None
             or self.qk_norm_after_rope  # its Attention takes masks, not GroupQueryAttention's
         )
 
@@ -422,6 +442,19 @@ def _text_design(
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
     elif needed["mlp"].startswith("plain"):
         reasons.append(_why("MLP without a gate (up, activation, down)", spec, "text.mlp.kind"))
+    if text.head_transform is not None:
+        reasons.append(
+            _why(
+                "the final hidden states pass a dense layer, an activation and a norm before the "
+                "head",
+                spec,
+                "text.head_transform",
+            )
+        )
+    if text.first_layer_without:
+        reasons.append(
+            _why("layer 0 has no attention-input norm", spec, "text.first_layer_without")
+        )
     if not text.final_norm:
         reasons.append(
             _why("no final norm: the last layer feeds the head", spec, "text.final_norm")
@@ -448,7 +481,7 @@ def _text_design(
                 "text.attention.mla.norm_eps",
             )
         )
-    return TextDesign(
+    design = TextDesign(
         norm_class=norm_class,
         placement=text.norm.placement,
         weight_free_norm=weight_free,
@@ -476,7 +509,17 @@ def _text_design(
         qk_norm_after_rope=qk_norm_after_rope,
         learned_activation=text.mlp.learned_activation is not None,
         final_norm=text.final_norm,
+        head_transform=text.head_transform,
     )
+    return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
+
+
+def _first_layer_identity(text: TextDecoderSpec, design: TextDesign) -> tuple[str, ...]:
+    """The attributes of the norms layer 0 lacks, as the generated layers name them (mobius'
+    DecoderLayer its own names, a generated layer HF's)."""
+    names = dict(text.norm.names)
+    ours = {} if design.custom_layer else DECODER_LAYER_NORMS.get(design.placement, {})
+    return tuple(ours.get(role, names[role]) for role in text.first_layer_without)
 
 
 def _embedding_scale_expr(spec: ArchitectureSpec) -> str | None:
@@ -765,6 +808,7 @@ def _settings(
         )
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
+    settings += _head_transform_settings(spec, extra)
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
         if field not in set_fields:
@@ -865,6 +909,35 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
             )
         )
     return settings
+
+
+def _head_transform_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    """The head transform's activation and dense bias, from the config keys HF reads."""
+    transform = spec.text.head_transform
+    if transform is None:
+        return []
+    extra.append(ExtraField("head_transform_activation", "str", repr(transform.activation)))
+    extra.append(ExtraField("head_transform_bias", "bool", repr(transform.bias)))
+    activation = (
+        f"config.{transform.activation_key}"
+        if transform.activation_key
+        else repr(transform.activation)
+    )
+    return [
+        Setting(
+            "head_transform_activation",
+            activation,
+            _why("head transform activation", spec, "text.head_transform"),
+        ),
+        _bool_setting(
+            spec,
+            "head_transform_bias",
+            transform.bias_key,
+            transform.bias,
+            "text.head_transform",
+            "head transform dense bias",
+        ),
+    ]
 
 
 def _rope_pairing(spec: ArchitectureSpec) -> list[Setting]:
@@ -972,8 +1045,12 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         if moe.router_name != "gate":
             renames.append((f".mlp.{moe.router_name}.", ".mlp.gate."))
     mlp = spec.text.mlp
-    if mlp.kind == "plain":  # FCMLP names its projections up_proj / down_proj
-        for hf_name, ours in zip(mlp.projections, ("up_proj", "down_proj"), strict=True):
+    ours_by_kind = {
+        "plain": ("up_proj", "down_proj"),
+        "fused_gate_up": ("gate_up_proj", "down_proj"),
+    }
+    if mlp.kind in ours_by_kind:  # FCMLP: up_proj, down_proj; FusedGateUpMLP: gate_up_proj ...
+        for hf_name, ours in zip(mlp.projections, ours_by_kind[mlp.kind], strict=True):
             if hf_name != ours:
                 renames.append((f".mlp.{hf_name}.", f".mlp.{ours}."))
     if mlp.learned_activation not in (None, "act_fn"):  # FCMLP's name for its activation

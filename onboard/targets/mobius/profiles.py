@@ -39,6 +39,8 @@ FEATURES = (
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
     "qk_norm_order",  # before_rope, after_rope (HunYuan)
     "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
+    "head_transform",  # no, yes (ModernBERT: dense, activation, norm before the head)
+    "first_layer_without",  # none, or the norm roles layer 0 lacks (ModernBERT: attn_in)
 )
 
 
@@ -83,6 +85,8 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "rope_reversed": {"no"},
         "qk_norm_order": {"before_rope"},
         "final_norm": {"yes"},
+        "head_transform": {"no"},
+        "first_layer_without": {"none"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -262,6 +266,8 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
         "qk_norm_order": "after_rope" if text.attention.qk_norm_after_rope else "before_rope",
         "final_norm": "yes" if text.final_norm else "no",
+        "head_transform": "yes" if text.head_transform else "no",
+        "first_layer_without": "+".join(text.first_layer_without) or "none",
         "attention_scale": "unscaled"
         if text.attention.unscaled
         else (text.attention.scale_key or "head_dim"),

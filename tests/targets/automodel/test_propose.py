@@ -175,6 +175,7 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
         ({"transposed_linears": ("mlp.c_fc",)}, {}, "linears stored (in, out) (mlp.c_fc)"),
         ({"embedding_norm": True}, {}, "a norm of the embeddings (model.embed_norm)"),
         ({"final_norm": False}, {}, "no final norm"),
+        ({"first_layer_without": ("attn_in",)}, {}, "layer 0 without the attn_in norm"),
         ({}, {"alibi": True}, "ALiBi attention biases"),
         ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
         ({}, {"position_scale": True}, "a position-dependent query scale"),
