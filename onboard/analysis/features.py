@@ -142,6 +142,12 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
     ("norm.final", "text.final_norm", lambda s: s.text.final_norm),
+    (
+        "norm.first_layer_without",
+        "text.first_layer_without",
+        lambda s: "+".join(s.text.first_layer_without) or "none",
+    ),
+    ("head.transform", "text.head_transform", lambda s: s.text.head_transform is not None),
     ("embedding.scale", "text.embedding_scale", lambda s: s.text.embedding_scale),
     ("embedding.norm", "text.embedding_norm", lambda s: s.text.embedding_norm),
     (
@@ -200,6 +206,7 @@ _ABSENT_EVIDENCE = {
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
     "text.final_norm": ("text.norm.kind",),
+    "text.first_layer_without": ("text.norm.placement",),
 }
 
 

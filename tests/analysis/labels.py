@@ -71,6 +71,8 @@ BASELINE: dict[str, Value] = {
     "norm.affine": "weight",
     "norm.placement": "pre",
     "norm.final": True,
+    "norm.first_layer_without": "none",
+    "head.transform": False,
     "embedding.scale": "none",
     "embedding.norm": False,
     "logits.final_softcap": False,
@@ -393,6 +395,24 @@ LABELS: list[dict[str, Any]] = [
         "mlp.activation": "gelu_pytorch_tanh",
         "mlp.bias": True,
         "embeddings.tied": True,  # configuration_openai.py:100
+    },
+    {
+        "type": "modernbert-decoder",
+        "config": DEFAULT,
+        # configuration_modernbert_decoder.py:104-108 every 3rd layer full, the rest sliding;
+        # modeling_modernbert_decoder.py:257 the window on sliding layers
+        "attention.sliding_window": "per_layer",
+        # modeling :81 Wi = 2 x intermediate, :87-88 input, gate = chunk; act(input) * gate
+        "mlp.kind": "fused_gate_up",
+        "mlp.activation": "gelu",  # :82 ACT2FN[config.hidden_activation], configuration :75
+        "norm.kind": "layer",  # :58, :312, :439 nn.LayerNorm, bias=config.norm_bias (False)
+        "norm.first_layer_without": "attn_in",  # :306-310 nn.Identity() for layer_idx 0
+        # :347-356 dense, ACT2FN[classifier_activation], norm; :591 decoder(lm_head(h))
+        "head.transform": True,
+        "embedding.norm": True,  # :58 embeddings.norm after tok_embeddings
+        "rope.per_layer_theta": True,  # configuration :68 160000 full, 10000 sliding
+        "embeddings.tied": True,  # configuration :98; modeling :524 decoder.weight tied
+        "logits.bias": True,  # modeling :531 decoder bias=config.decoder_bias (configuration :91)
     },
     {
         "type": "bloom",
