@@ -207,6 +207,7 @@ _ABSENT_EVIDENCE = {
     "text.embedding_norm": ("text.norm.kind",),
     "text.final_norm": ("text.norm.kind",),
     "text.first_layer_without": ("text.norm.placement",),
+    "text.head_transform": ("text.tie_word_embeddings",),  # what was read of the head
 }
 
 
