@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
+from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.analysis.probe import NormProbe, Probe, is_norm, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
@@ -37,6 +38,7 @@ from onboard.spec import (
 from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, POSITION_SCALE_KEY, is_number
 
 LAYER0 = "model.layers.0."
+_FFN = "|".join(FFN_BLOCK_NAMES)
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
 _KNOWN_LAYER_PARAMS = re.compile(
     r"^(self_attn\.(q|k|v|o)_proj\.(weight|bias)"
@@ -45,9 +47,9 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
-    r"|(mlp|block_sparse_moe)\.experts\.(gate_up_proj|down_proj)(_bias)?"
+    rf"|({_FFN})\.experts\.(gate_up_proj|down_proj)(_bias)?"
     # the router, or the one linear inside it (HunYuan: gate.wg), which the router probe checks
-    r"|(mlp|block_sparse_moe)\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
+    rf"|({_FFN})\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
     r"|mlp\.(shared_experts?|shared_mlp)\.(gate|up|down)_proj\.weight"
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
@@ -253,13 +255,35 @@ class DecoderSpecBuilder:
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
-        return self._with_embedding_norm(self._with_embedding_scale(self._with_scales(text)))
+        return self._with_whole_model_reading(self._with_scales(text))
 
-    def _with_embedding_scale(self, text: TextDecoderSpec) -> TextDecoderSpec:
-        """CTRL scales the embeddings by sqrt(hidden) after its embedding module, where the probe
-        does not see it: accept the scale when, and only when, the whole tiny model then matches
-        HF and did not without it."""
-        if self.deltas or self.model is None or text.embedding_scale != "none":
+    def _with_whole_model_reading(self, text: TextDecoderSpec) -> TextDecoderSpec:
+        """Readings only the whole tiny model tells, each kept when, and only when, the model
+        then matches HF and did not without it: embeddings x sqrt(hidden) after the embedding
+        module (CTRL), where the probe does not see it; with norms that learn nothing, the final
+        norm applied to the embeddings too (NanoChat: one module, called twice)."""
+        if self.deltas or self.model is None:
+            return text
+        readings = []
+        if text.embedding_scale == "none":
+            readings.append(
+                (
+                    dataclasses.replace(text, embedding_scale="sqrt_hidden"),
+                    "text.embedding_scale",
+                    "matches HF only with the embeddings x sqrt(hidden)",
+                    r"(inputs_embeds|hidden_states) \*=? ?(np|math|torch)\.sqrt\(",
+                )
+            )
+        if not text.norm.weight and not text.embedding_norm:
+            readings.append(
+                (
+                    dataclasses.replace(text, embedding_norm=True),
+                    "text.embedding_norm",
+                    "matches HF only with the embeddings normed",
+                    r"norm\(hidden_states\).*before the layers",
+                )
+            )
+        if not readings:
             return text
         from onboard.analysis.spec_check import find_mismatches
         from onboard.tiny_model import perturb
@@ -268,36 +292,12 @@ class DecoderSpecBuilder:
         plain = find_mismatches(text, model, self.tiny)
         if not plain or any(m.module != "model" for m in plain):  # fine, or another module
             return text
-        scaled = dataclasses.replace(text, embedding_scale="sqrt_hidden")
-        if find_mismatches(scaled, model, self.tiny) != []:
-            return text
-        self._probe(
-            "text.embedding_scale", "model", "matches HF only with the embeddings x sqrt(hidden)"
-        )
-        self._source(
-            "text.embedding_scale", r"(inputs_embeds|hidden_states) \*=? ?(np|math|torch)\.sqrt\("
-        )
-        return scaled
-
-    def _with_embedding_norm(self, text: TextDecoderSpec) -> TextDecoderSpec:
-        """NanoChat applies its final norm to the embeddings too (one module, called twice): with
-        norms that learn nothing, accept an embedding norm when, and only when, the whole tiny
-        model then matches HF and did not without it."""
-        if self.deltas or self.model is None or text.norm.weight or text.embedding_norm:
-            return text
-        from onboard.analysis.spec_check import find_mismatches
-        from onboard.tiny_model import perturb
-
-        model = perturb(copy.deepcopy(self.model))
-        plain = find_mismatches(text, model, self.tiny)
-        if not plain or any(m.module != "model" for m in plain):  # fine, or another module
-            return text
-        normed = dataclasses.replace(text, embedding_norm=True)
-        if find_mismatches(normed, model, self.tiny) != []:
-            return text
-        self._probe("text.embedding_norm", "model", "matches HF only with the embeddings normed")
-        self._source("text.embedding_norm", r"norm\(hidden_states\).*before the layers")
-        return normed
+        for reading, path, observation, source in readings:
+            if find_mismatches(reading, model, self.tiny) == []:
+                self._probe(path, "model", observation)
+                self._source(path, source)
+                return reading
+        return text
 
     def head_transform(self) -> HeadTransformSpec | None:
         """ModernBERT's prediction head (the layout view's ``model.head_transform``): a dense
@@ -323,24 +323,25 @@ class DecoderSpecBuilder:
         if activation is None:
             self._delta("head transform's activation not recognised", where)
             return None
-        self._probe("text.head_transform", where, f"{dense}, {activation}, {norm}")
+        path = "text.head_transform"
+        self._probe(path, where, f"{dense}, {activation}, {norm}")
         return HeadTransformSpec(
             dense,
             norm,
             activation,
-            self._config_read(cls, act, r"config\.(\w+)\]"),  # ACT2FN[config.<key>]
+            self._config_read(path, cls, act, r"config\.(\w+)\]"),  # ACT2FN[config.<key>]
             children[dense].bias is not None,
-            self._config_read(cls, dense, r"config\.(\w*bias\w*)"),
+            self._config_read(path, cls, dense, r"config\.(\w*bias\w*)"),
         )
 
-    def _config_read(self, class_name: str, attr: str, pattern: str) -> str | None:
+    def _config_read(self, path: str, class_name: str, attr: str, pattern: str) -> str | None:
         """The config key ``self.<attr> = ...`` reads in ``class_name.__init__`` (by ``pattern``
-        on its source, positional arguments included), cited."""
+        on its source, positional arguments included), cited for ``path``."""
         found = init_assignment(self.files, class_name, attr)
         match = re.search(pattern, found.evidence.detail) if found else None
         if match is None:
             return None
-        self.log.add("text.head_transform", found.evidence)
+        self.log.add(path, found.evidence)
         return match.group(1)
 
     def _first_layer_without(self, norm: NormSpec) -> tuple[str, ...]:

@@ -30,6 +30,11 @@ def layer_signatures(hf_config: Any) -> list[str]:
     return [_signature(layer) for layer in layers]
 
 
+def ffn_block_name(layer: Any) -> str:
+    """The attribute of ``layer`` that holds its feed-forward block (``mlp`` when none does)."""
+    return next((n for n in FFN_BLOCK_NAMES if hasattr(layer, n)), "mlp")
+
+
 def moe_block_name(layer: Any) -> str | None:
     """The attribute of ``layer`` that holds an MoE block (a module with ``experts``), if any."""
     return next((n for n in FFN_BLOCK_NAMES if hasattr(getattr(layer, n, None), "experts")), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.layers import FFN_BLOCK_NAMES
+from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import hf_module
 from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import UnsupportedFeatureError
@@ -282,7 +282,7 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
 
         return hook
 
-    ffn = next((n for n in FFN_BLOCK_NAMES if hasattr(layer, n)), "mlp")
+    ffn = ffn_block_name(layer)
     watched = {
         "mlp" if n == ffn else n: m
         for n, m in layer.named_children()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, window_of
-from onboard.analysis.layers import FFN_BLOCK_NAMES
+from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, TextDecoderSpec
@@ -410,8 +410,7 @@ class SpecInterpreter:
 
     def ffn_name(self, layer: int) -> str:
         """The layer's feed-forward attribute: mlp, or Granite MoE's block_sparse_moe."""
-        found = self.model.model.layers[layer]
-        return next((n for n in FFN_BLOCK_NAMES if hasattr(found, n)), "mlp")
+        return ffn_block_name(self.model.model.layers[layer])
 
     def mlp(self, layer: int, x: Any) -> Any:
         prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
