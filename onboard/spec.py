@@ -66,6 +66,31 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class DynamicMaskSpec:
+    """Doge's dynamic mask: each key adds ``exp(decay * softplus(proj(values)))`` of its kv head
+    to the scores (the causal mask kept); when the keys outnumber ``config.<keep_window_key>``,
+    only that many highest entries of each row stay unmasked."""
+
+    decay: str  # HF attributes in the attention: the per-kv-head parameter (A)
+    proj: str  # and the linear from the values to one entry per kv head (dt_proj)
+    keep_window_key: str | None  # None: every key stays, however many
+    bias: bool = False  # proj adds a bias
+
+
+@dataclass(frozen=True)
+class DifferentialSpec:
+    """DiffLlama's differential attention: softmax(q k) over the two halves of the value heads
+    (each repeated to all kv heads, side by side), the first half of the heads minus lambda x
+    the second, an RMS norm (nothing to learn) over each such pair, x (1 - lambda_init).
+    ``lambda = exp(q1 . k1) - exp(q2 . k2) + lambda_init``, from four head_dim parameters."""
+
+    lambdas: tuple[str, str, str, str]  # HF attributes of q1, k1, q2, k2
+    lambda_init: str  # Python over the layer index ``layer_idx`` (math imported), from HF
+    norm: str  # HF attribute of the pair norm (groupnorm)
+    eps_key: str | None  # config key of its epsilon
+
+
+@dataclass(frozen=True)
 class AttentionSpec:
     num_heads: int
     num_kv_heads: int
@@ -105,6 +130,8 @@ class AttentionSpec:
     # A bias HF keeps beside the output projection and adds to the attention's output in the
     # last layer only (GPT-NeoX Japanese: self_attn.dense_bias)
     last_layer_o_bias: str | None = None
+    dynamic_mask: DynamicMaskSpec | None = None
+    differential: DifferentialSpec | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
@@ -342,6 +369,9 @@ class TextDecoderSpec:
     first_layer_without: tuple[str, ...] = ()
     # Layer-relative linears that store their weight (in, out), as GPT-2's Conv1D does
     transposed_linears: tuple[str, ...] = ()
+    # Learned per-channel scales of the residual at each add, sub-block -> layer attribute
+    # (Doge: attn -> input_residual, x = input_residual * x + attn(norm(x)); mlp -> ...)
+    residual_gates: tuple[tuple[str, str], ...] = ()
 
     def name_of(self, role: str) -> str:
         return dict(self.names).get(role, role if role != "final_norm" else "norm")

@@ -24,6 +24,8 @@ TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
+# Keys a dynamic mask leaves unmasked per row (Doge): fewer than the prompt, so the cut runs
+TINY_KEEP_WINDOW = 5
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
 # The RoPE key by which Ministral 3 and Mistral 4 scale the query by position.
 POSITION_SCALE_KEY = "llama_4_scaling_beta"
@@ -144,6 +146,8 @@ def shrink_config(
         tiny["rotary_dim"] = max(2, round(share * TINY_HEAD_DIM / 2) * 2)
     if config.get("sliding_window") is not None:
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
+    if config.get("keep_window_size") is not None:
+        tiny["keep_window_size"] = TINY_KEEP_WINDOW
     global_local = expand_attention_types(config.get("attention_types"))
     if global_local is not None and config.get("window_size") is not None:
         tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers

@@ -20,6 +20,7 @@ from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.analysis.probe import NormProbe, Probe, is_norm, source_location
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
+from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
 from onboard.source import SourceFile
 from onboard.spec import (
     AttentionSpec,
@@ -122,6 +123,8 @@ class DecoderSpecBuilder:
         self.fused_qkv: str | None = None  # set by build() before the parameter check
         self.qkv_names = {p: f"{p}_proj" for p in "qkv"}  # separate projections, set by build()
         self.last_layer_o_bias: str | None = None  # set by build()
+        # Readings of analysis.variants by spec path, set by build(); their parameters have roles
+        self.variants: dict[str, Reading] = {}
         self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
         self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
@@ -195,6 +198,7 @@ class DecoderSpecBuilder:
         self.fused_qkv = self._fused_qkv()
         self.last_layer_o_bias = self._last_layer_o_bias()
         self.o_name = self._output_projection()
+        self.variants = self._variants()
         self._check_parameters()
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -251,6 +255,7 @@ class DecoderSpecBuilder:
             transposed_linears=self.transposed_linears(),
             first_layer_without=self._first_layer_without(text.norm),
             head_transform=self.head_transform(),
+            residual_gates=self._variant_value("text.residual_gates") or (),
         )
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
@@ -632,7 +637,42 @@ class DecoderSpecBuilder:
             kv_heads_expr=kv_heads_expr,
             position_scale=self._position_scale(),
             last_layer_o_bias=self.last_layer_o_bias,
+            dynamic_mask=self._variant_value("text.attention.dynamic_mask"),
+            differential=self._variant_value("text.attention.differential"),
         )
+
+    def _variants(self) -> dict[str, Reading]:
+        """The readings of ``analysis.variants`` that the tiny model shows, by spec path, each
+        with its evidence logged."""
+        if self.model is None:
+            return {}
+        from onboard.analysis.layout import hf_module
+
+        tiny = self.tiny
+        views = list(self.model.model.layers)
+        layers = [hf_module(layer) for layer in views]
+        attentions = [hf_module(getattr(layer, "self_attn", None)) for layer in views]
+        if any(a is None for a in attentions):
+            return {}
+        kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
+        head_dim = self._tiny_head_dim
+        found = {
+            "text.attention.dynamic_mask": dynamic_mask(
+                attentions[0], kv_heads, head_dim, self.cfg, self.files
+            ),
+            "text.attention.differential": differential(
+                attentions, head_dim, tiny, self.files, _EPS_KEYS
+            ),
+            "text.residual_gates": residual_gates(layers[0], tiny.hidden_size, self.files),
+        }
+        for path, reading in found.items():
+            if reading is not None:
+                self.log.add(path, *reading.evidence)
+        return {path: reading for path, reading in found.items() if reading is not None}
+
+    def _variant_value(self, path: str) -> Any:
+        reading = self.variants.get(path)
+        return reading.value if reading else None
 
     def _output_projection(self) -> str:
         """The attention's output projection: o_proj, or the one linear from the heads' width
@@ -1265,6 +1305,11 @@ class DecoderSpecBuilder:
         )
         own += f"|{self.q_norm_name}|{self.k_norm_name}"
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
+        explained = {
+            ("self_attn." if ".attention." in path else "") + name
+            for path, reading in self.variants.items()
+            for name in reading.parameters
+        }
         final = self._final_norm_name
         top = {"model.embed_tokens.weight", "model.embed_positions.weight", "lm_head.weight"}
         top |= {"lm_head.bias", "model.embed_norm.weight", "model.embed_norm.bias"}
@@ -1284,6 +1329,7 @@ class DecoderSpecBuilder:
                 or mlp_param.match(match.group(1))
                 or activation_param.match(match.group(1))
                 or match.group(1) == f"self_attn.{self.last_layer_o_bias}"
+                or match.group(1) in explained
                 or match.group(1).rpartition(".")[0] in placed_norms
             ):
                 continue

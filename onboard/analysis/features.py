@@ -27,6 +27,16 @@ def _qk_norm(s: ArchitectureSpec) -> Value:
     return s.text.attention.qk_norm
 
 
+def _attention_kind(s: ArchitectureSpec) -> Value:
+    """``mla``, ``dynamic_mask`` (Doge), ``differential`` (DiffLlama) or ``standard``."""
+    attention = s.text.attention
+    if attention.mla is not None:
+        return "mla"
+    if attention.dynamic_mask is not None:
+        return "dynamic_mask"
+    return "differential" if attention.differential is not None else "standard"
+
+
 def _window(s: ArchitectureSpec) -> Value:
     kinds = s.text.distinct_layer_types
     if "sliding_attention" not in kinds or not s.text.sliding_window:
@@ -109,11 +119,7 @@ def _scales(s: ArchitectureSpec) -> Value:
 
 CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     # name, evidence path in the spec, value
-    (
-        "attention.kind",
-        "text.attention.mla",
-        lambda s: "mla" if s.text.attention.mla else "standard",
-    ),
+    ("attention.kind", "text.attention.kind", _attention_kind),
     ("attention.qk_norm", "text.attention.qk_norm", _qk_norm),
     (
         "attention.fused_qkv",
@@ -141,6 +147,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("norm.kind", "text.norm.weight_offset", _norm),
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
+    ("residual.gates", "text.residual_gates", lambda s: bool(s.text.residual_gates)),
     ("norm.final", "text.final_norm", lambda s: s.text.final_norm),
     (
         "norm.first_layer_without",
@@ -201,6 +208,13 @@ def feature_values(spec: ArchitectureSpec) -> dict[str, Value]:
 # Where to look when a feature is absent and so has no evidence of its own: what the analysis
 # read to find it absent.
 _ABSENT_EVIDENCE = {
+    "text.attention.kind": (
+        "text.attention.mla",
+        "text.attention.dynamic_mask",
+        "text.attention.differential",
+        "text.attention.head_dim",  # what was read of a standard attention
+    ),
+    "text.residual_gates": ("text.norm.placement",),
     "text.positions": ("text.attention.alibi", "text.rope"),
     "text.attention.position_scale": ("text.rope",),
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),

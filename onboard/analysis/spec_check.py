@@ -21,6 +21,7 @@ from onboard.analysis.attention_kinds import declared_kinds, window_of
 from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import hf_module
 from onboard.analysis.probe import source_location
+from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
 
@@ -361,17 +362,64 @@ class SpecInterpreter:
         if spec.position_scale:  # Ministral 3, after RoPE
             q = q * self._position_scale(self.positions[:seq])[None, None, :, None]
         repeat = self.heads // self.kv_heads
-        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        k = k.repeat_interleave(repeat, dim=1)
         scale = self._scale()
         scores = (q @ k.transpose(-1, -2)) * scale
         if spec.softcap:
             scores = torch.tanh(scores / spec.softcap) * spec.softcap
         if spec.alibi:  # slope x key position; per query row, the same as -slope x distance
             scores = scores + alibi_slopes(self.heads)[:, None, None] * torch.arange(seq).float()
-        scores = scores + self._mask(kind, seq)
+        if spec.dynamic_mask:
+            scores = scores + self._dynamic_mask(prefix, v, kind).repeat_interleave(repeat, dim=1)
+        else:
+            scores = scores + self._mask(kind, seq)
         probs = torch.softmax(scores.float(), dim=-1)
-        out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
+        if spec.differential:
+            out = self._differential(layer, prefix, probs, v)
+        else:
+            out = probs @ v.repeat_interleave(repeat, dim=1)
+        out = out.transpose(1, 2).reshape(batch, seq, -1)
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
+
+    def _dynamic_mask(self, prefix: str, v: Any, kind: str) -> Any:
+        """Doge: exp(A * softplus(dt_proj(values))) per key and kv head where the causal mask
+        allows, the dtype's minimum elsewhere; beyond keep_window keys only the row's highest
+        stay. [batch, kv heads, queries, keys]."""
+        import torch
+        from torch.nn.functional import softplus
+
+        spec = self.text.attention.dynamic_mask
+        batch, _, seq, _ = v.shape
+        values = v.transpose(1, 2).reshape(batch, seq, -1)
+        dt = self.linear(values, f"{prefix}{spec.proj}.")
+        dt = torch.exp(self.weight(f"{prefix}{spec.decay}") * softplus(dt)).transpose(-1, -2)
+        lowest = torch.finfo(dt.dtype).min
+        mask = torch.where(self._mask(kind, seq) == 0.0, dt[:, :, None, :], lowest)
+        keep = getattr(self.config, spec.keep_window_key) if spec.keep_window_key else None
+        if keep is not None and seq > keep:
+            top = torch.topk(mask, keep, dim=-1).indices
+            kept = torch.zeros_like(mask, dtype=torch.bool).scatter(-1, top, True)
+            mask = mask.masked_fill(~kept, lowest)
+        return mask
+
+    def _differential(self, layer: int, prefix: str, probs: Any, v: Any) -> Any:
+        """DiffLlama: both halves of the value heads (each repeated to every kv head) side by
+        side, the first half of the heads minus lambda x the second, a pair norm, x (1 -
+        lambda_init). [batch, heads / 2, queries, 2 x head_dim]."""
+        import torch
+
+        spec = self.text.attention.differential
+        repeat = self.heads // self.kv_heads
+        halves = [h.repeat(1, 2, 1, 1) for h in torch.chunk(v, 2, dim=1)]
+        paired = torch.cat([probs @ h.repeat_interleave(repeat, dim=1) for h in halves], dim=-1)
+        first, second = torch.chunk(paired, 2, dim=1)
+        q1, k1, q2, k2 = (self.weight(prefix + name) for name in spec.lambdas)
+        init = evaluate(spec.lambda_init, layer)
+        lam = torch.exp(torch.sum(q1 * k1)) - torch.exp(torch.sum(q2 * k2)) + init
+        out = first - lam * second
+        eps = getattr(self.config, spec.eps_key)
+        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + eps)
+        return out * (1 - init)
 
     def _position_scale(self, positions: Any) -> Any:
         import torch
@@ -489,6 +537,7 @@ class SpecInterpreter:
                 return self.norm(x, f"{prefix}{names[role]}.")
 
             residual = self.factor("residual")
+            gate = {role: self.weight(f"{prefix}{attr}") for role, attr in self.text.residual_gates}
             attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
             last_bias = self.text.attention.last_layer_o_bias
             if last_bias and i == len(self.model.model.layers) - 1:  # beside the module's output
@@ -497,9 +546,9 @@ class SpecInterpreter:
                 mlp = self.mlp(i, norm("mlp_in", hidden))
                 hidden = hidden + attn * residual + mlp * residual
                 continue
-            hidden = norm("attn_add", hidden + attn * residual)
-            hidden = hidden + norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
-            hidden = norm("mlp_add", hidden)
+            hidden = norm("attn_add", hidden * gate.get("attn", 1.0) + attn * residual)
+            mlp = norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
+            hidden = norm("mlp_add", hidden * gate.get("mlp", 1.0) + mlp)
         if self.text.final_norm:
             hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
         transform = self.text.head_transform

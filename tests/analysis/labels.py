@@ -70,6 +70,7 @@ BASELINE: dict[str, Value] = {
     "norm.kind": "rms",
     "norm.affine": "weight",
     "norm.placement": "pre",
+    "residual.gates": False,
     "norm.final": True,
     "norm.first_layer_without": "none",
     "head.transform": False,
@@ -561,8 +562,19 @@ LABELS: list[dict[str, Any]] = [
     {
         "type": "diffllama",
         "config": DEFAULT,
-        # modeling_diffllama.py:200-203, 249-253: differential attention with lambda parameters
-        "attention.kind": Unresolved("lambda_q1"),
+        # modeling_diffllama.py:249-252 lambda_q1 ... lambda_k2, :253 groupnorm without weight,
+        # :248 lambda_init_fn(layer_idx); forward :286-319 two softmax maps, one subtracted
+        "attention.kind": "differential",
+    },
+    {
+        "type": "doge",
+        "config": DEFAULT,
+        # modeling_doge.py:273-274 A and dt_proj; :305-313 the mask from the values, :366-370
+        # the cut to keep_window_size keys per row
+        "attention.kind": "dynamic_mask",
+        "attention.qk_norm": "per_head",  # modeling_doge.py:280-281, :294-295 on each head
+        # modeling_doge.py:455 input_residual, :459 post_attention_residual; forward :484, :493
+        "residual.gates": True,
     },
     {
         "type": "phi3",

@@ -598,3 +598,55 @@ def test_modernbert_decoder_embeddings_block_first_layer_and_prediction_head(tmp
     assert transform.bias_key == "classifier_bias"
     assert _checked_against(analysis, dataclasses.replace(text, head_transform=None))
     assert _checked_against(analysis, dataclasses.replace(text, first_layer_without=()))
+
+
+def test_doge_dynamic_mask_and_residual_gates(tmp_path):
+    """Doge: A and dt_proj make each key's mask entry from the values, the cut to the highest
+    keep_window_size keys per row runs on the tiny model (5 < 9 tokens), and two learned
+    vectors scale the residual at each add. The spec check rejects each reading left out or
+    swapped."""
+    analysis = analyse(load_source(str(default_config_dir("doge", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    mask = text.attention.dynamic_mask
+    assert (mask.decay, mask.proj, mask.keep_window_key) == ("A", "dt_proj", "keep_window_size")
+    assert analysis.tiny.config["keep_window_size"] < 9
+    assert text.residual_gates == (("attn", "input_residual"), ("mlp", "post_attention_residual"))
+    uncut = dataclasses.replace(mask, keep_window_key=None)
+    for attention in (
+        dataclasses.replace(text.attention, dynamic_mask=None),
+        dataclasses.replace(text.attention, dynamic_mask=uncut),
+    ):
+        assert _checked_against(analysis, dataclasses.replace(text, attention=attention))
+    swapped = (("attn", "post_attention_residual"), ("mlp", "input_residual"))
+    assert _checked_against(analysis, dataclasses.replace(text, residual_gates=swapped))
+    assert _checked_against(analysis, dataclasses.replace(text, residual_gates=()))
+
+
+def test_diffllama_differential_attention(tmp_path):
+    """DiffLlama: four lambda vectors, a pair norm with nothing to learn and lambda_init from
+    the source's formula over the layer index; a wrong formula or no reading fails the check."""
+    analysis = analyse(load_source(str(default_config_dir("diffllama", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    differential = text.attention.differential
+    assert differential.lambda_init == "0.8 - 0.6 * math.exp(-0.3 * layer_idx)"
+    assert (differential.norm, differential.eps_key) == ("groupnorm", "rms_norm_eps")
+    constant = dataclasses.replace(differential, lambda_init="0.8")
+    for attention in (
+        dataclasses.replace(text.attention, differential=None),
+        dataclasses.replace(text.attention, differential=constant),
+    ):
+        assert _checked_against(analysis, dataclasses.replace(text, attention=attention))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["__import__('os').system('true')", "layer_idx.__class__", "open('x')", "1 +"],
+)
+def test_a_per_layer_formula_is_vetted_before_it_runs(expression) -> None:
+    from onboard.analysis.variants import evaluate
+
+    with pytest.raises(ValueError, match="not a formula"):
+        evaluate(expression, 1)
+    assert evaluate("0.8 - 0.6 * math.exp(-0.3 * layer_idx)", 0) == pytest.approx(0.2)

@@ -207,6 +207,27 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         ": the generated MLP's activation learns nothing",
         "probe",
     ),
+    (
+        "text.attention.dynamic_mask",
+        lambda t: t.attention.dynamic_mask is not None,
+        lambda t: "a dynamic attention mask computed from the values",
+        ": the generated attention masks causally only",
+        "probe",
+    ),
+    (
+        "text.attention.differential",
+        lambda t: t.attention.differential is not None,
+        lambda t: "differential attention",
+        ": the generated attention has one softmax map per head",
+        "probe",
+    ),
+    (
+        "text.residual_gates",
+        lambda t: bool(t.residual_gates),
+        lambda t: "learned per-channel scales of the residual",
+        ": the generated layers add the residual as it is",
+        "probe",
+    ),
 )
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     ArchitectureSpec,
+    DifferentialSpec,
+    DynamicMaskSpec,
     Evidence,
     HeadTransformSpec,
     PositionsSpec,
@@ -48,6 +50,7 @@ TEXT_FEATURES = frozenset(
         "final_norm",
         "head_transform",
         "first_layer_without",
+        "residual_gates",
     }
 )
 _CORRECTION = "e_score_correction_bias"
@@ -152,6 +155,19 @@ class TextDesign:
     head_transform: HeadTransformSpec | None = None  # generated, applied after the final norm
     # Attributes of layer 0's norms a generated identity replaces (HF has none there)
     first_layer_identity: tuple[str, ...] = ()
+    dynamic_mask: DynamicMaskSpec | None = None  # a generated Attention adds Doge's mask
+    differential: DifferentialSpec | None = None  # a generated differential Attention
+    residual_gates: tuple[tuple[str, str], ...] = ()  # sub-block -> learned residual scale
+
+    @property
+    def own_attention_bias(self) -> bool:
+        """The attention adds a bias of its own to the causal mask (ALiBi, Doge's mask)."""
+        return self.alibi or self.dynamic_mask is not None
+
+    @property
+    def generated_attention(self) -> bool:
+        """Each layer's attention is the generated ``<prefix>Attention``."""
+        return self.qk_norm_after_rope or bool(self.dynamic_mask or self.differential)
 
     @property
     def no_norm(self) -> bool:
@@ -173,7 +189,7 @@ class TextDesign:
             or self.embedding_norm
             or self.rope_reversed
             or self.head_transform is not None
-            or self.qk_norm_after_rope  # its Attention takes masks, not GroupQueryAttention's
+            or self.generated_attention  # it takes masks, not GroupQueryAttention's
         )
 
     @property
@@ -188,6 +204,7 @@ class TextDesign:
             self.placement in ("sandwich", "parallel", "post_residual")
             or self.moe is not None
             or self.mla
+            or bool(self.residual_gates)
         )
 
 
@@ -467,6 +484,27 @@ def _text_design(
                 "text.mlp.activation",
             )
         )
+    attention = text.attention
+    if attention.dynamic_mask:
+        reasons.append(
+            _why(
+                "a dynamic mask from the values added to the attention scores",
+                spec,
+                "text.attention.dynamic_mask",
+            )
+        )
+    if attention.differential:
+        reasons.append(
+            _why(
+                "differential attention (two softmax maps, one subtracted)",
+                spec,
+                "text.attention.differential",
+            )
+        )
+    if text.residual_gates:
+        reasons.append(
+            _why("learned per-channel scales of the residual", spec, "text.residual_gates")
+        )
     moe = _moe_design(spec, prefix, reasons)
     mla = spec.text.attention.mla
     if mla is not None:
@@ -510,6 +548,9 @@ def _text_design(
         learned_activation=text.mlp.learned_activation is not None,
         final_norm=text.final_norm,
         head_transform=text.head_transform,
+        dynamic_mask=attention.dynamic_mask,
+        differential=attention.differential,
+        residual_gates=text.residual_gates,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 
@@ -809,6 +850,7 @@ def _settings(
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
+    settings += _dynamic_mask_settings(spec, extra)
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
         if field not in set_fields:
@@ -937,6 +979,21 @@ def _head_transform_settings(spec: ArchitectureSpec, extra: list[ExtraField]) ->
             "text.head_transform",
             "head transform dense bias",
         ),
+    ]
+
+
+def _dynamic_mask_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    """How many keys the dynamic mask leaves unmasked, from the config key HF reads."""
+    mask = spec.text.attention.dynamic_mask
+    if mask is None or mask.keep_window_key is None:
+        return []
+    extra.append(ExtraField("keep_window_size", "int | None", "None"))
+    return [
+        Setting(
+            "keep_window_size",
+            f"config.{mask.keep_window_key}",
+            _why("keys the dynamic mask keeps per row", spec, "text.attention.dynamic_mask"),
+        )
     ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
+from onboard.spec import ArchitectureSpec, AttentionSpec, PositionsSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -32,7 +32,8 @@ FEATURES = (
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
-    "attention_kind",  # standard, mla
+    "attention_kind",  # standard, mla, dynamic_mask (Doge), differential (DiffLlama)
+    "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
     "positions",
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
@@ -80,6 +81,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "shared_experts": {"none"},
         "dense_layers": {"all"},
         "attention_kind": {"standard"},
+        "residual_gates": {"none"},
         "positions": {"rope"},
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
@@ -252,7 +254,8 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         if not moe or not moe.shared
         else ("gated" if moe.shared.gated else "ungated"),
         "dense_layers": moe.dense_rule if moe else "all",
-        "attention_kind": "mla" if text.attention.mla else "standard",
+        "attention_kind": _attention_kind(text.attention),
+        "residual_gates": "learned" if text.residual_gates else "none",
         "norm": norm,
         "placement": text.norm.placement,
         "embedding_scale": text.embedding_scale,
@@ -275,6 +278,14 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
         "mlp": text.mlp.kind + (f"/{text.mlp.activation}" if text.mlp.learned_activation else ""),
     }
+
+
+def _attention_kind(attention: AttentionSpec) -> str:
+    if attention.mla:
+        return "mla"
+    if attention.dynamic_mask:
+        return "dynamic_mask"
+    return "differential" if attention.differential else "standard"
 
 
 def _positions(positions: PositionsSpec | None) -> str:

@@ -7,7 +7,13 @@ import dataclasses
 import pytest
 
 from onboard.errors import UnsupportedFeatureError
-from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
+from onboard.spec import (
+    Delta,
+    DifferentialSpec,
+    DynamicMaskSpec,
+    PositionsSpec,
+    SharedExpertSpec,
+)
 from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
@@ -180,6 +186,28 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
         ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
         ({}, {"position_scale": True}, "a position-dependent query scale"),
         ({}, {"last_layer_o_bias": "dense_bias"}, "an attention output bias in the last layer"),
+        (
+            {},
+            {"dynamic_mask": DynamicMaskSpec("A", "dt_proj", "keep_window_size")},
+            "a dynamic attention mask computed from the values",
+        ),
+        (
+            {},
+            {
+                "differential": DifferentialSpec(
+                    ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"),
+                    "0.8 - 0.6 * math.exp(-0.3 * layer_idx)",
+                    "groupnorm",
+                    "rms_norm_eps",
+                )
+            },
+            "differential attention",
+        ),
+        (
+            {"residual_gates": (("attn", "input_residual"), ("mlp", "post_attention_residual"))},
+            {},
+            "learned per-channel scales of the residual",
+        ),
     ],
 )
 def test_computations_the_generator_cannot_express_are_refused(
