@@ -850,7 +850,7 @@ def _settings(
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
-    settings += _dynamic_mask_settings(spec, extra)
+    settings += _attention_variant_settings(spec, extra)
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
         if field not in set_fields:
@@ -982,19 +982,23 @@ def _head_transform_settings(spec: ArchitectureSpec, extra: list[ExtraField]) ->
     ]
 
 
-def _dynamic_mask_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
-    """How many keys the dynamic mask leaves unmasked, from the config key HF reads."""
-    mask = spec.text.attention.dynamic_mask
-    if mask is None or mask.keep_window_key is None:
-        return []
-    extra.append(ExtraField("keep_window_size", "int | None", "None"))
-    return [
-        Setting(
-            "keep_window_size",
-            f"config.{mask.keep_window_key}",
-            _why("keys the dynamic mask keeps per row", spec, "text.attention.dynamic_mask"),
-        )
-    ]
+def _attention_variant_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    """The config values the generated attention variants read, from the keys HF reads: how
+    many keys the dynamic mask leaves unmasked, the differential pair norm's epsilon."""
+    attention = spec.text.attention
+    settings = []
+    mask = attention.dynamic_mask
+    if mask is not None and mask.keep_window_key is not None:
+        extra.append(ExtraField("keep_window_size", "int | None", "None"))
+        path = "text.attention.dynamic_mask"
+        why = _why("keys the dynamic mask keeps per row", spec, path)
+        settings.append(Setting("keep_window_size", f"config.{mask.keep_window_key}", why))
+    differential = attention.differential
+    if differential is not None:
+        extra.append(ExtraField("pair_norm_eps", "float", "1e-6"))
+        why = _why("epsilon of the pair norm", spec, "text.attention.differential")
+        settings.append(Setting("pair_norm_eps", f"config.{differential.eps_key}", why))
+    return settings
 
 
 def _rope_pairing(spec: ArchitectureSpec) -> list[Setting]:
