@@ -103,9 +103,11 @@ def differential(
         value = evaluate(expression, index)
         if not math.isclose(value, float(getattr(attention, "lambda_init", math.nan))):
             return None
+    norm_line = init_assignment(files, cls, norm_name)
     evidence = (
         Evidence("probe", "self_attn." + ", ".join(_DIFFERENTIAL_ORDER), f"shape ({head_dim},)"),
         Evidence("probe", f"self_attn.{norm_name}", f"nothing to learn, width {2 * head_dim}"),
+        *((norm_line.evidence,) if norm_line else ()),
         found,
         Evidence("config", f"config.json:{eps_key}", "the pair norm's epsilon"),
     )

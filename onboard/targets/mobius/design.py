@@ -496,7 +496,7 @@ def _text_design(
     if attention.differential:
         reasons.append(
             _why(
-                "differential attention (two softmax maps, one subtracted)",
+                "differential attention (the first half of the heads minus lambda x the second)",
                 spec,
                 "text.attention.differential",
             )
