@@ -28,6 +28,7 @@ class Kind(StrEnum):
     AUDIO_LM = "audio_lm"
     ENCODER_LM = "encoder_lm"
     ENCODER_DECODER = "encoder_decoder"
+    DRAFT = "draft"  # a speculative-decoding assistant that runs on a target model's states
     NON_LM = "non_lm"
 
 
@@ -112,6 +113,15 @@ def classify(config: Mapping[str, Any], modeling_source: str | None = None) -> C
         return Classification(
             Kind.ENCODER_LM, (f"{model_type} is a masked-LM (BERT-like) model in transformers",)
         )
+    if config.get("attn_type") == "bi":  # XLNet
+        why = "config.json: attn_type is 'bi': bidirectional attention over permuted orders"
+        return Classification(Kind.ENCODER_LM, (why,))
+    if "backbone_hidden_size" in config:  # Gemma 4's assistants
+        why = (
+            "config.json: backbone_hidden_size is the width of the target model whose states "
+            "this speculative-decoding assistant reads"
+        )
+        return Classification(Kind.DRAFT, (why,))
     if model_type not in lm_scope and not has_remote_causal:
         return Classification(Kind.NON_LM, (_non_lm_reason(model_type, auto),))
 

@@ -63,14 +63,31 @@ def test_single_expert_is_dense() -> None:
         ({"model_type": "vit"}, Kind.NON_LM),
         ({"model_type": "whisper", "is_encoder_decoder": True}, Kind.ENCODER_DECODER),
         ({"model_type": "mamba", "state_size": 16, "conv_kernel": 4}, Kind.SSM),
+        # XLNet's default: attention over permuted orders sees both sides of each token
+        ({"model_type": "xlnet", "attn_type": "bi", "mem_len": 512}, Kind.ENCODER_LM),
+        # Gemma 4's assistant reads the target model's KV states; its hidden size is nested
+        (
+            {
+                "model_type": "gemma4_assistant",
+                "backbone_hidden_size": 1536,
+                "text_config": {"model_type": "gemma4_text", "hidden_size": 256},
+            },
+            Kind.DRAFT,
+        ),
     ],
 )
 def test_out_of_scope_kinds(config: dict, kind: Kind) -> None:
     result = classify(config)
     assert result.kind is kind
-    if kind in (Kind.ENCODER_DECODER, Kind.ENCODER_LM, Kind.NON_LM):
+    if kind in (Kind.ENCODER_DECODER, Kind.ENCODER_LM, Kind.NON_LM, Kind.DRAFT):
         with pytest.raises(UnsupportedKindError, match="out of scope"):
             require_in_scope(result)
+
+
+def test_a_one_way_xlnet_is_not_called_bidirectional() -> None:
+    """Only attn_type 'bi' says bidirectional; 'uni' goes on to the decoder rules (and the
+    analysis then says what it does not understand)."""
+    assert classify({"model_type": "xlnet", "attn_type": "uni"}).kind is Kind.DENSE
 
 
 def test_unknown_model_type_without_remote_code() -> None:

@@ -1345,7 +1345,7 @@ class DecoderSpecBuilder:
                     module = modules.get(where.replace("*", "0"), "")
                     self._delta(
                         "cross-attention to encoder states (the decoder of an encoder-decoder "
-                        "model; its causal LM never calls it)",
+                        "model: a decoder-only graph would leave these weights unused)",
                         f"{where} ({module})",
                     )
                 continue

@@ -566,8 +566,9 @@ def test_cross_attention_is_refused_as_one_finding(tmp_path):
     analysis = analyse(load_source(str(default_config_dir("trocr", tmp_path))))
     found = [f"{d.what} at {d.where}" for d in analysis.spec.unresolved]
     assert found == [
-        "cross-attention to encoder states (the decoder of an encoder-decoder model; its causal "
-        "LM never calls it) at model.layers.*.encoder_attn (TrOCRAttention)"
+        "cross-attention to encoder states (the decoder of an encoder-decoder model: a "
+        "decoder-only graph would leave these weights unused) at model.layers.*.encoder_attn "
+        "(TrOCRAttention)"
     ]
 
 
