@@ -17,7 +17,9 @@ from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.layers import FFN_BLOCK_NAMES
+from onboard.analysis.mlp_reader import MLPReader, activation_of
 from onboard.analysis.probe import NormProbe, Probe, is_norm, source_location
+from onboard.analysis.reader import LAYER0, Context, Reader
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
@@ -26,10 +28,8 @@ from onboard.spec import (
     AttentionSpec,
     Delta,
     Evidence,
-    EvidenceLog,
     HeadTransformSpec,
     MLASpec,
-    MLPSpec,
     NormSpec,
     PositionsSpec,
     RopeSpec,
@@ -38,7 +38,6 @@ from onboard.spec import (
 )
 from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, POSITION_SCALE_KEY, is_number
 
-LAYER0 = "model.layers.0."
 _FFN = "|".join(FFN_BLOCK_NAMES)
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
 _KNOWN_LAYER_PARAMS = re.compile(
@@ -79,24 +78,11 @@ _QK_NORM_NAMES = (
 )
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
-_EXPERT_BIAS = re.compile(r"^model\.layers\.\d+\.\w+\.experts\.(gate_up_proj|down_proj)_bias$")
-# Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden;
-# CTRL: dff).
-_WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "dff")
-_FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
-# A width the source computes from two config values (GPT-NeoX Japanese)
-_WIDTH_PRODUCT = re.compile(r"int\(config\.(\w+) \* config\.(\w+)\)")
-# Activations an MLP's module is compared with when no config key names one.
-_MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
-# Activations that learn parameters, by their HF name (computed by the spec and both targets).
-LEARNED_ACTIVATIONS = ("xielu",)
-# Where configs keep the MLP activation (OPT, GPT-2: activation_function; Falcon: activation).
-_ACTIVATION_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation")
 _EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
-class DecoderSpecBuilder:
+class DecoderSpecBuilder(Reader):
     """Reads one config + probe; ``build()`` returns the spec, evidence and deltas."""
 
     def __init__(
@@ -109,14 +95,8 @@ class DecoderSpecBuilder:
         model: Any = None,
         real_layers: Sequence[str] = (),
     ) -> None:
-        self.cfg = hf_config
-        self.tiny = tiny_config
-        self.probe = probe
-        self.files = files
-        self.model = model
+        super().__init__(Context(hf_config, tiny_config, probe, files, model))
         self.real_layers = tuple(real_layers)
-        self.log = EvidenceLog()
-        self.deltas: list[Delta] = []
         # The dense MLP's projections once mlp() has understood them (StarCoder2: c_fc, c_proj).
         self.mlp_projections: tuple[str, ...] = ()
         self.learned_activation: str | None = None  # its attribute in the MLP, set by mlp()
@@ -152,23 +132,6 @@ class DecoderSpecBuilder:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _config(self, path: str, key: str, value: Any) -> None:
-        self.log.add(path, Evidence("config", f"config.json:{key}", repr(value)))
-
-    def _probe(self, path: str, where: str, detail: str) -> None:
-        self.log.add(path, Evidence("probe", where, detail))
-
-    def _source(self, path: str, pattern: str) -> None:
-        found = find_line(self.files, pattern)
-        if found is not None:
-            self.log.add(path, found)
-
-    def _delta(self, what: str, where: str, detail: str = "") -> None:
-        self.deltas.append(Delta(what, where, detail))
-
-    def _layer_param(self, name: str) -> tuple[int, ...] | None:
-        return self.probe.param_shape(LAYER0 + name)
-
     @property
     def _final_norm_name(self) -> str:
         return self.probe.final_norm.name if self.probe.final_norm else "norm"
@@ -183,17 +146,15 @@ class DecoderSpecBuilder:
                 found[attr] = shape
         return found
 
-    @property
-    def _tiny_head_dim(self) -> int:
-        tiny = self.tiny
-        return getattr(tiny, "head_dim", None) or tiny.hidden_size // tiny.num_attention_heads
-
     # -- sections ---------------------------------------------------------------------------
 
     def build(self) -> TextDecoderSpec:
         cfg = self.cfg
         layer_types = self.layer_types()
-        mlp = self.mlp()
+        reading = self.take(MLPReader(self.ctx, self.dense_layer).read())
+        mlp = reading.spec
+        self.mlp_projections = reading.known_projections
+        self.learned_activation = mlp.learned_activation
         self.qkv_names = self._qkv_names()
         self.fused_qkv = self._fused_qkv()
         self.last_layer_o_bias = self._last_layer_o_bias()
@@ -319,7 +280,7 @@ class DecoderSpecBuilder:
             (
                 (name, found)
                 for name, child in children.items()
-                if name not in (dense, norm) and (found := _activation_of(child))
+                if name not in (dense, norm) and (found := activation_of(child))
             ),
             ("", None),
         )
@@ -655,7 +616,7 @@ class DecoderSpecBuilder:
         if any(a is None for a in attentions):
             return {}
         kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
-        head_dim = self._tiny_head_dim
+        head_dim = self.ctx.tiny_head_dim
         found = {
             "text.attention.dynamic_mask": dynamic_mask(
                 attentions[0], kv_heads, head_dim, self.cfg, self.files
@@ -680,7 +641,7 @@ class DecoderSpecBuilder:
         if self._layer_param("self_attn.o_proj.weight") is not None:
             return "o_proj"
         tiny = self.tiny
-        shape = (tiny.hidden_size, tiny.num_attention_heads * self._tiny_head_dim)
+        shape = (tiny.hidden_size, tiny.num_attention_heads * self.ctx.tiny_head_dim)
         taken = {*self.qkv_names.values(), self.fused_qkv}
         found = [
             a for a, got in self._attention_linears().items() if a not in taken and got == shape
@@ -705,9 +666,9 @@ class DecoderSpecBuilder:
             return None
         tiny = self.tiny
         kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
-        widths = {(tiny.num_attention_heads + 2 * kv_heads) * self._tiny_head_dim: False}
+        widths = {(tiny.num_attention_heads + 2 * kv_heads) * self.ctx.tiny_head_dim: False}
         if getattr(tiny, "multi_query", False) is True:  # one k/v head, whatever kv heads say
-            widths.setdefault((tiny.num_attention_heads + 2) * self._tiny_head_dim, True)
+            widths.setdefault((tiny.num_attention_heads + 2) * self.ctx.tiny_head_dim, True)
         for attr, shape in self._attention_linears().items():
             if shape[0] not in widths:
                 continue
@@ -850,17 +811,6 @@ class DecoderSpecBuilder:
         )
         return latent.eps
 
-    def _config_key_of(self, path: str, module: str, attr: str, keyword: str) -> str | None:
-        """The config key in ``self.<attr> = X(..., <keyword>=config.<key>)``, if HF reads one."""
-        class_name = dict(self.probe.modules).get(module)
-        found = init_assignment(self.files, class_name, attr) if class_name else None
-        if found is None:
-            return None
-        self.log.add(path, found.evidence)
-        value = found.keyword(keyword) or ""
-        match = re.fullmatch(r"(?:self\.)?config\.(\w+)", value)
-        return match.group(1) if match else None
-
     def _qk_norm(self, heads: int) -> str:
         shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")
         if shape is None and self.probe.has_module(f"{LAYER0}self_attn.{self.q_norm_name}"):
@@ -873,8 +823,8 @@ class DecoderSpecBuilder:
         if shape is None:
             return "none"
         tiny_heads = self.tiny.num_attention_heads
-        kind = "per_head" if shape[-1] == self._tiny_head_dim else "full_width"
-        if kind == "full_width" and shape[-1] != tiny_heads * self._tiny_head_dim:
+        kind = "per_head" if shape[-1] == self.ctx.tiny_head_dim else "full_width"
+        if kind == "full_width" and shape[-1] != tiny_heads * self.ctx.tiny_head_dim:
             self._delta(
                 "q_norm of unexpected width", f"{LAYER0}self_attn.q_norm.weight", str(shape)
             )
@@ -886,7 +836,7 @@ class DecoderSpecBuilder:
     def _attention_scale(self, head_dim: int) -> tuple[float, str | None]:
         """q·k scale: head_dim ** -0.5 unless the probe shows (and the config explains) another."""
         measured = self.probe.attention_scaling
-        tiny_head_dim = self._tiny_head_dim
+        tiny_head_dim = self.ctx.tiny_head_dim
         if measured is None or math.isclose(measured, tiny_head_dim**-0.5, rel_tol=1e-6):
             return head_dim**-0.5, None
         tiny_scalar = getattr(self.tiny, "query_pre_attn_scalar", None)
@@ -921,170 +871,6 @@ class DecoderSpecBuilder:
         )
         self._source("text.attention.position_scale", re.escape(POSITION_SCALE_KEY))
         return True
-
-    def mlp(self) -> MLPSpec:
-        cfg = self.cfg
-        act_key: str | None = next((k for k in _ACTIVATION_KEYS if getattr(cfg, k, None)), None)
-        measured = None if act_key else self._measured_activation()
-        if measured is not None:  # no config key: the code fixes it (BLOOM's own gelu)
-            activation, act_key = measured, None
-        else:
-            act_key = act_key or "hidden_act"
-            activation = getattr(cfg, act_key, None) or "silu"
-            self._config("text.mlp.activation", act_key, activation)
-        if self.dense_layer is None:  # every layer is MoE: the experts are gated MLPs
-            return self._expert_mlp(str(activation), act_key)
-        layer = f"model.layers.{self.dense_layer}."
-        prefix = layer + "mlp."
-        names = sorted(
-            {
-                n.removeprefix(prefix).split(".")[0]
-                for n, _ in self.probe.parameters
-                if n.startswith(prefix)
-            }
-        )
-        self.learned_activation = self._learned_activation(prefix, names, str(activation))
-        names = [n for n in names if n != self.learned_activation]
-        if "gate_up_proj" in names:
-            kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
-        elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
-            kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
-        else:
-            kind, projections = "plain", self._plain_projections(names, prefix)
-            if projections and self._doubled(prefix, projections):  # ModernBERT's Wi, Wo
-                kind = "fused_gate_up"
-        if projections is None:
-            self._delta("MLP projections not understood", f"{layer}mlp", ", ".join(names))
-            projections = tuple(names)
-        else:
-            self.mlp_projections = projections
-        self._probe("text.mlp.kind", f"{layer}mlp", ", ".join(names))
-        bias = any(self.probe.param_shape(f"{prefix}{p}.bias") is not None for p in projections)
-        self._probe("text.mlp.bias", f"{prefix}{projections[-1]}.bias", str(bias))
-        bias_key = self._config_key_of("text.mlp.bias", layer + "mlp", projections[-1], "bias")
-        shape = self.probe.param_shape(f"{prefix}{projections[-1]}.weight")
-        width_expr = self._width_expr(shape[-1] if shape else None)
-        width = _real_width(cfg, self.tiny, shape[-1] if shape else None)
-        if width is None and width_expr.endswith(_FOUR_TIMES_HIDDEN):
-            width = 4 * cfg.hidden_size
-        product = _WIDTH_PRODUCT.fullmatch(width_expr)
-        if width is None and product:
-            width = int(getattr(cfg, product[1]) * getattr(cfg, product[2]))
-        if isinstance(width, list):
-            self._delta(
-                "MLP width differs per layer", "config.json:intermediate_size", str(width[:4])
-            )
-            width = max(width)
-        return MLPSpec(
-            kind,
-            str(activation),
-            bias,
-            width,
-            projections,
-            bias_key=bias_key,
-            activation_key=act_key,
-            width_expr=width_expr,
-            learned_activation=self.learned_activation,
-        )
-
-    def _learned_activation(self, prefix: str, names: list[str], activation: str) -> str | None:
-        """The MLP's activation module when it learns parameters (Apertus' xIELU); one the spec
-        cannot compute is a delta, so its parameters are never loaded into something else."""
-        if self.model is None:
-            return None
-        children = dict(self.model.get_submodule(prefix.rstrip(".")).named_children())
-        for name in names:
-            module = children.get(name)  # not a parameter of the MLP itself (JetMoE's bias)
-            if type(module).__module__ != "transformers.activations":
-                continue
-            learned = ", ".join(n for n, _ in module.named_parameters())
-            where = f"{prefix}{name} ({type(module).__name__})"
-            if activation not in LEARNED_ACTIVATIONS:
-                self._delta("activation with learned parameters", where, learned)
-                return None
-            self._probe("text.mlp.activation", where, f"learns {learned}")
-            return name
-        return None
-
-    def _measured_activation(self) -> str | None:
-        """The MLP's activation module, told by its values, when no config key names it."""
-        if self.model is None or self.dense_layer is None:
-            return None
-        mlp = self.model.get_submodule(f"model.layers.{self.dense_layer}.mlp")
-        for name, module in mlp.named_children():
-            candidate = _activation_of(module)
-            if candidate is not None:
-                where = f"model.layers.{self.dense_layer}.mlp.{name}"
-                self._probe("text.mlp.activation", where, f"computes {candidate}")
-                return candidate
-        return None
-
-    def _width_expr(self, tiny_width: int | None) -> str:
-        """Which config value the MLP width is: a width key, else GPT-2's 4 x hidden_size
-        (read from the source, where HF writes it)."""
-        key = next(
-            (
-                k
-                for k in _WIDTH_KEYS
-                if getattr(self.cfg, k, None) is not None  # the real config's, not shrink's
-                and getattr(self.tiny, k, None) == tiny_width
-            ),
-            None,
-        )
-        if key is not None or tiny_width is None:
-            return f"config.{key or 'intermediate_size'}"
-        product = self._width_product(tiny_width)
-        if product is not None:
-            return product
-        found = find_line(self.files, r"4 \* (config\.)?(hidden_size|embed_dim|n_embd)\b")
-        if tiny_width != 4 * self.tiny.hidden_size or found is None:
-            return "config.intermediate_size"
-        self.log.add("text.mlp.intermediate_size", found)
-        unset = [k for k in _WIDTH_KEYS if getattr(self.cfg, k, 0) is None]  # present, None
-        return f"config.{unset[0]} or {_FOUR_TIMES_HIDDEN}" if unset else _FOUR_TIMES_HIDDEN
-
-    def _width_product(self, tiny_width: int) -> str | None:
-        """The width as the source computes it from two config values, when the tiny config gives
-        the tiny width (GPT-NeoX Japanese: int(config.hidden_size *
-        config.intermediate_multiple_size))."""
-        found = find_line(self.files, rf"= {_WIDTH_PRODUCT.pattern}")
-        if found is None:
-            return None
-        a, b = _WIDTH_PRODUCT.search(found.detail).groups()
-        values = [getattr(self.tiny, k, None) for k in (a, b)]
-        if not all(is_number(v) for v in values) or int(values[0] * values[1]) != tiny_width:
-            return None
-        self.log.add("text.mlp.intermediate_size", found)
-        return f"int(config.{a} * config.{b})"
-
-    def _expert_mlp(self, activation: str, act_key: str) -> MLPSpec:
-        """Every layer is MoE: describe the routed experts (gated; biased in GPT-OSS)."""
-        biases = [name for name, _ in self.probe.parameters if _EXPERT_BIAS.match(name)]
-        if biases:
-            self._probe("text.mlp.bias", biases[0], "present")
-        width = getattr(self.cfg, "intermediate_size", None)
-        if width is None and getattr(self.cfg, "moe_intermediate_size", None):  # Solar Open
-            width = self.cfg.moe_intermediate_size
-            self._config("text.mlp.intermediate_size", "moe_intermediate_size", width)
-        if width is None:
-            self._delta("expert width not found", "config.json", "no intermediate_size")
-        return MLPSpec("gated", activation, bool(biases), width or 0, activation_key=act_key)
-
-    def _doubled(self, prefix: str, projections: tuple[str, ...]) -> bool:
-        """The input projection is twice as wide as the output one reads: gate and up fused
-        (which half gates, the spec check decides)."""
-        into, out = (self.probe.param_shape(f"{prefix}{p}.weight") for p in projections)
-        return bool(into and out and into[0] == 2 * out[-1])
-
-    def _plain_projections(self, names: list[str], prefix: str) -> tuple[str, ...] | None:
-        """(input projection, output projection) of a non-gated MLP, told apart by shape."""
-        hidden = self.tiny.hidden_size
-        shapes = {n: self.probe.param_shape(f"{prefix}{n}.weight") for n in names}
-        into = [n for n, shape in shapes.items() if shape and shape[-1] == hidden]
-        out = [n for n, shape in shapes.items() if shape and shape[0] == hidden and n not in into]
-        if len(into) != 1 or len(out) != 1 or len(names) != 2:
-            return None
-        return (into[0], out[0])
 
     def norm(self) -> NormSpec:
         layer_norms = [n for n in self.probe.layer_norms if "." not in n.name]
@@ -1180,7 +966,7 @@ class DecoderSpecBuilder:
     def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
         params = _rope_parameters(self.cfg)
         dims = dict(self.probe.rotary_dims)
-        tiny_head_dim = self._tiny_head_dim
+        tiny_head_dim = self.ctx.tiny_head_dim
         applied = self._rope_applied()
         result = []
         for kind in dict.fromkeys(layer_types):
@@ -1437,40 +1223,6 @@ def _yarn_scale(config: Any, scale: float) -> float:
         return scale
     mscale = 0.1 * mscale_all_dim * math.log(factor) + 1.0
     return scale * mscale * mscale
-
-
-def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
-    """The real MLP width: the real value of whichever config field the tiny width came from."""
-    keys = (
-        "intermediate_size",
-        "moe_intermediate_size",
-        "shared_expert_intermediate_size",
-        "ffn_hidden_size",  # Falcon
-        "ffn_dim",  # OPT
-    )
-    for key in keys:
-        value = getattr(real, key, None)
-        if value is not None and tiny_width is not None and getattr(tiny, key, None) == tiny_width:
-            return value
-    return getattr(real, "intermediate_size", None) or getattr(real, "ffn_hidden_size", None)
-
-
-def _activation_of(module: Any) -> str | None:
-    """Which known activation a parameter-free module computes, told by its values."""
-    import torch
-    from transformers.activations import ACT2FN
-
-    if next(module.parameters(), None) is not None:
-        return None
-    x = torch.linspace(-6.0, 6.0, 241)
-    try:
-        with torch.no_grad():
-            y = module(x)
-    except Exception:  # not an activation
-        return None
-    return next(
-        (a for a in _MEASURED_ACTIVATIONS if torch.allclose(ACT2FN[a](x), y, atol=1e-6)), None
-    )
 
 
 def _placement(names: dict[str, str]) -> str | None:
