@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
-from onboard.analysis.layers import FFN_BLOCK_NAMES
+from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.mlp_reader import MLPReader, activation_of
-from onboard.analysis.probe import NormProbe, Probe, is_norm, source_location
+from onboard.analysis.norm_reader import EPS_KEYS, NormReader
+from onboard.analysis.probe import Probe, is_norm, source_location
 from onboard.analysis.reader import LAYER0, Context, Reader
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
@@ -54,10 +55,6 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
-# A layer's cross-attention to encoder states (TrOCR's encoder_attn), by its HF names.
-_CROSS_ATTENTION = re.compile(
-    r"^model\.layers\.\*\.(encoder_attn|crossattention|cross_attn)(_layer_?norm)?\."
-)
 # How each multiplier key may enter the computation, most likely first; the analysis keeps the
 # combination with which the whole tiny model matches HF (None: HF does not use the key).
 _SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
@@ -78,7 +75,6 @@ _QK_NORM_NAMES = (
 )
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
-_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
@@ -180,7 +176,7 @@ class DecoderSpecBuilder(Reader):
             sliding_window=self.sliding_window(layer_types),
             attention=self.attention(),
             mlp=mlp,
-            norm=self.norm(),
+            norm=self.take(NormReader(self.ctx).read()),
             rope=self.rope(layer_types),
             tie_word_embeddings=tie,
             embedding_scale=self.embedding_scale(),
@@ -622,7 +618,7 @@ class DecoderSpecBuilder(Reader):
                 attentions[0], kv_heads, head_dim, self.cfg, self.files
             ),
             "text.attention.differential": differential(
-                attentions, head_dim, tiny, self.files, _EPS_KEYS
+                attentions, head_dim, tiny, self.files, EPS_KEYS
             ),
             "text.residual_gates": residual_gates(layers[0], tiny.hidden_size, self.files),
         }
@@ -872,97 +868,6 @@ class DecoderSpecBuilder(Reader):
         self._source("text.attention.position_scale", re.escape(POSITION_SCALE_KEY))
         return True
 
-    def norm(self) -> NormSpec:
-        layer_norms = [n for n in self.probe.layer_norms if "." not in n.name]
-        flow = self.probe.flow
-        roles = {
-            "attn_in": flow.attn_in,
-            "attn_out": flow.attn_out,
-            "mlp_in": flow.mlp_in,
-            "mlp_out": flow.mlp_out,
-        }
-        if flow.attn_add and flow.mlp_add:  # norms after each residual add (OpenAI GPT)
-            roles = {"attn_add": flow.attn_add, "mlp_add": flow.mlp_add}
-        names = tuple((role, found[0]) for role, found in roles.items() if len(found) == 1)
-        placed = {name for _, name in names}
-        for norm in layer_norms:
-            cross = _CROSS_ATTENTION.match(f"model.layers.*.{norm.name}.")
-            if norm.name not in placed and not cross:  # the parameter check reports those
-                self._delta("norm with no place in the layer", f"{LAYER0}{norm.name}")
-        placement = _placement(dict(names))
-        if flow.parallel:
-            placement = "parallel" if placement == "pre" else None
-        if placement is None:
-            self._delta("unrecognised norm placement", f"{LAYER0}", repr(roles))
-            placement = "pre"
-        self._probe(
-            "text.norm.placement",
-            f"{LAYER0}*",
-            ", ".join(f"{name} on {role}" for role, name in names)
-            + ("; attention and MLP read one tensor" if flow.parallel else ""),
-        )
-        reference = self.probe.final_norm or (layer_norms[0] if layer_norms else None)
-        if reference is None:
-            self._delta("no norms found", "model.norm")
-            return NormSpec("rms", 1e-6, 0.0, placement, names)
-        for norm in layer_norms:
-            if (norm.kind, norm.weight_offset) != (reference.kind, reference.weight_offset):
-                self._delta("norms of different kinds", f"{LAYER0}{norm.name}", norm.class_name)
-        self._norm_evidence(reference)
-        eps_key = next(
-            (k for k in _EPS_KEYS if isinstance(getattr(self.cfg, k, None), int | float)), None
-        )
-        measured = {n.eps for n in (*layer_norms, reference)}
-        if eps_key and len(measured) == 1 and None not in measured:
-            tiny_eps = getattr(self.tiny, eps_key, None)
-            if not math.isclose(reference.eps, tiny_eps):  # BioGPT: nn.LayerNorm's default
-                self._probe(
-                    "text.norm.eps",
-                    f"model.{reference.name}",
-                    f"every norm has eps {reference.eps}; HF does not read config.{eps_key}",
-                )
-                eps_key = None
-        eps = float(getattr(self.cfg, eps_key) if eps_key else reference.eps or 1e-6)
-        if eps_key:
-            self._config("text.norm.eps", eps_key, eps)
-        else:
-            self._probe("text.norm.eps", f"model.{reference.name}", f"eps {eps}")
-        if reference.eps is not None and not math.isclose(reference.eps, eps):
-            self._delta(
-                "norm epsilon differs from the config",
-                f"model.{reference.name}",
-                f"{reference.eps} != {eps}",
-            )
-        bias = reference.kind == "layer" and reference.has_bias
-        if any(n.kind == "layer" and n.has_bias != bias for n in layer_norms):
-            self._delta("LayerNorms with and without bias", f"{LAYER0}", "mixed")
-        if any(n.has_weight != reference.has_weight for n in layer_norms):
-            self._delta("norms with and without a learnable weight", f"{LAYER0}", "mixed")
-        if not reference.has_weight:
-            self._probe(
-                "text.norm.weight",
-                f"model.{reference.name} ({reference.class_name})",
-                "no learnable weight: scale 1",
-            )
-        return NormSpec(
-            reference.kind,
-            eps,
-            reference.weight_offset,
-            placement,
-            names,
-            eps_key,
-            bias,
-            reference.has_weight,
-        )
-
-    def _norm_evidence(self, norm: NormProbe) -> None:
-        offset = "scales by (1 + w)" if norm.weight_offset else "scales by w"
-        self._probe("text.norm.weight_offset", f"model.{norm.name} ({norm.class_name})", offset)
-        if norm.weight_offset:
-            self._source("text.norm.weight_offset", r"1(\.0)? \+ self\.weight")
-        kind = "centres (LayerNorm)" if norm.kind == "layer" else "does not centre (RMSNorm)"
-        self._probe("text.norm.kind", f"model.{norm.name} ({norm.class_name})", kind)
-
     def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
         params = _rope_parameters(self.cfg)
         dims = dict(self.probe.rotary_dims)
@@ -1123,7 +1028,7 @@ class DecoderSpecBuilder(Reader):
             if pattern in seen:
                 continue
             seen.add(pattern)
-            cross = _CROSS_ATTENTION.match(pattern)
+            cross = CROSS_ATTENTION.match(pattern)
             if cross:  # one finding for the module and its norm, not one per parameter
                 where = f"model.layers.*.{cross.group(1)}"
                 if where not in seen:
@@ -1223,19 +1128,6 @@ def _yarn_scale(config: Any, scale: float) -> float:
         return scale
     mscale = 0.1 * mscale_all_dim * math.log(factor) + 1.0
     return scale * mscale * mscale
-
-
-def _placement(names: dict[str, str]) -> str | None:
-    roles = frozenset(names)
-    if roles == {"attn_in", "mlp_in"}:
-        return "pre"
-    if roles == {"attn_in", "attn_out", "mlp_in", "mlp_out"}:
-        return "sandwich"
-    if roles == {"attn_out", "mlp_out"}:
-        return "post"
-    if roles == {"attn_add", "mlp_add"}:
-        return "post_residual"
-    return None
 
 
 def _summarise(kinds: Sequence[str]) -> str:

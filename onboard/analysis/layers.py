@@ -8,10 +8,15 @@ allocates nothing; the tiny config is then checked against it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # Where decoder layers keep their feed-forward block (GraniteMoe: block_sparse_moe).
 FFN_BLOCK_NAMES = ("mlp", "block_sparse_moe")
+# A layer's cross-attention to encoder states (TrOCR's encoder_attn), by its HF names.
+CROSS_ATTENTION = re.compile(
+    r"^model\.layers\.\*\.(encoder_attn|crossattention|cross_attn)(_layer_?norm)?\."
+)
 
 
 def layer_signatures(hf_config: Any) -> list[str]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onboard.analysis.norm_reader import placement_of
 from onboard.source import SourceFile
 from onboard.spec import (
     AttentionSpec,
@@ -358,7 +359,7 @@ class StaticReader:
             if attr not in roles.values():
                 self._delta(f"norm {attr} with no place in the layer", norms[attr])
             self._cite("text.norm.names", norms[attr])
-        placement = _placement(set(roles))
+        placement = placement_of(roles)
         if self.parallel:
             placement = "parallel" if placement == "pre" else None
         if placement is None:
@@ -979,16 +980,6 @@ def _assignment(stmt: ast.stmt) -> tuple[list[str], ast.AST | None]:
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
         return [stmt.target.id], stmt.value
     return [], None
-
-
-def _placement(roles: set[str]) -> str | None:
-    if roles == {"attn_in", "mlp_in"}:
-        return "pre"
-    if roles == {"attn_in", "attn_out", "mlp_in", "mlp_out"}:
-        return "sandwich"
-    if roles == {"attn_out", "mlp_out"}:
-        return "post"
-    return None
 
 
 def _one_plus_weight(node: ast.AST) -> bool:
