@@ -19,8 +19,9 @@ from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_k
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.mlp_reader import MLPReader, activation_of
 from onboard.analysis.norm_reader import EPS_KEYS, NormReader
-from onboard.analysis.probe import Probe, is_norm, source_location
+from onboard.analysis.probe import Probe, is_norm
 from onboard.analysis.reader import LAYER0, Context, Reader
+from onboard.analysis.rope_reader import RopeReader, rope_parameters_of
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
@@ -33,11 +34,10 @@ from onboard.spec import (
     MLASpec,
     NormSpec,
     PositionsSpec,
-    RopeSpec,
     ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, PER_LAYER_KEYS, POSITION_SCALE_KEY, is_number
+from onboard.tiny import MULTIPLIER_KEYS, POSITION_SCALE_KEY, is_number
 
 _FFN = "|".join(FFN_BLOCK_NAMES)
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -102,7 +102,6 @@ class DecoderSpecBuilder(Reader):
         # Readings of analysis.variants by spec path, set by build(); their parameters have roles
         self.variants: dict[str, Reading] = {}
         self.multi_query = False  # set with fused_qkv: its width has one k/v head (multi_query)
-        self.rope_layers_key: str | None = None  # set by rope() when a config list says it
         self.o_name = "o_proj"  # the attention's output projection (Phi: dense), set by build()
         # q/k norms by their HF names (Persimmon: q_layernorm, k_layernorm)
         self.q_norm_name, self.k_norm_name = next(
@@ -166,6 +165,10 @@ class DecoderSpecBuilder(Reader):
         if final_softcap:
             self._config("text.final_logit_softcap", "final_logit_softcapping", final_softcap)
             self._source("text.final_logit_softcap", r"final_logit_softcapping")
+        sliding_window = self.sliding_window(layer_types)
+        attention = self.attention()
+        norm = self.take(NormReader(self.ctx).read())
+        rope = self.take(RopeReader(self.ctx, layer_types).read())
         text = TextDecoderSpec(
             vocab_size=cfg.vocab_size,
             hidden_size=cfg.hidden_size,
@@ -173,11 +176,11 @@ class DecoderSpecBuilder(Reader):
             # ALiBi models (BLOOM, MPT) have no position limit in their config
             max_position_embeddings=getattr(cfg, "max_position_embeddings", None) or 0,
             layer_types=layer_types,
-            sliding_window=self.sliding_window(layer_types),
-            attention=self.attention(),
+            sliding_window=sliding_window,
+            attention=attention,
             mlp=mlp,
-            norm=self.take(NormReader(self.ctx).read()),
-            rope=self.rope(layer_types),
+            norm=norm,
+            rope=rope.rope,
             tie_word_embeddings=tie,
             embedding_scale=self.embedding_scale(),
             final_logit_softcap=float(final_softcap) if final_softcap else None,
@@ -202,7 +205,7 @@ class DecoderSpecBuilder(Reader):
             self._probe("text.lm_head_bias", "lm_head.bias", "present")
         text = dataclasses.replace(
             text,
-            rope_layers_key=self.rope_layers_key,
+            rope_layers_key=rope.rope_layers_key,
             names=names,
             lm_head_bias=lm_head_bias,
             final_norm=self.probe.final_norm is not None,
@@ -858,7 +861,7 @@ class DecoderSpecBuilder(Reader):
         """Ministral 3 scales q by ``1 + beta * log(1 + floor(position / original))`` after RoPE
         (rope_parameters.llama_4_scaling_beta); the spec check runs it at positions where the
         tiny config's original span makes it count."""
-        params = _rope_parameters(self.cfg)
+        params = rope_parameters_of(self.cfg)
         value = params.get(POSITION_SCALE_KEY)
         if value is None:
             return False
@@ -867,102 +870,6 @@ class DecoderSpecBuilder(Reader):
         )
         self._source("text.attention.position_scale", re.escape(POSITION_SCALE_KEY))
         return True
-
-    def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
-        params = _rope_parameters(self.cfg)
-        dims = dict(self.probe.rotary_dims)
-        tiny_head_dim = self.ctx.tiny_head_dim
-        applied = self._rope_applied()
-        result = []
-        for kind in dict.fromkeys(layer_types):
-            per_kind = params.get(kind) if isinstance(params.get(kind), dict) else params
-            theta = float(per_kind.get("rope_theta", 10000.0))
-            dim = dims.get(kind, dims.get("default"))
-            if dim is None:
-                result.append((kind, RopeSpec(None, 0.0)))
-                self._probe(f"text.rope.{kind}", "model.rotary_emb", "no rotary embedding")
-                continue
-            if applied.get(kind) is False:  # the rotary embedding exists, these layers skip it
-                result.append((kind, RopeSpec(None, theta)))
-                continue
-            factor = dim / tiny_head_dim
-            extra = tuple(
-                sorted(
-                    (k, _plain(v))
-                    for k, v in per_kind.items()
-                    if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
-                )
-            )
-            interleaved = bool(getattr(self.cfg, "rope_interleave", False))
-            if interleaved:
-                self._config(f"text.rope.{kind}", "rope_interleave", True)
-            spec = RopeSpec(
-                rope_type=str(per_kind.get("rope_type", "default")),
-                theta=theta,
-                partial_rotary_factor=factor,
-                scaling=extra,
-                interleaved=interleaved,
-            )
-            self._config(f"text.rope.{kind}", "rope_parameters", per_kind)
-            self._probe(
-                f"text.rope.{kind}", "model.rotary_emb", f"rotary dim {dim} of {tiny_head_dim}"
-            )
-            result.append((kind, spec))
-        return tuple(result)
-
-    def _rope_applied(self) -> dict[str, bool | None]:
-        """Per layer kind, whether its attention applies RoPE (None: the probe cannot tell).
-
-        EXAONE 4 and Cohere 2 skip it in full-attention layers; a kind whose layers differ
-        (SmolLM3's ``no_rope_layers``) is a delta.
-        """
-        flags = self.probe.rope_layers
-        declared = declared_kinds(self.tiny)
-        sliding = "sliding_attention" if getattr(self.tiny, "sliding_window", None) else None
-        kinds = (
-            [str(k) for k in declared] if declared else [sliding or "full_attention"] * len(flags)
-        )
-        by_kind: dict[str, set[bool | None]] = {}
-        for kind, flag in zip(kinds, flags, strict=False):
-            by_kind.setdefault(kind, set()).add(flag)
-        applied: dict[str, bool | None] = {}
-        for kind, found in by_kind.items():
-            layers = [i for i, k in enumerate(kinds) if k == kind and i < len(flags)]
-            module = f"model.layers.{layers[0]}.self_attn"
-            if found == {False}:
-                self._probe(f"text.rope.{kind}", module, "output unchanged with RoPE as identity")
-                applied[kind] = False
-            elif found == {False, True}:
-                if not self._rope_layers_from_config(flags):
-                    self._rope_per_layer_delta(kind, layers)
-                applied[kind] = True
-            else:
-                applied[kind] = True if found == {True} else None
-        return applied
-
-    def _rope_layers_from_config(self, flags: Sequence[bool | None]) -> bool:
-        """A per-layer config list that says, layer by layer, what the probe measured."""
-        for key in PER_LAYER_KEYS:
-            values = getattr(self.tiny, key, None)
-            if isinstance(values, list | tuple) and [bool(v) for v in values] == list(flags):
-                self.rope_layers_key = key
-                self._config("text.rope_layers_key", key, getattr(self.cfg, key, None))
-                self._source("text.rope_layers_key", rf"config\.{key}\[")
-                self._probe("text.rope_layers_key", "model.layers.*.self_attn", f"{flags}")
-                return True
-        return False
-
-    def _rope_per_layer_delta(self, kind: str, layers: list[int]) -> None:
-        module = f"model.layers.{layers[0]}.self_attn"
-        class_name = dict(self.probe.modules).get(module, "attention")
-        attention = self.model.get_submodule(module) if self.model is not None else None
-        where = source_location(type(attention).forward) if attention is not None else None
-        plain = [i for i in layers if self.probe.rope_layers[i] is False]
-        self._delta(
-            "RoPE skipped in some layers of one kind",
-            where or module,
-            f"{class_name}: tiny {kind} layers {plain} of {layers} do not rotate q and k",
-        )
 
     def embedding_scale(self) -> str:
         measured = self.probe.embed_scale
@@ -1105,20 +1012,6 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
     return next((name for name in order if rules.get(name) == list(kinds)), None)
 
 
-def _rope_parameters(config: Any) -> dict[str, Any]:
-    """``rope_parameters``; for a config without it, its ``rope_theta`` and
-    ``partial_rotary_factor`` attributes."""
-    params = getattr(config, "rope_parameters", None)
-    if params:
-        return params
-    legacy = {}
-    for key in ("rope_theta", "partial_rotary_factor"):
-        value = getattr(config, key, None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            legacy[key] = value
-    return legacy
-
-
 def _yarn_scale(config: Any, scale: float) -> float:
     """DeepSeek's scale for YaRN RoPE: times mscale(factor, mscale_all_dim) squared."""
     rope = getattr(config, "rope_parameters", None) or {}
@@ -1135,9 +1028,3 @@ def _summarise(kinds: Sequence[str]) -> str:
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
     return ", ".join(f"{n} x {k}" for k, n in counts.items())
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return tuple(_plain(v) for v in value)
-    return value

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from onboard.analysis import analyse
-from onboard.analysis.decoder import _rope_parameters
 from onboard.analysis.moe import (
     _router,
     _router_inputs,
@@ -19,6 +18,7 @@ from onboard.analysis.moe import (
     correction_bias,
 )
 from onboard.analysis.probe import probe_model
+from onboard.analysis.rope_reader import rope_parameters_of
 from onboard.analysis.spec_check import check_spec
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
@@ -206,7 +206,7 @@ def test_shared_expert_width_of_several_fused_experts() -> None:
 
 def test_rope_parameters_fall_back_to_the_config_attributes() -> None:
     config = SimpleNamespace(rope_parameters=None, rope_theta=5e5, partial_rotary_factor=0.5)
-    assert _rope_parameters(config) == {"rope_theta": 5e5, "partial_rotary_factor": 0.5}
+    assert rope_parameters_of(config) == {"rope_theta": 5e5, "partial_rotary_factor": 0.5}
 
 
 def test_global_nope_layers_are_measured_and_checked(tmp_path) -> None:

@@ -1,0 +1,153 @@
+"""Read RoPE per layer kind: type, theta, the rotated share of the head, scaling, and which
+layers rotate at all.
+
+The rotated share is measured on the probe's rotary tables; whether a kind's layers apply RoPE is
+measured by running their attention with RoPE as the identity. Layers of one kind that differ
+must be named by a per-layer config list (SmolLM3's no_rope_layers), or they are a delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.attention_kinds import declared_kinds
+from onboard.analysis.probe import source_location
+from onboard.analysis.reader import Context, Read, Reader
+from onboard.spec import RopeSpec
+from onboard.tiny import PER_LAYER_KEYS
+
+
+@dataclass(frozen=True)
+class RopeReading:
+    rope: tuple[tuple[str, RopeSpec], ...]  # per layer kind
+    rope_layers_key: str | None  # a config list: layer i rotates iff config.<key>[i]
+
+
+class RopeReader(Reader):
+    def __init__(self, context: Context, layer_types: tuple[str, ...]) -> None:
+        super().__init__(context)
+        self.layer_types = layer_types
+        self.rope_layers_key: str | None = None  # set by _rope_layers_from_config
+
+    def read(self) -> Read[RopeReading]:
+        rope = self.rope(self.layer_types)
+        return self.done(RopeReading(rope, self.rope_layers_key))
+
+    def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
+        params = rope_parameters_of(self.cfg)
+        dims = dict(self.probe.rotary_dims)
+        tiny_head_dim = self.ctx.tiny_head_dim
+        applied = self._rope_applied()
+        result = []
+        for kind in dict.fromkeys(layer_types):
+            per_kind = params.get(kind) if isinstance(params.get(kind), dict) else params
+            theta = float(per_kind.get("rope_theta", 10000.0))
+            dim = dims.get(kind, dims.get("default"))
+            if dim is None:
+                result.append((kind, RopeSpec(None, 0.0)))
+                self._probe(f"text.rope.{kind}", "model.rotary_emb", "no rotary embedding")
+                continue
+            if applied.get(kind) is False:  # the rotary embedding exists, these layers skip it
+                result.append((kind, RopeSpec(None, theta)))
+                continue
+            factor = dim / tiny_head_dim
+            extra = tuple(
+                sorted(
+                    (k, _plain(v))
+                    for k, v in per_kind.items()
+                    if k not in ("rope_type", "rope_theta", "partial_rotary_factor")
+                )
+            )
+            interleaved = bool(getattr(self.cfg, "rope_interleave", False))
+            if interleaved:
+                self._config(f"text.rope.{kind}", "rope_interleave", True)
+            spec = RopeSpec(
+                rope_type=str(per_kind.get("rope_type", "default")),
+                theta=theta,
+                partial_rotary_factor=factor,
+                scaling=extra,
+                interleaved=interleaved,
+            )
+            self._config(f"text.rope.{kind}", "rope_parameters", per_kind)
+            self._probe(
+                f"text.rope.{kind}", "model.rotary_emb", f"rotary dim {dim} of {tiny_head_dim}"
+            )
+            result.append((kind, spec))
+        return tuple(result)
+
+    def _rope_applied(self) -> dict[str, bool | None]:
+        """Per layer kind, whether its attention applies RoPE (None: the probe cannot tell).
+
+        EXAONE 4 and Cohere 2 skip it in full-attention layers; a kind whose layers differ
+        (SmolLM3's ``no_rope_layers``) is a delta.
+        """
+        flags = self.probe.rope_layers
+        declared = declared_kinds(self.tiny)
+        sliding = "sliding_attention" if getattr(self.tiny, "sliding_window", None) else None
+        kinds = (
+            [str(k) for k in declared] if declared else [sliding or "full_attention"] * len(flags)
+        )
+        by_kind: dict[str, set[bool | None]] = {}
+        for kind, flag in zip(kinds, flags, strict=False):
+            by_kind.setdefault(kind, set()).add(flag)
+        applied: dict[str, bool | None] = {}
+        for kind, found in by_kind.items():
+            layers = [i for i, k in enumerate(kinds) if k == kind and i < len(flags)]
+            module = f"model.layers.{layers[0]}.self_attn"
+            if found == {False}:
+                self._probe(f"text.rope.{kind}", module, "output unchanged with RoPE as identity")
+                applied[kind] = False
+            elif found == {False, True}:
+                if not self._rope_layers_from_config(flags):
+                    self._rope_per_layer_delta(kind, layers)
+                applied[kind] = True
+            else:
+                applied[kind] = True if found == {True} else None
+        return applied
+
+    def _rope_layers_from_config(self, flags: Sequence[bool | None]) -> bool:
+        """A per-layer config list that says, layer by layer, what the probe measured (kept in
+        ``rope_layers_key``)."""
+        for key in PER_LAYER_KEYS:
+            values = getattr(self.tiny, key, None)
+            if isinstance(values, list | tuple) and [bool(v) for v in values] == list(flags):
+                self.rope_layers_key = key
+                self._config("text.rope_layers_key", key, getattr(self.cfg, key, None))
+                self._source("text.rope_layers_key", rf"config\.{key}\[")
+                self._probe("text.rope_layers_key", "model.layers.*.self_attn", f"{flags}")
+                return True
+        return False
+
+    def _rope_per_layer_delta(self, kind: str, layers: list[int]) -> None:
+        module = f"model.layers.{layers[0]}.self_attn"
+        class_name = dict(self.probe.modules).get(module, "attention")
+        attention = self.model.get_submodule(module) if self.model is not None else None
+        where = source_location(type(attention).forward) if attention is not None else None
+        plain = [i for i in layers if self.probe.rope_layers[i] is False]
+        self._delta(
+            "RoPE skipped in some layers of one kind",
+            where or module,
+            f"{class_name}: tiny {kind} layers {plain} of {layers} do not rotate q and k",
+        )
+
+
+def rope_parameters_of(config: Any) -> dict[str, Any]:
+    """An HF config object's ``rope_parameters``; for a config without it, its ``rope_theta``
+    and ``partial_rotary_factor`` attributes (``tiny.rope_parameters`` reads config.json dicts)."""
+    params = getattr(config, "rope_parameters", None)
+    if params:
+        return params
+    legacy = {}
+    for key in ("rope_theta", "partial_rotary_factor"):
+        value = getattr(config, key, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            legacy[key] = value
+    return legacy
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_plain(v) for v in value)
+    return value
