@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
+from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.mlp_reader import MLPReader, activation_of
 from onboard.analysis.norm_reader import EPS_KEYS, NormReader
@@ -25,6 +25,7 @@ from onboard.analysis.rope_reader import RopeReader, rope_parameters_of
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
+from onboard.analysis.whole_model import WholeModelReader
 from onboard.source import SourceFile
 from onboard.spec import (
     AttentionSpec,
@@ -33,11 +34,9 @@ from onboard.spec import (
     HeadTransformSpec,
     MLASpec,
     NormSpec,
-    PositionsSpec,
-    ScaleSpec,
     TextDecoderSpec,
 )
-from onboard.tiny import MULTIPLIER_KEYS, POSITION_SCALE_KEY, is_number
+from onboard.tiny import POSITION_SCALE_KEY, is_number
 
 _FFN = "|".join(FFN_BLOCK_NAMES)
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -55,16 +54,6 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
-# How each multiplier key may enter the computation, most likely first; the analysis keeps the
-# combination with which the whole tiny model matches HF (None: HF does not use the key).
-_SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
-    "embedding_multiplier": (("embedding", "times"), None),
-    "scale_emb": (("embedding", "times"), None),
-    "residual_multiplier": (("residual", "times"), None),
-    "scale_depth": (("residual", "times_over_sqrt_layers"), ("residual", "times"), None),
-    "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),
-    "logit_scale": (("logits", "times"), ("logits", "divided_by"), None),
-}
 # Names of separate q, k, v projections other than q_proj ... (CTRL: Wq; BERT-style: query)
 _QKV_NAMES = re.compile(r"^(?:w_?)?([qkv])(?:_proj)?$|^(query|key|value)$", re.IGNORECASE)
 # What attentions call their q and k norms.
@@ -169,6 +158,7 @@ class DecoderSpecBuilder(Reader):
         attention = self.attention()
         norm = self.take(NormReader(self.ctx).read())
         rope = self.take(RopeReader(self.ctx, layer_types).read())
+        embeddings = self.take(EmbeddingReader(self.ctx).read())
         text = TextDecoderSpec(
             vocab_size=cfg.vocab_size,
             hidden_size=cfg.hidden_size,
@@ -182,7 +172,7 @@ class DecoderSpecBuilder(Reader):
             norm=norm,
             rope=rope.rope,
             tie_word_embeddings=tie,
-            embedding_scale=self.embedding_scale(),
+            embedding_scale=embeddings.scale,
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             **self.moe(),
         )
@@ -209,8 +199,8 @@ class DecoderSpecBuilder(Reader):
             names=names,
             lm_head_bias=lm_head_bias,
             final_norm=self.probe.final_norm is not None,
-            positions=self.positions(),
-            embedding_norm=self.embedding_norm(),
+            positions=embeddings.positions,
+            embedding_norm=embeddings.norm,
             blocks_add_residual=self.probe.flow.residual_inside,
             transposed_linears=self.transposed_linears(),
             first_layer_without=self._first_layer_without(text.norm),
@@ -220,49 +210,8 @@ class DecoderSpecBuilder(Reader):
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)
-        return self._with_whole_model_reading(self._with_scales(text))
-
-    def _with_whole_model_reading(self, text: TextDecoderSpec) -> TextDecoderSpec:
-        """Readings only the whole tiny model tells, each kept when, and only when, the model
-        then matches HF and did not without it: embeddings x sqrt(hidden) after the embedding
-        module (CTRL), where the probe does not see it; with norms that learn nothing, the final
-        norm applied to the embeddings too (NanoChat: one module, called twice)."""
-        if self.deltas or self.model is None:
-            return text
-        readings = []
-        if text.embedding_scale == "none":
-            readings.append(
-                (
-                    dataclasses.replace(text, embedding_scale="sqrt_hidden"),
-                    "text.embedding_scale",
-                    "matches HF only with the embeddings x sqrt(hidden)",
-                    r"(inputs_embeds|hidden_states) \*=? ?(np|math|torch)\.sqrt\(",
-                )
-            )
-        if not text.norm.weight and not text.embedding_norm:
-            readings.append(
-                (
-                    dataclasses.replace(text, embedding_norm=True),
-                    "text.embedding_norm",
-                    "matches HF only with the embeddings normed",
-                    r"norm\(hidden_states\).*before the layers",
-                )
-            )
-        if not readings:
-            return text
-        from onboard.analysis.spec_check import find_mismatches
-        from onboard.tiny_model import perturb
-
-        model = perturb(copy.deepcopy(self.model))
-        plain = find_mismatches(text, model, self.tiny)
-        if not plain or any(m.module != "model" for m in plain):  # fine, or another module
-            return text
-        for reading, path, observation, source in readings:
-            if find_mismatches(reading, model, self.tiny) == []:
-                self._probe(path, "model", observation)
-                self._source(path, source)
-                return reading
-        return text
+        whole = WholeModelReader(self.ctx, blocked=bool(self.deltas))
+        return self.take(whole.read(text))
 
     def head_transform(self) -> HeadTransformSpec | None:
         """ModernBERT's prediction head (the layout view's ``model.head_transform``): a dense
@@ -321,15 +270,6 @@ class DecoderSpecBuilder(Reader):
                 )
         return tuple(roles[n] for n in self.probe.first_layer_identity if n in roles)
 
-    def embedding_norm(self) -> bool:
-        """BLOOM normalises the embeddings (the layout view names it ``model.embed_norm``); the
-        spec check runs it with the layers' norm kind and epsilon."""
-        present = self.probe.has_module("model.embed_norm")
-        if present:
-            kind = dict(self.probe.modules)["model.embed_norm"]
-            self._probe("text.embedding_norm", "model.embed_norm", f"{kind} of the embeddings")
-        return present
-
     def transposed_linears(self) -> tuple[str, ...]:
         """Layer-relative linears that keep their weight (in, out), as GPT-2's Conv1D does."""
         found = set()
@@ -347,125 +287,6 @@ class DecoderSpecBuilder(Reader):
             )
             self._source("text.transposed_linears", r"= Conv1D\(")
         return tuple(sorted(found))
-
-    def positions(self) -> PositionsSpec | None:
-        """Absolute positions (the layout view names the module ``model.embed_positions``): a
-        learned table, or a sinusoidal one recognised by its values; the offset is the one HF's
-        module adds (OPT, BioGPT, XGLM). The spec check then runs them."""
-        if self.model is None or not hasattr(self.model.model, "embed_positions"):
-            return None
-        module = self.model.model.embed_positions
-        offset = module.offset if isinstance(getattr(module, "offset", None), int) else 0
-        if offset:
-            self._source("text.positions", r"self\.offset = \d+")
-        shape = self.probe.param_shape("model.embed_positions.weight")
-        if shape is None:
-            return self._sinusoidal_positions(module, offset)
-        self._probe("text.positions", "model.embed_positions", f"{shape[0]} rows, offset {offset}")
-        expected = self.tiny.max_position_embeddings + offset
-        if shape[0] != expected:
-            self._delta(
-                "position table is not max_position_embeddings + offset rows",
-                "model.embed_positions",
-                f"{shape[0]} rows, expected {expected}",
-            )
-        return PositionsSpec(offset=offset)
-
-    def _sinusoidal_positions(self, module: Any, offset: int) -> PositionsSpec | None:
-        import torch
-
-        from onboard.analysis.spec_check import sinusoidal_table
-
-        table = getattr(module, "weights", None)
-        where = f"model.embed_positions ({type(module).__name__})"
-        if not isinstance(table, torch.Tensor) or table.dim() != 2:
-            self._delta("positions module not understood", where, "no table of weights")
-            return None
-        if table.shape[1] % 2:
-            self._delta("sinusoidal positions of an odd width", where, str(table.shape[1]))
-            return None
-        zero_row = getattr(module, "padding_idx", None)
-        zero_row_key = None
-        if isinstance(zero_row, int):
-            zero_row_key = "pad_token_id"
-            if getattr(self.tiny, zero_row_key, None) != zero_row:
-                self._delta("a zeroed positions row no config key names", where, str(zero_row))
-        for divisor in ("half-1", "half"):  # XGLM's frequencies, CTRL's
-            expected = sinusoidal_table(torch.arange(table.shape[0]), table.shape[1], divisor)
-            if isinstance(zero_row, int):
-                expected[zero_row] = 0.0
-            if torch.allclose(table.float(), expected, atol=1e-5):
-                break
-        else:
-            self._delta("positions table is not the sinusoidal one onboard knows", where)
-            return None
-        self._probe(
-            "text.positions",
-            where,
-            f"sinusoidal table, f_i = 10000 ** (-i / ({divisor} of {table.shape[1]})), "
-            f"offset {offset}",
-        )
-        self._source("text.positions", r"torch\.cat\(\[(torch\.sin\(emb\)|sines), ")
-        return PositionsSpec(
-            offset=offset, kind="sinusoidal", zero_row_key=zero_row_key, divisor=divisor
-        )
-
-    def _with_scales(self, text: TextDecoderSpec) -> TextDecoderSpec:
-        """Config multipliers, verified: each present key's known uses are tried, and the one
-        combination with which the whole tiny model computes what HF computes is kept."""
-        keys = [
-            k
-            for k in MULTIPLIER_KEYS
-            if is_number(getattr(self.tiny, k, None)) and k != text.attention.scale_key
-        ]
-        if not keys:
-            return text
-        if self.deltas or self.model is None:  # an incomplete spec cannot be run: report them
-            self._check_multipliers(keys)
-            return text
-        from onboard.analysis.spec_check import find_mismatches
-        from onboard.tiny_model import perturb
-
-        model = perturb(copy.deepcopy(self.model))
-        options = [_SCALE_CANDIDATES.get(k, (None,)) for k in keys]
-        # Every key's options end with None, so the last combination is "no multiplier": its
-        # mismatches are kept for the report below.
-        plain = None
-        for combination in itertools.product(*options):
-            scales = tuple(
-                ScaleSpec(use[0], key, use[1])
-                for key, use in zip(keys, combination, strict=True)
-                if use is not None
-            )
-            if len({s.site for s in scales}) < len(scales):
-                continue
-            candidate = dataclasses.replace(text, scales=scales)
-            plain = find_mismatches(candidate, model, self.tiny)
-            if plain == []:
-                self._record_scales(keys, scales)
-                return candidate
-        # Only a mismatch of the whole model or the embeddings is the multipliers' doing; a
-        # module mismatch is reported by the full spec check.
-        if plain and all(m.module in ("model", "model.embed_tokens") for m in plain):
-            for key in keys:
-                found = find_line(self.files, rf"\b{re.escape(key)}\b")
-                self._delta(
-                    f"config multiplier {key}: no known use of it reproduces HF",
-                    found.where if found else f"config.json:{key}",
-                    found.detail if found else repr(getattr(self.cfg, key, None)),
-                )
-        return text
-
-    def _record_scales(self, keys: list[str], scales: tuple[ScaleSpec, ...]) -> None:
-        used = {s.key for s in scales}
-        for scale in scales:
-            path = f"text.scales.{scale.site}"
-            self._config(path, scale.key, getattr(self.cfg, scale.key, None))
-            self._source(path, rf"\b{re.escape(scale.key)}\b")
-            self._probe(path, "model", f"{scale.describe()}: the tiny model then matches HF")
-        for key in keys:
-            if key not in used:
-                self._probe("text.scales", f"config.json:{key}", "HF does not use it (tiny check)")
 
     def _tried(self, text: TextDecoderSpec) -> tuple[TextDecoderSpec, tuple[Delta, ...]]:
         """The spec, or the first reading of ``trials.TRIALS`` with which every attention
@@ -871,26 +692,6 @@ class DecoderSpecBuilder(Reader):
         self._source("text.attention.position_scale", re.escape(POSITION_SCALE_KEY))
         return True
 
-    def embedding_scale(self) -> str:
-        measured = self.probe.embed_scale
-        if measured is None:
-            return "none"
-        self._probe(
-            "text.embedding_scale", "model.embed_tokens", f"output = weight x {measured:.6g}"
-        )
-        if math.isclose(measured, self.tiny.hidden_size**0.5, rel_tol=1e-5):
-            self._source("text.embedding_scale", r"hidden_size\s*\*\*\s*0\.5")
-            return "sqrt_hidden"
-        for key, uses in _SCALE_CANDIDATES.items():
-            value = getattr(self.tiny, key, None)
-            if ("embedding", "times") in uses and is_number(value):
-                if math.isclose(measured, value, rel_tol=1e-5):
-                    return "none"  # a config multiplier: _with_scales verifies it
-                if math.isclose(measured, value * self.tiny.hidden_size**0.5, rel_tol=1e-5):
-                    return "sqrt_hidden"
-        self._delta("embedding scale not explained", "model.embed_tokens", f"x {measured:.6g}")
-        return "none"
-
     def _check_parameters(self) -> None:
         """Every parameter must have a role; report each unknown one once, with its source line."""
         modules = dict(self.probe.modules)
@@ -973,17 +774,6 @@ class DecoderSpecBuilder(Reader):
                     found.where if found else f"config.json:{key}",
                     f"{key} = {value!r}",
                 )
-
-    def _check_multipliers(self, keys: Sequence[str]) -> None:
-        """Where other deltas keep the spec from running, no multiplier can be verified: each
-        is reported (even at 1.0, other checkpoints of the architecture may set it)."""
-        for key in keys:
-            value = getattr(self.cfg, key, None)
-            self._delta(
-                f"config multiplier {key} (not checked: the spec is incomplete)",
-                f"config.json:{key}",
-                repr(value),
-            )
 
 
 def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:

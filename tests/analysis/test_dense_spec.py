@@ -201,10 +201,10 @@ def test_config_multipliers_are_placed_by_trying_their_known_uses(tmp_path) -> N
 def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path, monkeypatch) -> None:
     """A multiplier used in a way no known use reproduces is a delta at the HF line, not
     silently dropped (here onboard is made to forget that Granite divides the logits)."""
-    from onboard.analysis import decoder
+    from onboard.analysis import whole_model
 
-    candidates = dict(decoder._SCALE_CANDIDATES, logits_scaling=(("logits", "times"), None))
-    monkeypatch.setattr(decoder, "_SCALE_CANDIDATES", candidates)
+    candidates = dict(whole_model.SCALE_CANDIDATES, logits_scaling=(("logits", "times"), None))
+    monkeypatch.setattr(whole_model, "SCALE_CANDIDATES", candidates)
     spec = analyse(load_source(str(_granite_like(tmp_path)))).spec
     found = {d.what: d.where for d in spec.unresolved}
     what = "config multiplier logits_scaling: no known use of it reproduces HF"
