@@ -433,7 +433,7 @@ class SpecInterpreter:
         return not key or bool(getattr(self.config, key)[layer])
 
     def _scale(self) -> float:
-        from onboard.analysis.decoder import _yarn_scale
+        from onboard.analysis.attention_reader import yarn_scale
 
         spec = self.text.attention
         if spec.unscaled:
@@ -442,7 +442,7 @@ class SpecInterpreter:
             return float(getattr(self.config, spec.scale_key)) ** spec.scale_power
         if spec.mla is not None:
             qk = self.config.qk_nope_head_dim + self.config.qk_rope_head_dim
-            return _yarn_scale(self.config, qk**-0.5) if spec.yarn_mscale else qk**-0.5
+            return yarn_scale(self.config, qk**-0.5) if spec.yarn_mscale else qk**-0.5
         return self.head_dim**-0.5
 
     def _mask(self, kind: str, seq: int) -> Any:
