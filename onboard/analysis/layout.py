@@ -104,7 +104,7 @@ def _head_transform(model: Any, decoder_root: str, head_name: str) -> str | None
     others = [
         (name, child)
         for name, child in model.named_children()
-        if name not in (decoder_root, head_name) and next(child.parameters(), None) is not None
+        if name not in (decoder_root, head_name) and learns(child)
     ]
     if not others:
         return None
@@ -112,7 +112,7 @@ def _head_transform(model: Any, decoder_root: str, head_name: str) -> str | None
     kinds = [
         "linear" if isinstance(c, torch.nn.Linear) else "norm" if is_norm(c) else "other"
         for c in child.children()
-        if next(c.parameters(), None) is not None
+        if learns(c)
     ]
     if len(others) > 1 or sorted(kinds) != ["linear", "norm"]:
         unknown = ", ".join(f"{n} ({type(c).__name__})" for n, c in others)
@@ -202,6 +202,11 @@ def _view_class() -> type:
     return LlamaLayoutView
 
 
+def learns(module: Any) -> bool:
+    """The module (or one inside it) has parameters."""
+    return next(module.parameters(), None) is not None
+
+
 def hf_module(module: Any) -> Any:
     """The HF module a view stands for (the module itself when it is not a view)."""
     return getattr(module, "hf", module)
@@ -215,7 +220,7 @@ def _decoder(model: Any) -> tuple[str, Any]:
         if any(isinstance(c, torch.nn.ModuleList) for c in child.children()):
             return name, child
         grandchildren = list(child.named_children())
-        if len(grandchildren) == 1 and next(child.parameters(), None) is not None:
+        if len(grandchildren) == 1 and learns(child):
             inner, decoder = _decoder(child)
             if decoder is not None:
                 return f"{name}.{inner}", decoder
@@ -229,7 +234,7 @@ def _embedding_block(module: Any, vocab: int) -> tuple[str, str | None] | None:
 
     from onboard.analysis.probe import is_norm
 
-    learned = [(n, c) for n, c in module.named_children() if next(c.parameters(), None) is not None]
+    learned = [(n, c) for n, c in module.named_children() if learns(c)]
     embeds = [
         n for n, c in learned if isinstance(c, torch.nn.Embedding) and c.num_embeddings == vocab
     ]
@@ -265,7 +270,7 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
             parts["embed"] = f"{name}.{block[0]}"  # ModernBERT's embeddings.tok_embeddings
             if block[1]:
                 parts["embed_norm"] = f"{name}.{block[1]}"
-        elif next(child.parameters(), None) is not None:
+        elif learns(child):
             unknown.append(f"{decoder_name}.{name} ({type(child).__name__})")
     # One norm is the final norm; a second one named for the embeddings normalises them (BLOOM).
     embedding = [n for n in norms if "emb" in n] if len(norms) == 2 else []
@@ -328,7 +333,7 @@ def _wrapped_attention(attention: Any) -> str | None:
     if len(children) != 1 or next(attention.parameters(recurse=False), None) is not None:
         return None
     name, inner = children[0]
-    return name if next(inner.parameters(), None) is not None else None
+    return name if learns(inner) else None
 
 
 def _inline_mlp(layer: Any) -> Any:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.layout import learns
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line
 from onboard.spec import MLPSpec
@@ -237,7 +238,7 @@ def activation_of(module: Any) -> str | None:
     import torch
     from transformers.activations import ACT2FN
 
-    if next(module.parameters(), None) is not None:
+    if learns(module):
         return None
     x = torch.linspace(-6.0, 6.0, 241)
     try:

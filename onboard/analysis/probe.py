@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.layers import ffn_block_name
-from onboard.analysis.layout import hf_module
+from onboard.analysis.layout import hf_module, learns
 from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import UnsupportedFeatureError
 
@@ -185,7 +185,7 @@ def is_norm(module: Any) -> bool:
         return True
     name = type(module).__name__.lower()
     weighted = getattr(module, "weight", None) is not None
-    parameter_free = next(module.parameters(), None) is None
+    parameter_free = not learns(module)
     return "norm" in name and (weighted or parameter_free)
 
 
