@@ -2,25 +2,40 @@
 
 Most configs list ``layer_types`` (``full_attention`` / ``sliding_attention``) and keep the
 window in ``sliding_window``; GPT-Neo lists ``attention_layers`` (``global`` / ``local``) and
-keeps the window in ``window_size``. The analysis, the tiny config and the spec interpreter read
-them through here, so the three agree.
+keeps the window in ``window_size`` (config.json says ``attention_types``, run-length encoded).
+The analysis, the tiny config, the spec interpreter and the known-bug triggers read them through
+here, so they agree; each function takes an HF config object or a config.json dict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from onboard.tiny import expand_attention_types
 
 # GPT-Neo's names for the two kinds.
 GLOBAL_LOCAL = {"global": "full_attention", "local": "sliding_attention"}
 
 
+def _read(config: Any, key: str) -> Any:
+    return config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+
+
+def _listed(config: Any, key: str) -> list[Any] | None:
+    """The per-layer list under ``key``; config.json's attention_types expanded."""
+    value = _read(config, key)
+    return expand_attention_types(value) if key == "attention_types" else value
+
+
 def kinds_key(config: Any) -> str | None:
     """The config key listing each layer's attention kind, if there is one."""
-    if getattr(config, "layer_types", None):
+    if _read(config, "layer_types"):
         return "layer_types"
-    listed = getattr(config, "attention_layers", None)
-    if listed and set(listed) <= set(GLOBAL_LOCAL):
-        return "attention_layers"
+    for key in ("attention_layers", "attention_types"):
+        listed = _listed(config, key)
+        if listed and set(listed) <= set(GLOBAL_LOCAL):
+            return key
     return None
 
 
@@ -29,14 +44,14 @@ def declared_kinds(config: Any) -> tuple[str, ...] | None:
     key = kinds_key(config)
     if key is None:
         return None
-    values = [str(k) for k in getattr(config, key)]
-    return tuple(GLOBAL_LOCAL.get(k, k) if key == "attention_layers" else k for k in values)
+    return tuple(GLOBAL_LOCAL.get(str(k), str(k)) for k in _listed(config, key))
 
 
 def window_key(config: Any) -> str:
     """The config key holding the sliding window."""
-    return "window_size" if kinds_key(config) == "attention_layers" else "sliding_window"
+    gpt_neo = kinds_key(config) in ("attention_layers", "attention_types")
+    return "window_size" if gpt_neo else "sliding_window"
 
 
 def window_of(config: Any) -> int | None:
-    return getattr(config, window_key(config), None)
+    return _read(config, window_key(config))

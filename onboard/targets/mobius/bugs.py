@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.attention_kinds import declared_kinds, window_key, window_of
 from onboard.parity.harness import DECODE_STEPS, PROMPT_LEN
-from onboard.tiny import POSITION_SCALE_KEY, expand_attention_types, rope_parameters
+from onboard.tiny import POSITION_SCALE_KEY, rope_parameters
 
 WIDE_WINDOW = 4 * (PROMPT_LEN + DECODE_STEPS)  # a window no test sequence reaches
 
@@ -54,20 +55,8 @@ def register_cpu_without_gqa() -> None:
         )
 
 
-def _layer_types(config: Mapping[str, Any]) -> list[str]:
-    """Per-layer kinds, as layer_types lists them or GPT-Neo's attention_types expand."""
-    global_local = expand_attention_types(config.get("attention_types"))
-    return list(config.get("layer_types") or global_local or [])
-
-
-def _window_key(config: Mapping[str, Any]) -> str:
-    return (
-        "window_size" if expand_attention_types(config.get("attention_types")) else "sliding_window"
-    )
-
-
 def _mixed_layers(config: Mapping[str, Any]) -> bool:
-    return len(set(_layer_types(config))) > 1 and bool(config.get(_window_key(config)))
+    return len(set(declared_kinds(config) or ())) > 1 and bool(window_of(config))
 
 
 def _rope_thetas(config: Mapping[str, Any]) -> set[float]:
@@ -80,7 +69,7 @@ def _rope_thetas(config: Mapping[str, Any]) -> set[float]:
 
 
 def _widen_window(config: dict[str, Any]) -> None:
-    config[_window_key(config)] = WIDE_WINDOW
+    config[window_key(config)] = WIDE_WINDOW
 
 
 def _equal_thetas_wide_window(config: dict[str, Any]) -> None:
@@ -94,7 +83,7 @@ def _equal_thetas_wide_window(config: dict[str, Any]) -> None:
 
 
 def _odd_layers_slide(config: dict[str, Any]) -> None:
-    count = len(_layer_types(config))
+    count = len(declared_kinds(config) or ())
     config["layer_types"] = [
         "sliding_attention" if i % 2 else "full_attention" for i in range(count)
     ]
