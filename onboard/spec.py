@@ -369,6 +369,10 @@ class TextDecoderSpec:
     first_layer_without: tuple[str, ...] = ()
     # Layer-relative linears that store their weight (in, out), as GPT-2's Conv1D does
     transposed_linears: tuple[str, ...] = ()
+    # The config keys the layer kinds and the window are read from (GPT-Neo: attention_layers,
+    # window_size); None: no list, every layer of one kind
+    layer_types_key: str | None = None
+    window_key: str = "sliding_window"
     # Learned per-channel scales of the residual at each add, sub-block -> layer attribute
     # (Doge: attn -> input_residual, x = input_residual * x + attn(norm(x)); mlp -> ...)
     residual_gates: tuple[tuple[str, str], ...] = ()

@@ -170,6 +170,8 @@ class DecoderSpecBuilder(Reader):
             first_layer_without=self._first_layer_without(text.norm),
             head_transform=self.head_transform(),
             residual_gates=_value(variants, "text.residual_gates") or (),
+            layer_types_key=kinds_key(cfg),
+            window_key=window_key(cfg),
         )
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone

@@ -274,7 +274,7 @@ class StaticReader:
         norm = self._norm(layer_class, norms, parts.get("norm"))
         attention = self._attention(attention_class)
         self._check_attention_forward(attention_class, attention)
-        kinds, window = self._layer_types(attention_class, model_class)
+        kinds, window, kinds_key = self._layer_types(attention_class, model_class)
         rotary = self._built_class(parts.get("rotary_emb"))
         if rotary in self.src.classes:
             self.roles["rotary"] = rotary
@@ -285,6 +285,7 @@ class StaticReader:
             max_position_embeddings=int(self.cfg.get("max_position_embeddings", 2048)),
             layer_types=kinds,
             sliding_window=window,
+            layer_types_key=kinds_key,
             attention=attention,
             mlp=self._mlp(mlp_class),
             norm=norm,
@@ -657,8 +658,10 @@ class StaticReader:
 
     def _layer_types(
         self, attention_class: str, model_class: str
-    ) -> tuple[tuple[str, ...], int | None]:
+    ) -> tuple[tuple[str, ...], int | None, str | None]:
+        """The layer kinds, the window of sliding ones, and the config key listing the kinds."""
         count = int(self.cfg.get("num_hidden_layers", 0))
+        key = None
         declared = self.cfg.get("layer_types")
         window = self.cfg.get("sliding_window")
         model = self.src.classes[model_class]
@@ -672,7 +675,7 @@ class StaticReader:
                 "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(count)
             ]
         if isinstance(declared, list) and len(declared) == count:
-            kinds = tuple(str(k) for k in declared)
+            kinds, key = tuple(str(k) for k in declared), "layer_types"
             self.log.add(
                 "text.layer_types", Evidence("config", "config.json:layer_types", str(set(kinds)))
             )
@@ -703,14 +706,14 @@ class StaticReader:
             self.log.add(
                 "text.sliding_window", Evidence("config", "config.json:sliding_window", str(window))
             )
-            return kinds, int(window)
+            return kinds, int(window), key
         self.log.add(
             "text.sliding_window",
             Evidence(
                 "config", "config.json:sliding_window", f"{window}; every layer attends fully"
             ),
         )
-        return kinds, None
+        return kinds, None, key
 
     # -- MLP, RoPE, embeddings, head --------------------------------------------------------
 

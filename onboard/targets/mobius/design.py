@@ -745,25 +745,16 @@ def _settings(
     extra: list[ExtraField] = []
     kinds = text.distinct_layer_types
     if "sliding_attention" in kinds and text.sliding_window:
-        window_key = next(
-            (
-                e.where.removeprefix("config.json:")
-                for e in spec.evidence_for("text.sliding_window")
-                if e.where.startswith("config.json:")
-            ),
-            "sliding_window",
-        )
         settings.append(
             Setting(
                 "sliding_window",
-                f"config.{window_key}",
+                f"config.{text.window_key}",
                 _why("window of sliding layers", spec, "text.sliding_window"),
             )
         )
-        listed_by = {e.where for e in spec.evidence_for("text.layer_types")}
-        if "config.json:layer_types" in listed_by:
+        if text.layer_types_key == "layer_types":
             layer_types = "list(config.layer_types)"
-        elif "config.json:attention_layers" in listed_by:  # GPT-Neo: global / local
+        elif text.layer_types_key == "attention_layers":  # GPT-Neo: global / local
             layer_types = (
                 '["sliding_attention" if kind == "local" else "full_attention"'
                 " for kind in config.attention_layers]"
