@@ -159,13 +159,15 @@ class RouterSpec:
     """How the router turns logits into (weights, expert indices).
 
     ``softmax_topk``: score every expert (softmax or sigmoid), pick the top k, optionally
-    renormalise the picked weights; ``topk_softmax``: pick the top k logits, softmax over those.
+    renormalise the picked weights; ``topk_softmax``: pick the top k logits, softmax over those;
+    ``sparsemixer`` (PhiMoE, at inference): two experts, each the best left, weighted by a softmax
+    over the logits within a relative ``2 x jitter_eps`` of it.
     A correction bias shifts only the *choice* (DeepSeek-V3); group-limited routing first keeps
     the best ``topk_group`` of ``n_group`` groups.
     """
 
     scoring: Literal["softmax", "sigmoid"]
-    order: Literal["softmax_topk", "topk_softmax"]
+    order: Literal["softmax_topk", "topk_softmax", "sparsemixer"]
     renormalize: bool
     renormalize_key: str | None = None  # config key behind renormalize (norm_topk_prob)
     correction_bias: bool = False
@@ -173,6 +175,8 @@ class RouterSpec:
     topk_group: int = 1
     routed_scaling_factor: float = 1.0
     bias: bool = False  # the router's linear layer has a bias
+    jitter_eps: float = 0.0  # sparsemixer's (the tiny model's value), from config.<jitter_key>
+    jitter_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
 # Keys a dynamic mask leaves unmasked per row (Doge): fewer than the prompt, so the cut runs
 TINY_KEEP_WINDOW = 5
+# PhiMoE's sparsemixer margin: wide enough that tokens mix experts within it, so it is checked
+TINY_ROUTER_MARGIN = 0.3
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
 # The RoPE key by which Ministral 3 and Mistral 4 scale the query by position.
 POSITION_SCALE_KEY = "llama_4_scaling_beta"
@@ -148,6 +150,8 @@ def shrink_config(
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
     if config.get("keep_window_size") is not None:
         tiny["keep_window_size"] = TINY_KEEP_WINDOW
+    if config.get("router_jitter_noise") is not None:
+        tiny["router_jitter_noise"] = TINY_ROUTER_MARGIN
     global_local = expand_attention_types(config.get("attention_types"))
     if global_local is not None and config.get("window_size") is not None:
         tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers

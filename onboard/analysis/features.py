@@ -94,6 +94,8 @@ def _router(s: ArchitectureSpec) -> Value:
     if moe is None:
         return "none"
     r = moe.router
+    if r.order == "sparsemixer":
+        return "sparsemixer"
     if r.order == "topk_softmax":
         return "topk_then_softmax"
     name = f"{r.scoring}_then_topk"

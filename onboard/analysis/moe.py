@@ -21,6 +21,7 @@ from typing import Any
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
+from onboard.tiny import is_number
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 # What MoE blocks call their shared experts (HunYuan: shared_mlp).
@@ -28,6 +29,8 @@ SHARED_EXPERT_NAMES = ("shared_expert", "shared_experts", "shared_mlp")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 _GATED_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ROUTER_TOLERANCE = 1e-6
+# Where configs keep sparsemixer's relative margin (PhiMoE).
+_JITTER_KEYS = ("router_jitter_noise",)
 EXPERTS_TOLERANCE = 1e-5
 
 
@@ -273,6 +276,8 @@ def route(
     logits = hidden.float() @ weight.float().T
     if spec.bias and bias is not None:
         logits = logits + bias.float()
+    if spec.order == "sparsemixer":
+        return sparsemixer(logits, spec.jitter_eps)
     if spec.order == "topk_softmax":
         values, indices = torch.topk(logits, top_k, dim=-1)
         weights = torch.softmax(values, dim=-1)
@@ -295,6 +300,22 @@ def route(
         if spec.renormalize:
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
     return weights * spec.routed_scaling_factor, indices
+
+
+def sparsemixer(logits: Any, jitter_eps: float) -> tuple[Any, Any]:
+    """PhiMoE's router at inference: two experts, each the best one left, weighted by a softmax
+    over the logits that lie within a relative ``2 x jitter_eps`` of it (the others masked)."""
+    import torch
+
+    weights, indices, left = [], [], logits
+    for _ in range(2):  # HF picks two, whatever num_experts_per_tok says
+        best, index = left.max(dim=-1, keepdim=True)
+        far = (best - logits) / logits.abs().clamp(min=best) > 2 * jitter_eps
+        gates = torch.softmax(left.masked_fill(far, float("-inf")), dim=-1)
+        weights.append(gates.gather(-1, index))
+        indices.append(index)
+        left = left.scatter(-1, index, float("-inf"))
+    return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1)
 
 
 def dense_routing(weights: Any, indices: Any, num_experts: int) -> Any:
@@ -326,6 +347,12 @@ def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterS
                 routed_scaling_factor=scale,
                 bias=has_bias,
             )
+        )
+    jitter_key = next((k for k in _JITTER_KEYS if is_number(getattr(tiny, k, None))), None)
+    if jitter_key is not None and not has_correction:
+        eps = float(getattr(tiny, jitter_key))
+        found.append(
+            RouterSpec("softmax", "sparsemixer", False, jitter_eps=eps, jitter_key=jitter_key)
         )
     return found
 
@@ -503,6 +530,11 @@ def _with_renormalize_key(spec: RouterSpec, real: Any) -> RouterSpec:
 
 
 def describe_router(spec: RouterSpec) -> str:
+    if spec.order == "sparsemixer":
+        return (
+            "sparsemixer: two experts, each the best left, weighted by a softmax over the logits "
+            f"within a relative 2 x config.{spec.jitter_key} of it"
+        )
     if spec.order == "topk_softmax":
         text = "top-k of the logits, then softmax"
     else:

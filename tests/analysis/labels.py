@@ -765,7 +765,7 @@ LABELS: list[dict[str, Any]] = [
         "norm.kind": "layer",  # modeling_phimoe.py:538 nn.LayerNorm
         "norm.affine": "weight+bias",
         # modeling_phimoe.py:472-489 sparsemixer (:349-440): masked top-2 with jitter threshold
-        "moe.router": Unresolved("no known router"),
+        "moe.router": "sparsemixer",
         "moe.dense_layers": "none",  # every layer PhimoeSparseMoeBlock
     },
     {

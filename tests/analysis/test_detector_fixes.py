@@ -651,3 +651,32 @@ def test_a_per_layer_formula_is_vetted_before_it_runs(expression) -> None:
     with pytest.raises(ValueError, match="not a formula"):
         evaluate(expression, 1)
     assert evaluate("0.8 - 0.6 * math.exp(-0.3 * layer_idx)", 0) == pytest.approx(0.2)
+
+
+def test_phimoe_sparsemixer_router(tmp_path):
+    """PhiMoE routes with sparsemixer: two experts, each weighted by a softmax over the logits
+    within a relative 2 x router_jitter_noise of it. The tiny margin (0.3) makes tokens mix
+    experts, so a router without the margin, or with another, fails the check."""
+    from onboard.tiny import TINY_ROUTER_MARGIN
+
+    analysis = analyse(load_source(str(default_config_dir("phimoe", tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    router = text.moe.router
+    assert (router.order, router.jitter_key) == ("sparsemixer", "router_jitter_noise")
+    assert router.jitter_eps == TINY_ROUTER_MARGIN
+    for eps in (0.0, 0.05):
+        wrong = dataclasses.replace(router, jitter_eps=eps)
+        moe = dataclasses.replace(text.moe, router=wrong)
+        assert _checked_against(analysis, dataclasses.replace(text, moe=moe))
+
+
+def test_sparsemixer_weights_within_the_margin() -> None:
+    from onboard.analysis.moe import sparsemixer
+
+    logits = torch.tensor([[2.0, 1.9, 0.0, -3.0]])
+    weights, indices = sparsemixer(logits, 0.05)  # 1.9 is within 10% of 2.0; 0.0 is not
+    assert indices.tolist() == [[0, 1]]
+    expected_first = torch.softmax(torch.tensor([2.0, 1.9]), dim=0)[0]
+    assert torch.allclose(weights[0, 0], expected_first)
+    assert weights[0, 1].item() == pytest.approx(1.0)  # alone within the margin of 1.9

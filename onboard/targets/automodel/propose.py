@@ -350,6 +350,10 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
         )
     if router.bias:
         found.append(f"router linear with a bias at {at}: not generated")
+    if router.order == "sparsemixer":
+        found.append(
+            f"sparsemixer routing (two experts, each within a margin) at {at}: not generated"
+        )
     if moe.dense_rule == "moe_layer_interval":
         found.append(
             "MoE layers chosen by config.moe_layer_interval / moe_layer_start_index / "

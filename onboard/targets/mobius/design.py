@@ -884,6 +884,10 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                 _why("routing weights scale", spec, "text.moe.router"),
             )
         )
+    if router.jitter_key is not None:
+        extra.append(ExtraField("router_jitter_noise", "float", "0.0"))
+        why = _why("sparsemixer's relative margin", spec, "text.moe.router")
+        settings.append(Setting("router_jitter_noise", f"config.{router.jitter_key}", why))
     if router.n_group > 1:
         settings.append(
             Setting("n_group", "config.n_group", _why("expert groups", spec, "text.moe.router"))

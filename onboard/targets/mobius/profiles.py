@@ -298,6 +298,8 @@ def router_kind(router: RouterSpec) -> str:
     """Which stock mobius gate computes ``router`` (custom: none does; generate one)."""
     if router.correction_bias or router.n_group > 1 or router.bias:
         return "custom"
+    if router.order == "sparsemixer":
+        return "custom"
     if router.order == "topk_softmax":
         return "topk_softmax" if router.routed_scaling_factor == 1.0 else "custom"
     if router.scoring == "sigmoid":

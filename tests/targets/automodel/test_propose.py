@@ -230,6 +230,23 @@ def test_a_learned_activation_is_refused(library) -> None:
     assert proposal.blockers[0].startswith("xielu activation with learned parameters")
 
 
+def test_a_sparsemixer_router_is_refused(library) -> None:
+    spec = analysis_of("mistralai/Mixtral-8x7B-v0.1").spec
+    router = dataclasses.replace(
+        spec.text.moe.router,
+        order="sparsemixer",
+        jitter_eps=0.01,
+        jitter_key="router_jitter_noise",
+    )
+    moe = dataclasses.replace(spec.text.moe, router=router)
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=moe))
+    proposal = propose(spec, library, treat_as_new=True)
+    assert len(proposal.blockers) == 1
+    assert proposal.blockers[0].startswith(
+        "sparsemixer routing (two experts, each within a margin)"
+    )
+
+
 def test_experts_saved_fused_are_refused(library) -> None:
     spec = analysis_of("mistralai/Mixtral-8x7B-v0.1").spec
     moe = dataclasses.replace(

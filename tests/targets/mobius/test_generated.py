@@ -335,6 +335,19 @@ def test_moe_layers_by_interval_with_a_correction_bias_kept_elsewhere(tmp_path: 
     assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
 
 
+def test_a_sparsemixer_router_is_generated(tmp_path: Path) -> None:
+    """PhiMoE: a generated router picks two experts, each weighted within sparsemixer's margin
+    (config.router_jitter_noise, 0.3 in the tiny model so tokens mix experts); both EPs pass."""
+    result = _new_default("phimoe", tmp_path)
+    report = result.parity
+    assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
+    assert report.weights.ok and not [c for c in report.checks if c.status is Status.XFAIL]
+    text = (result.root / result.plan.model_file).read_text()
+    assert "def _sparsemixer(self, op: OpBuilder, logits: ir.Value)" in text
+    assert "router_jitter_noise=config.router_jitter_noise" in text
+    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+
+
 def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:
     """Renames that exchange experts 0 and 1 keep every name valid: only provenance shows it."""
     swap = (
