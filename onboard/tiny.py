@@ -28,6 +28,8 @@ TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exer
 TINY_KEEP_WINDOW = 5
 # PhiMoE's sparsemixer margin: wide enough that tokens mix experts within it, so it is checked
 TINY_ROUTER_MARGIN = 0.3
+# How many of the last layers reuse earlier layers' keys and values (Gemma 3n)
+KV_SHARED_KEY = "num_kv_shared_layers"
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
 # The RoPE key by which Ministral 3 and Mistral 4 scale the query by position.
 POSITION_SCALE_KEY = "llama_4_scaling_beta"
@@ -121,6 +123,8 @@ def shrink_config(
         use_cache=True,
     )
     tiny.pop("dtype", None)
+    if _int(config.get("vocab_size_per_layer_input"), 0) > 0:  # Gemma 3n's per-layer table
+        tiny["vocab_size_per_layer_input"] = TINY_VOCAB
     if "intermediate_size" in config and config["intermediate_size"] is None:
         tiny["intermediate_size"] = None  # HF derives it (GPT-Neo: 4 x hidden_size)
     real_hidden = config.get("hidden_size")
@@ -171,6 +175,9 @@ def shrink_config(
         signature_lists["__per_layer_config__"] = [str(by_layer.get(i)) for i in range(num_layers)]
     if layer_classes is not None and len(layer_classes) == num_layers:
         signature_lists["__classes__"] = list(layer_classes)
+    shared = _int(config.get(KV_SHARED_KEY), 0)
+    if shared > 0:  # the last layers reuse earlier layers' keys and values (Gemma 3n)
+        signature_lists["__kv_shared__"] = [i >= num_layers - shared for i in range(num_layers)]
     indices = _representative_layers(signature_lists, num_layers)
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
@@ -181,6 +188,8 @@ def shrink_config(
             str(new): by_layer[old] for new, old in enumerate(indices) if old in by_layer
         }
     tiny[count_key] = len(indices)
+    if shared > 0:  # the kept layers from the shared tail, which stays the tail
+        tiny[KV_SHARED_KEY] = sum(1 for i in indices if i >= num_layers - shared)
     if count_key != "num_hidden_layers":  # derived from count_key by the config class
         tiny.pop("num_hidden_layers", None)
     if "max_window_layers" in tiny:

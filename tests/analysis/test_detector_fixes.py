@@ -71,6 +71,29 @@ def test_any_list_with_one_entry_per_layer_shrinks_with_the_layers() -> None:
     assert tiny["architectures"] == ["A", "B", "C", "D"]
 
 
+def test_kv_sharing_layers_are_kept_at_the_tail() -> None:
+    """Gemma 3n's last num_kv_shared_layers reuse keys and values of earlier layers of their
+    kind: the tiny config keeps a shared and an unshared layer of each kind, shared last."""
+    kinds = (["sliding_attention"] * 4 + ["full_attention"]) * 7
+    config = {"model_type": "x", "num_hidden_layers": 35, "num_kv_shared_layers": 15}
+    tiny = shrink_config(config, kinds).config
+    count, shared = tiny["num_hidden_layers"], tiny["num_kv_shared_layers"]
+    assert (count, shared) == (4, 2)
+    unshared = tiny["layer_types"][: count - shared]
+    assert set(unshared) == set(tiny["layer_types"][count - shared :]) == set(kinds)
+
+
+def test_gemma3n_text_is_refused_with_what_it_adds(tmp_path):
+    """Its tiny model builds (KV sharing kept consistent, the per-layer table shrunk), and the
+    analysis names each addition at its HF line: AltUp, LAuReL, per-layer inputs."""
+    analysis = analyse(load_source(str(default_config_dir("gemma3n_text", tmp_path))))
+    assert analysis.tiny.config["vocab_size_per_layer_input"] < 1000
+    found = " ".join(f"{d.where} {d.detail}" for d in analysis.spec.unresolved)
+    for part in ("altup.correction_coefs", "laurel.linear_left", "per_layer_input_gate"):
+        assert part in found
+    assert "modeling_gemma3n.py:" in found
+
+
 def test_per_layer_config_follows_the_kept_layers() -> None:
     """Gemma 4 keys overrides by layer index: the tiny config keys them by the new indices."""
     config = {
