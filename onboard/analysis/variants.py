@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.reader import LAYER0
 from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import DifferentialSpec, DynamicMaskSpec, Evidence
@@ -24,12 +25,13 @@ from onboard.spec import DifferentialSpec, DynamicMaskSpec, Evidence
 KEEP_WINDOW_KEYS = ("keep_window_size",)
 _LAMBDA = re.compile(r"^lambda_([qk])([12])$")
 _DIFFERENTIAL_ORDER = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
+_ATTENTION = f"{LAYER0}self_attn."
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A recognised attention variant: its spec value, the evidence, and the attention-relative
-    parameter names it explains."""
+    """A recognised variant: its spec value, the evidence, and the names of the parameters it
+    explains (relative to the attention, or to the layer for residual gates)."""
 
     value: Any
     evidence: tuple[Evidence, ...]
@@ -56,8 +58,8 @@ def dynamic_mask(
     keep = next((k for k in KEEP_WINDOW_KEYS if getattr(config, k, None) is not None), None)
     cls = type(attention).__name__
     evidence = [
-        Evidence("probe", f"self_attn.{decay}", f"shape ({kv_heads},): one per kv head"),
-        Evidence("probe", f"self_attn.{proj}", f"values -> one entry per kv head ({kv_heads})"),
+        Evidence("probe", f"{_ATTENTION}{decay}", f"shape ({kv_heads},): one per kv head"),
+        Evidence("probe", f"{_ATTENTION}{proj}", f"values -> one entry per kv head ({kv_heads})"),
     ]
     evidence += [f.evidence for a in (decay, proj) if (f := init_assignment(files, cls, a))]
     if keep is not None:
@@ -105,8 +107,8 @@ def differential(
             return None
     norm_line = init_assignment(files, cls, norm_name)
     evidence = (
-        Evidence("probe", "self_attn." + ", ".join(_DIFFERENTIAL_ORDER), f"shape ({head_dim},)"),
-        Evidence("probe", f"self_attn.{norm_name}", f"nothing to learn, width {2 * head_dim}"),
+        Evidence("probe", _ATTENTION + ", ".join(_DIFFERENTIAL_ORDER), f"shape ({head_dim},)"),
+        Evidence("probe", f"{_ATTENTION}{norm_name}", f"nothing to learn, width {2 * head_dim}"),
         *((norm_line.evidence,) if norm_line else ()),
         found,
         Evidence("config", f"config.json:{eps_key}", "the pair norm's epsilon"),
@@ -124,7 +126,7 @@ def residual_gates(layer: Any, hidden: int, files: Sequence[SourceFile]) -> Read
         return None
     cls = type(layer).__name__
     evidence = [
-        Evidence("probe", f"layers.*.{n}", f"shape ({hidden},), the layer's own") for n in gates
+        Evidence("probe", f"{LAYER0}{n}", f"shape ({hidden},), the layer's own") for n in gates
     ]
     evidence += [f.evidence for n in gates if (f := init_assignment(files, cls, n))]
     return Reading((("attn", gates[0]), ("mlp", gates[1])), tuple(evidence), tuple(gates))
