@@ -38,6 +38,7 @@ class Assignment:
 
     evidence: Evidence
     keywords: tuple[tuple[str, str], ...]  # keyword argument -> its source text
+    value: ast.expr | None = None  # what is assigned
 
     def keyword(self, name: str) -> str | None:
         return dict(self.keywords).get(name)
@@ -49,6 +50,15 @@ def init_assignment(files: Iterable[SourceFile], class_name: str, attr: str) -> 
         if found is not None:
             return found
     return None
+
+
+def module_functions(files: Iterable[SourceFile], where: Evidence) -> dict[str, ast.FunctionDef]:
+    """The module-level functions of the file ``where`` points into, by name."""
+    source = next((f for f in files if where.where.startswith(f"{f.name}:")), None)
+    tree = _parse(source.text) if source else None
+    if tree is None:
+        return {}
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
 @lru_cache(maxsize=64)
@@ -76,7 +86,8 @@ def _find_assignment(name: str, text: str, class_name: str, attr: str) -> Assign
                     (k.arg, ast.unparse(k.value)) for k in (call.keywords if call else ()) if k.arg
                 )
                 snippet = " ".join(line.split())[:120]
-                return Assignment(Evidence("source", f"{name}:{node.lineno}", snippet), keywords)
+                evidence = Evidence("source", f"{name}:{node.lineno}", snippet)
+                return Assignment(evidence, keywords, node.value)
     return None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.reader import LAYER0
-from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.source_lines import init_assignment, module_functions
 from onboard.source import SourceFile
 from onboard.spec import DifferentialSpec, DynamicMaskSpec, Evidence
 
@@ -147,45 +147,17 @@ def _lambda_init_formula(
     """``self.lambda_init = f(layer_idx)`` in the attention, with ``f`` a module function that
     returns one expression: that expression over ``layer_idx``, if it uses only math."""
     found = init_assignment(files, class_name, "lambda_init")
-    if found is None:
+    call = found.value if found else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and len(call.args) == 1):
         return None
-    for source in files:
-        try:
-            tree = ast.parse(source.text)
-        except SyntaxError:
-            continue
-        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        call = _lambda_init_call(tree, class_name)
-        if call is None:
-            continue
-        function = functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
-        if function is None or len(function.args.args) != 1 or len(function.body) != 1:
-            return None
-        body = function.body[0]
-        if not isinstance(body, ast.Return) or body.value is None:
-            return None
-        expression = _renamed(ast.unparse(body.value), function.args.args[0].arg, "layer_idx")
-        if not _only_math(expression):
-            return None
-        return expression, found.evidence
-    return None
-
-
-def _lambda_init_call(tree: ast.Module, class_name: str) -> ast.Call | None:
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef) and cls.name == class_name:
-            for node in ast.walk(cls):
-                if (
-                    isinstance(node, ast.Assign)
-                    and any(
-                        isinstance(t, ast.Attribute) and t.attr == "lambda_init"
-                        for t in node.targets
-                    )
-                    and isinstance(node.value, ast.Call)
-                    and len(node.value.args) == 1
-                ):
-                    return node.value
-    return None
+    function = module_functions(files, found.evidence).get(call.func.id)
+    if function is None or len(function.args.args) != 1 or len(function.body) != 1:
+        return None
+    body = function.body[0]
+    if not isinstance(body, ast.Return) or body.value is None:
+        return None
+    expression = _renamed(ast.unparse(body.value), function.args.args[0].arg, "layer_idx")
+    return (expression, found.evidence) if _only_math(expression) else None
 
 
 def _renamed(expression: str, old: str, new: str) -> str:
