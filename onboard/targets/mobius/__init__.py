@@ -100,9 +100,8 @@ class MobiusTarget:
             # The design routes around the base class's own bugs, so only bugs of the execution
             # providers may explain a failure of generated code.
             design = self.design(analysis.spec, proposal)
-            # M5 only where the generated attention carries a bias of its own (ALiBi, Doge).
-            own_bias = design.text is not None and design.text.own_attention_bias
-            bug_ids = PROVIDER_BUGS + (("M5",) if own_bias else ())
+            # M5 only where the generated attention carries a bias of its own (ALiBi).
+            bug_ids = PROVIDER_BUGS + (("M5",) if design.text and design.text.alibi else ())
             moe = analysis.spec.text.moe
             expected_name = functools.partial(
                 _renamed,

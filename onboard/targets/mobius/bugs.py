@@ -32,9 +32,6 @@ class KnownBug:
     trigger: str  # what the counterfactual changes, for the report
     # The counterfactual builds for this execution provider instead (a build-time trigger)
     rebuild_provider: str | None = None
-    # The bug removes graph inputs, so parameters that only computed them are pruned and the
-    # checkpoint tensors that fill them are left over (the counterfactual must still prove them)
-    strands_weights: bool = False
 
 
 # The cpu EP's capabilities without GroupQueryAttention fusion or QKV packing: the graph the cpu
@@ -177,7 +174,6 @@ BUGS: dict[str, KnownBug] = {
             lambda c: None,
             "the same graph built without the GroupQueryAttention rewrite",
             rebuild_provider=CPU_WITHOUT_GQA,
-            strands_weights=True,  # Doge's mask parameters only compute the dropped bias
         ),
         KnownBug(
             "M6",

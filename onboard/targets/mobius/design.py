@@ -160,11 +160,6 @@ class TextDesign:
     residual_gates: tuple[tuple[str, str], ...] = ()  # sub-block -> learned residual scale
 
     @property
-    def own_attention_bias(self) -> bool:
-        """The attention adds a bias of its own to the causal mask (ALiBi, Doge's mask)."""
-        return self.alibi or self.dynamic_mask is not None
-
-    @property
     def generated_attention(self) -> bool:
         """Each layer's attention is the generated ``<prefix>Attention``."""
         return self.qk_norm_after_rope or bool(self.dynamic_mask or self.differential)

@@ -313,12 +313,8 @@ def _blame_known_bugs(
     so the report names the bugs that are needed to explain the failure.
     """
     suspects = applicable(bug_ids, provider, tiny_config)
-    # A checkpoint tensor left over or a parameter left empty is the conversion's fault, unless
-    # a suspect prunes parameters itself; the re-run then proves every weight.
-    weights_failed = any(c.name == "weights" and c.status is Status.FAIL for c in checks)
-    if weights_failed:
-        suspects = tuple(b for b in suspects if b.strands_weights)
-    if not suspects:
+    # A checkpoint tensor left over or a parameter left empty is always the conversion's fault.
+    if not suspects or any(c.name == "weights" and c.status is Status.FAIL for c in checks):
         return checks, ()
 
     def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
