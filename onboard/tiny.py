@@ -25,8 +25,10 @@ TINY_VOCAB = 256
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
 # Keys a dynamic mask leaves unmasked per row (Doge): fewer than the prompt, so the cut runs
+KEEP_WINDOW_KEY = "keep_window_size"
 TINY_KEEP_WINDOW = 5
 # PhiMoE's sparsemixer margin: wide enough that tokens mix experts within it, so it is checked
+ROUTER_MARGIN_KEY = "router_jitter_noise"
 TINY_ROUTER_MARGIN = 0.3
 # How many of the last layers reuse earlier layers' keys and values (Gemma 3n)
 KV_SHARED_KEY = "num_kv_shared_layers"
@@ -152,10 +154,10 @@ def shrink_config(
         tiny["rotary_dim"] = max(2, round(share * TINY_HEAD_DIM / 2) * 2)
     if config.get("sliding_window") is not None:
         tiny["sliding_window"] = TINY_SLIDING_WINDOW
-    if config.get("keep_window_size") is not None:
-        tiny["keep_window_size"] = TINY_KEEP_WINDOW
-    if config.get("router_jitter_noise") is not None:
-        tiny["router_jitter_noise"] = TINY_ROUTER_MARGIN
+    if config.get(KEEP_WINDOW_KEY) is not None:
+        tiny[KEEP_WINDOW_KEY] = TINY_KEEP_WINDOW
+    if config.get(ROUTER_MARGIN_KEY) is not None:
+        tiny[ROUTER_MARGIN_KEY] = TINY_ROUTER_MARGIN
     global_local = expand_attention_types(config.get("attention_types"))
     if global_local is not None and config.get("window_size") is not None:
         tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers

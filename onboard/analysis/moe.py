@@ -21,7 +21,7 @@ from typing import Any
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
-from onboard.tiny import is_number
+from onboard.tiny import ROUTER_MARGIN_KEY, is_number
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 # What MoE blocks call their shared experts (HunYuan: shared_mlp).
@@ -29,8 +29,7 @@ SHARED_EXPERT_NAMES = ("shared_expert", "shared_experts", "shared_mlp")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 _GATED_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ROUTER_TOLERANCE = 1e-6
-# Where configs keep sparsemixer's relative margin (PhiMoE).
-_JITTER_KEYS = ("router_jitter_noise",)
+
 EXPERTS_TOLERANCE = 1e-5
 
 
@@ -348,11 +347,16 @@ def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterS
                 bias=has_bias,
             )
         )
-    jitter_key = next((k for k in _JITTER_KEYS if is_number(getattr(tiny, k, None))), None)
-    if jitter_key is not None and not has_correction:
-        eps = float(getattr(tiny, jitter_key))
+    margin = getattr(tiny, ROUTER_MARGIN_KEY, None)
+    if is_number(margin) and not has_correction:
         found.append(
-            RouterSpec("softmax", "sparsemixer", False, jitter_eps=eps, jitter_key=jitter_key)
+            RouterSpec(
+                "softmax",
+                "sparsemixer",
+                False,
+                jitter_eps=float(margin),
+                jitter_key=ROUTER_MARGIN_KEY,
+            )
         )
     return found
 

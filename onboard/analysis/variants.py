@@ -20,9 +20,8 @@ from onboard.analysis.reader import LAYER0
 from onboard.analysis.source_lines import init_assignment, module_functions
 from onboard.source import SourceFile
 from onboard.spec import DifferentialSpec, DynamicMaskSpec, Evidence
+from onboard.tiny import KEEP_WINDOW_KEY
 
-# Where configs keep the number of keys a dynamic mask leaves unmasked (Doge).
-KEEP_WINDOW_KEYS = ("keep_window_size",)
 _LAMBDA = re.compile(r"^lambda_([qk])([12])$")
 _DIFFERENTIAL_ORDER = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 _ATTENTION = f"{LAYER0}self_attn."
@@ -55,7 +54,7 @@ def dynamic_mask(
     if len(bare) != 1 or len(linears) != 1:
         return None
     decay, proj = bare[0], linears[0]
-    keep = next((k for k in KEEP_WINDOW_KEYS if getattr(config, k, None) is not None), None)
+    keep = KEEP_WINDOW_KEY if getattr(config, KEEP_WINDOW_KEY, None) is not None else None
     cls = type(attention).__name__
     evidence = [
         Evidence("probe", f"{_ATTENTION}{decay}", f"shape ({kv_heads},): one per kv head"),
