@@ -15,13 +15,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from onboard.token_mixers import ATTENTION_KINDS, TokenMixers
+
 SPEC_VERSION = 1
 
 NormKind = Literal["rms", "layer"]
 NormPlacement = Literal["pre", "sandwich", "post", "parallel", "post_residual"]
 QKNorm = Literal["none", "per_head", "full_width"]
 MLPKind = Literal["gated", "plain", "fused_gate_up"]
-LayerKind = Literal["full_attention", "sliding_attention"]
+# Attention kinds, and in hybrids the recurrent kinds of ``token_mixers.MixerKind``
+LayerKind = Literal["full_attention", "sliding_attention", "short_conv"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,9 @@ class MLPSpec:
     # The HF attribute of an activation that learns parameters (Apertus' xIELU: act_fn), whose
     # parameters and buffers are checkpoint tensors of every layer
     learned_activation: str | None = None
+    # Statements over the HF config that assign ``width``, when HF computes the width in the
+    # MLP's constructor (LFM2: two thirds of intermediate_size, rounded to block_multiple_of)
+    width_code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -386,6 +392,18 @@ class TextDecoderSpec:
 
     moe: MoESpec | None = None
     mlp_kinds: tuple[Literal["dense", "moe"], ...] = ()  # per layer; empty: every layer dense
+    # Hybrids: the recurrent token mixers some layers use instead of attention, and the config's
+    # label of each such kind (LFM2 says conv for short_conv)
+    mixers: TokenMixers = field(default_factory=TokenMixers)
+    mixer_labels: tuple[tuple[str, str], ...] = ()  # HF label -> onboard kind
+
+    def kind_of_label(self, label: str) -> str:
+        """onboard's kind for a layer-type label of the HF config."""
+        return dict(self.mixer_labels).get(label, label)
+
+    @property
+    def attention_layers(self) -> tuple[int, ...]:
+        return tuple(i for i, kind in enumerate(self.layer_types) if kind in ATTENTION_KINDS)
 
     def is_moe_layer(self, index: int) -> bool:
         return bool(self.mlp_kinds) and self.mlp_kinds[index] == "moe"

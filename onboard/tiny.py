@@ -2,7 +2,8 @@
 
 The probe and the parity run both need a model small enough to build in milliseconds but with
 the same structure as the real one: every distinct per-layer signature survives (a sliding and a
-full layer, in the order the real model has them), windows stay smaller than the test prompt so
+full layer, in the order the real model has them, except that a hybrid's first kept layer is an
+attention layer), windows stay smaller than the test prompt so
 they are exercised, and MHA stays MHA, MQA stays MQA.
 """
 
@@ -48,6 +49,7 @@ _TINY_SIZES = {
     "ffn_dim": TINY_INTERMEDIATE,  # OPT
     "n_inner": TINY_INTERMEDIATE,  # GPT-2 (None: 4 x hidden_size)
     "dff": TINY_INTERMEDIATE,  # CTRL
+    "block_ff_dim": TINY_INTERMEDIATE,  # LFM2's config class takes it as intermediate_size
     "ffn_hidden_size": TINY_INTERMEDIATE,  # LongcatFlash's names for the two widths
     "expert_ffn_hidden_size": TINY_EXPERT_WIDTH,
     "q_lora_rank": 32,
@@ -86,6 +88,8 @@ PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")
 # List-valued keys that are not per layer even when their length happens to match.
 _NOT_PER_LAYER = frozenset({"architectures", "eos_token_id", "bad_words_ids", "suppress_tokens"})
 PER_LAYER_CONFIG = "per_layer_config"
+# The layer-type labels of attention layers (any other label is a recurrent mixer)
+ATTENTION_LABELS = frozenset({"full_attention", "sliding_attention", "attention"})
 _TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id")
 
 
@@ -180,7 +184,9 @@ def shrink_config(
     shared = _int(config.get(KV_SHARED_KEY), 0)
     if shared > 0:  # the last layers reuse earlier layers' keys and values (Gemma 3n)
         signature_lists["__kv_shared__"] = [i >= num_layers - shared for i in range(num_layers)]
-    indices = _representative_layers(signature_lists, num_layers)
+    indices = _attention_first(
+        _representative_layers(signature_lists, num_layers), per_layer.get("layer_types")
+    )
     for key, values in per_layer.items():
         tiny[key] = [values[i] for i in indices]
     if "attention_types" in per_layer:  # GPT-Neo: [[kinds, repeats], ...], once over the kept
@@ -359,6 +365,17 @@ def _per_layer_dict(tiny: Mapping[str, Any], num_layers: int) -> dict[int, Any]:
         if str(key).isdigit() and int(key) < num_layers:
             found[int(key)] = value
     return found
+
+
+def _attention_first(indices: tuple[int, ...], kinds: list[Any] | None) -> tuple[int, ...]:
+    """A hybrid's kept layers with an attention layer first: the analysis reads attention, the
+    MLP and the norms on layer 0, and the recurrent kinds on the layers that have them."""
+    if not kinds:
+        return indices
+    attention = [i for i in indices if str(kinds[i]) in ATTENTION_LABELS]
+    if not attention or attention[0] == indices[0]:
+        return indices
+    return (attention[0], *(i for i in indices if i != attention[0]))
 
 
 def _representative_layers(per_layer: Mapping[str, list[Any]], num_layers: int) -> tuple[int, ...]:

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Analysis", "analyse"]
 
+# Decoders with attention in some layers: the readers read attention, the MLP and the norms on
+# an attention layer, each recurrent mixer on a layer of its kind.
+ANALYSED_KINDS = (Kind.DENSE, Kind.MOE, Kind.HYBRID, Kind.HYBRID_MOE)
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -54,16 +58,17 @@ def analyse(source: ModelSource) -> Analysis:
         from onboard.analysis.remote import analyse_remote
 
         return analyse_remote(source, classification)
-    if classification.kind not in (Kind.DENSE, Kind.MOE):
+    if classification.kind not in ANALYSED_KINDS:
         raise UnsupportedFeatureError(
             f"{source.model_type} is a {classification.kind} model "
-            f"({'; '.join(classification.reasons)}); onboard generates dense and MoE decoders "
-            "so far"
+            f"({'; '.join(classification.reasons)}); onboard generates dense, MoE and hybrid "
+            "decoders (attention beside recurrent mixers) so far"
         )
     check_sizes(source.config, required=False)
     _refuse_per_layer_overrides(source.config)
     hf_config = make_hf_config(source.config)
     check_sizes(hf_config)
+    _refuse_derived_pattern(hf_config, source, classification)
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
@@ -73,6 +78,7 @@ def analyse(source: ModelSource) -> Analysis:
         tiny, tiny_config, hf_model, layout, probe = _probed(
             config, layer_types, real_layers, tiny_heads=TINY_HEADS_FALLBACK
         )
+
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers
@@ -131,6 +137,23 @@ def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:
         f"per-layer attribute overrides at config.json:{PER_LAYER_CONFIG} "
         f"({', '.join(attributes)} in layers {', '.join(sorted(table))}): onboard's spec holds "
         "one value per attribute"
+    )
+
+
+def _refuse_derived_pattern(
+    hf_config: Any, source: ModelSource, classification: Classification
+) -> None:
+    """A hybrid whose ``layer_types`` the config class derives from other keys (Jamba: a
+    read-only property over attn_layer_period / offset) has no list the tiny config can keep."""
+    derived = getattr(type(hf_config), "layer_types", None)
+    if classification.kind in (Kind.DENSE, Kind.MOE) or not isinstance(derived, property):
+        return
+    if derived.fset is not None:
+        return
+    raise UnsupportedFeatureError(
+        f"{source.model_type} is a {classification.kind} model "
+        f"({'; '.join(classification.reasons)}) whose layer pattern onboard cannot shrink to a "
+        f"tiny model yet: {type(hf_config).__name__}.layer_types is derived, read-only"
     )
 
 

@@ -21,6 +21,7 @@ from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_k
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
+from onboard.analysis.mixer_reader import MixerReader, MixersReading
 from onboard.analysis.mlp_reader import MLPReader, MLPReading, activation_of
 from onboard.analysis.norm_reader import EPS_KEYS, NormReader
 from onboard.analysis.probe import Probe, is_norm
@@ -38,6 +39,7 @@ from onboard.spec import (
     NormSpec,
     TextDecoderSpec,
 )
+from onboard.token_mixers import is_attention
 
 _FFN = "|".join(FFN_BLOCK_NAMES)
 # Parameter names a dense decoder layer may have, relative to the layer; anything else is a delta.
@@ -99,7 +101,8 @@ class DecoderSpecBuilder(Reader):
 
     def build(self) -> TextDecoderSpec:
         cfg = self.cfg
-        layer_types = self.layer_types()
+        layer_types, mixers = self.layer_types()
+        attention_kinds = tuple(k for k in layer_types if is_attention(k))
         mlp = self.take(MLPReader(self.ctx, self.dense_layer).read())
         variants = self._variants()
         attention = self.take(
@@ -109,7 +112,7 @@ class DecoderSpecBuilder(Reader):
                 differential=_value(variants, "text.attention.differential"),
             ).read()
         )
-        self._check_parameters(mlp, attention, variants)
+        self._check_parameters(mlp, attention, variants, mixers.parameters)
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
@@ -121,7 +124,7 @@ class DecoderSpecBuilder(Reader):
             self._source("text.final_logit_softcap", r"final_logit_softcapping")
         sliding_window = self.sliding_window(layer_types)
         norm = self.take(NormReader(self.ctx).read())
-        rope = self.take(RopeReader(self.ctx, layer_types).read())
+        rope = self.take(RopeReader(self.ctx, attention_kinds).read())
         embeddings = self.take(EmbeddingReader(self.ctx).read())
         text = TextDecoderSpec(
             vocab_size=cfg.vocab_size,
@@ -138,6 +141,8 @@ class DecoderSpecBuilder(Reader):
             tie_word_embeddings=tie,
             embedding_scale=embeddings.scale,
             final_logit_softcap=float(final_softcap) if final_softcap else None,
+            mixers=mixers.mixers,
+            mixer_labels=mixers.labels,
             **self.moe(),
         )
         final = self._final_norm_name
@@ -313,7 +318,17 @@ class DecoderSpecBuilder(Reader):
         spec = found.spec and dataclasses.replace(found.spec, dense_rule=rule or "none")
         return {"moe": spec, "mlp_kinds": kinds}
 
-    def layer_types(self) -> tuple[str, ...]:
+    def layer_types(self) -> tuple[tuple[str, ...], MixersReading]:
+        """Each layer's kind in onboard's words, and the recurrent mixers of a hybrid's
+        layers (HF's labels for them vary; what the layer holds decides)."""
+        labels = self._layer_labels()
+        others = [k for k in dict.fromkeys(labels) if k not in _SUPPORTED_LAYER_KINDS]
+        tiny_labels = declared_kinds(self.tiny) or ()
+        mixers = self.take(MixerReader(self.ctx, tiny_labels).read(others))
+        kinds = dict(mixers.labels)
+        return tuple(kinds.get(label, label) for label in labels), mixers
+
+    def _layer_labels(self) -> tuple[str, ...]:
         cfg = self.cfg
         declared = declared_kinds(cfg)
         if declared:
@@ -326,8 +341,6 @@ class DecoderSpecBuilder(Reader):
         else:
             kinds = ("full_attention",) * cfg.num_hidden_layers
             self.log.add("text.layer_types", Evidence("config", "config.json", "no sliding window"))
-        for kind in sorted(set(kinds) - set(_SUPPORTED_LAYER_KINDS)):
-            self._delta(f"layer kind {kind!r}", "config.json:layer_types", _summarise(kinds))
         return kinds
 
     def sliding_window(self, layer_types: tuple[str, ...]) -> int | None:
@@ -367,7 +380,11 @@ class DecoderSpecBuilder(Reader):
         return {path: reading for path, reading in found.items() if reading is not None}
 
     def _check_parameters(
-        self, mlp: MLPReading, attention: AttentionReading, variants: dict[str, Reading]
+        self,
+        mlp: MLPReading,
+        attention: AttentionReading,
+        variants: dict[str, Reading],
+        mixer_parameters: tuple[str, ...] = (),
     ) -> None:
         """Every parameter must have a role; report each unknown one once, with its source line."""
         modules = dict(self.probe.modules)
@@ -385,6 +402,7 @@ class DecoderSpecBuilder(Reader):
             for path, reading in variants.items()
             for name in reading.parameters
         }
+        explained |= set(mixer_parameters)
         if spec.last_layer_o_bias:
             explained.add(f"self_attn.{spec.last_layer_o_bias}")
         final = self._final_norm_name

@@ -113,6 +113,11 @@ def _shared(s: ArchitectureSpec) -> Value:
     return "gated" if moe.shared.gated else "ungated"
 
 
+def _mixers(s: ArchitectureSpec) -> Value:
+    """The recurrent token mixers beside attention (``short_conv``), or ``none``."""
+    return "+".join(s.text.mixers.in_use()) or "none"
+
+
 def _scales(s: ArchitectureSpec) -> Value:
     """``site=factor`` per config multiplier, e.g. ``logits=1.0 / config.logits_scaling``."""
     found = sorted(f"{scale.site}={scale.expression()}" for scale in s.text.scales)
@@ -143,6 +148,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         lambda s: s.text.attention.position_scale,
     ),
     ("attention.sliding_window", "text.sliding_window", _window),
+    ("layers.mixers", "text.mixers", _mixers),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind),
     ("mlp.activation", "text.mlp.activation", lambda s: s.text.mlp.activation),
     ("mlp.bias", "text.mlp.bias", lambda s: s.text.mlp.bias),
@@ -224,13 +230,16 @@ _ABSENT_EVIDENCE = {
     "text.final_norm": ("text.norm.kind",),
     "text.first_layer_without": ("text.norm.placement",),
     "text.head_transform": ("text.tie_word_embeddings",),  # what was read of the head
+    # what was read of the layers: their kinds, else the attention every layer holds
+    "text.mixers": ("text.layer_types", "text.attention.kind"),
 }
 
 
 def _evidence(spec: ArchitectureSpec, path: str) -> tuple[Evidence, ...]:
-    if path in ("text.rope", "text.scales"):
-        return tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
-    found = spec.evidence_for(path)
+    if path in ("text.rope", "text.scales", "text.mixers"):
+        found = tuple(e for key, items in spec.evidence if key.startswith(path) for e in items)
+    else:
+        found = spec.evidence_for(path)
     for fallback in _ABSENT_EVIDENCE.get(path, ()):
         found = found or _evidence(spec, fallback)
     return found

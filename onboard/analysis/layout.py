@@ -19,8 +19,8 @@ from onboard.errors import UnsupportedFeatureError
 
 # What a layer may call its attention (the decoder's other names are found by type).
 ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn", "multi_head_attention")
-# Other names of a layer's feed-forward block (MPT).
-FFN_NAMES = ("ffn",)
+# Other names of a layer's feed-forward block (MPT, LFM2).
+FFN_NAMES = ("ffn", "feed_forward")
 # A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
 INLINE_MLP = ("fc1", "fc2")
 

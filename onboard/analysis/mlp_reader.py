@@ -14,6 +14,7 @@ from typing import Any
 from onboard.analysis.layout import learns
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line
+from onboard.analysis.width_rule import WidthRule, evaluate_width, read_width_rule
 from onboard.spec import MLPSpec
 from onboard.tiny import is_number
 
@@ -75,10 +76,17 @@ class MLPReader(Reader):
         )
         learned = self._learned_activation(prefix, names, str(activation))
         names = [n for n in names if n != learned]
+        gated = None if {"gate_proj", "up_proj"} <= set(names) else self._gated(prefix, names)
         if "gate_up_proj" in names:
             kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
         elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
+        elif gated is not None:  # LFM2's w1, w3, w2
+            kind, projections, measured_activation = "gated", gated[:3], gated[3]
+            if not any(getattr(cfg, k, None) for k in _ACTIVATION_KEYS):
+                activation, act_key = measured_activation, None
+                self.log.entries.pop("text.mlp.activation", None)  # the default guessed above
+                self._probe("text.mlp.activation", f"{layer}mlp", f"computes {activation}")
         else:
             kind, projections = "plain", self._plain_projections(names, prefix)
             if projections and self._doubled(prefix, projections):  # ModernBERT's Wi, Wo
@@ -94,6 +102,10 @@ class MLPReader(Reader):
         shape = self.probe.param_shape(f"{prefix}{projections[-1]}.weight")
         width_expr = self._width_expr(shape[-1] if shape else None)
         width = _real_width(cfg, self.tiny, shape[-1] if shape else None)
+        width_code = None
+        rule = self._width_rule(layer + "mlp", projections[-1], shape[-1] if shape else None)
+        if rule is not None:
+            width_code, width = rule.code, evaluate_width(rule.code, cfg)
         if width is None and width_expr.endswith(_FOUR_TIMES_HIDDEN):
             width = 4 * cfg.hidden_size
         product = _WIDTH_PRODUCT.fullmatch(width_expr)
@@ -114,8 +126,51 @@ class MLPReader(Reader):
             activation_key=act_key,
             width_expr=width_expr,
             learned_activation=learned,
+            width_code=width_code,
         )
         return MLPReading(spec, known)
+
+    def _gated(self, prefix: str, names: list[str]) -> tuple[str, str, str, str] | None:
+        """(gate, up, down, activation) of a gated MLP under other names (LFM2's w1, w3, w2):
+        two projections read the hidden states, one writes them; which one gates and with
+        which activation is told by the module's values."""
+        import torch
+        from transformers.activations import ACT2FN
+
+        if self.model is None or len(names) != 3:
+            return None
+        hidden = self.tiny.hidden_size
+        shapes = {n: self.probe.param_shape(f"{prefix}{n}.weight") for n in names}
+        into = [n for n, shape in shapes.items() if shape and shape[-1] == hidden]
+        out = [n for n in names if n not in into and (shapes[n] or (0,))[0] == hidden]
+        if len(into) != 2 or len(out) != 1:
+            return None
+        module = self.model.get_submodule(prefix.rstrip("."))
+        linears = dict(module.named_children())
+        x = torch.randn(2, 5, hidden, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            want = module(x)
+            for gate, up in (into, into[::-1]):
+                for name in _MEASURED_ACTIVATIONS:
+                    act = ACT2FN[name]
+                    got = linears[out[0]](act(linears[gate](x)) * linears[up](x))
+                    if torch.allclose(got, want, atol=1e-6):
+                        where = f"{prefix.rstrip('.')}"
+                        self._probe("text.mlp.kind", where, f"{out[0]}({name}({gate}) * {up})")
+                        return gate, up, out[0], name
+        return None
+
+    def _width_rule(self, module: str, output: str, tiny_width: int | None) -> WidthRule | None:
+        """The width as HF's MLP computes it in statements (LFM2), when the config's width key
+        alone does not give the tiny width; proved on the tiny config."""
+        if tiny_width is None or getattr(self.tiny, "intermediate_size", None) == tiny_width:
+            return None
+        class_name = dict(self.probe.modules).get(module)
+        rule = read_width_rule(self.files, class_name, output) if class_name else None
+        if rule is None or evaluate_width(rule.code, self.tiny) != tiny_width:
+            return None
+        self.log.add("text.mlp.intermediate_size", rule.evidence)
+        return rule
 
     def _learned_activation(self, prefix: str, names: list[str], activation: str) -> str | None:
         """The MLP's activation module when it learns parameters (Apertus' xIELU); one the spec

@@ -98,3 +98,29 @@ def _is_self_attr(node: ast.expr, attr: str) -> bool:
         and isinstance(node.value, ast.Name)
         and node.value.id == "self"
     )
+
+
+def class_init(
+    files: Iterable[SourceFile], class_name: str
+) -> tuple[SourceFile, ast.FunctionDef] | None:
+    """The file defining ``class_name`` and its ``__init__``, modeling files first."""
+    for source in _modeling_first(files):
+        tree = _parse(source.text)
+        for cls in tree.body if tree else ():
+            if isinstance(cls, ast.ClassDef) and cls.name == class_name:
+                init = next(
+                    (
+                        n
+                        for n in cls.body
+                        if isinstance(n, ast.FunctionDef) and n.name == "__init__"
+                    ),
+                    None,
+                )
+                return (source, init) if init else None
+    return None
+
+
+def source_of(source: SourceFile, line: int) -> str:
+    """Line ``line`` of ``source``, stripped and cut for evidence."""
+    lines = source.text.splitlines()
+    return lines[line - 1].strip()[:120] if 0 < line <= len(lines) else ""

@@ -20,10 +20,12 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds, window_of
 from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import hf_module
+from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import source_location
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
+from onboard.token_mixers import is_attention
 
 TOLERANCE = 1e-5  # fp32; with the right spec the interpreter matches HF to ~1e-7 or exactly
 SEQ_LEN = 9  # longer than the tiny sliding window
@@ -108,6 +110,24 @@ class SpecInterpreter:
             getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
         )
         self.layer_types = list(declared_kinds(tiny_config) or [])
+        layers = len(model.model.layers)
+        # onboard's kind of each layer: an attention kind, or a hybrid's recurrent mixer
+        self.kinds = [text.kind_of_label(t) for t in self.layer_types] or [
+            "full_attention"
+        ] * layers
+
+    def mixer_name(self, layer: int) -> str:
+        """The layer's token mixer attribute: self_attn, or the recurrent mixer's."""
+        mixer = self.text.mixers.of(self.kinds[layer])
+        return mixer.attribute if mixer is not None else "self_attn"
+
+    def token_mixer(self, layer: int, x: Any) -> Any:
+        kind = self.kinds[layer]
+        mixer = self.text.mixers.of(kind)
+        if mixer is None:
+            return self.attention(layer, x)
+        compute = next(m.compute for m in MIXERS if m.name == kind)
+        return compute(mixer, self.weight, f"model.layers.{layer}.{mixer.attribute}.", x)
 
     # -- comparison -------------------------------------------------------------------------
 
@@ -132,6 +152,8 @@ class SpecInterpreter:
 
         if attention_only:
             for i in range(len(self.model.model.layers)):
+                if not is_attention(self.kinds[i]):
+                    continue
                 x, y = captured[f"model.layers.{i}.self_attn"]
                 check(
                     f"model.layers.{i}.self_attn",
@@ -158,10 +180,9 @@ class SpecInterpreter:
                 if name in captured:
                     x, y = captured[name]
                     check(name, self.norm(x[0], f"{name}."), y)
-            x, y = captured[f"{prefix}.self_attn"]
-            check(
-                f"{prefix}.self_attn", self.attention(i, x[0]) + self._residual("self_attn", x), y
-            )
+            mixer = f"{prefix}.{self.mixer_name(i)}"
+            x, y = captured[mixer]
+            check(mixer, self.token_mixer(i, x[0]) + self._residual("self_attn", x), y)
             ffn = f"{prefix}.{self.ffn_name(i)}"
             x, y = captured[ffn]
             check(ffn, self.mlp(i, x[0]) + self._residual("mlp", x), y)
@@ -202,7 +223,8 @@ class SpecInterpreter:
         captured: dict[str, tuple[list[Any], Any]] = {}
         wanted = {"model.embed_tokens"}
         for i in range(len(self.model.model.layers)):
-            wanted |= {f"model.layers.{i}.self_attn", f"model.layers.{i}.{self.ffn_name(i)}"}
+            wanted |= {f"model.layers.{i}.{self.mixer_name(i)}"}
+            wanted |= {f"model.layers.{i}.{self.ffn_name(i)}"}
             wanted |= {f"model.layers.{i}.{attr}" for _, attr in self.text.norm.names}
         handles = []
 
@@ -538,7 +560,7 @@ class SpecInterpreter:
 
             residual = self.factor("residual")
             gate = {role: self.weight(f"{prefix}{attr}") for role, attr in self.text.residual_gates}
-            attn = norm("attn_out", self.attention(i, norm("attn_in", hidden)))
+            attn = norm("attn_out", self.token_mixer(i, norm("attn_in", hidden)))
             last_bias = self.text.attention.last_layer_o_bias
             if last_bias and i == len(self.model.model.layers) - 1:  # beside the module's output
                 attn = attn + self.weight(f"{prefix}self_attn.{last_bias}")

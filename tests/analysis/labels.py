@@ -64,6 +64,7 @@ BASELINE: dict[str, Value] = {
     "attention.softcap": False,
     "attention.position_scale": False,
     "attention.sliding_window": "none",
+    "layers.mixers": "none",
     "mlp.kind": "gated",
     "mlp.activation": "silu",
     "mlp.bias": False,
@@ -131,6 +132,15 @@ LABELS: list[dict[str, Any]] = [
         "config": "Qwen/Qwen2.5-0.5B",
         "attention.qkv_bias": True,  # modeling_qwen2.py:189-191 bias=True; o_proj :192 bias=False
         "embeddings.tied": True,  # fixture tie_word_embeddings true
+    },
+    {
+        "type": "lfm2",
+        "config": "LiquidAI/LFM2-1.2B",
+        "attention.qk_norm": "per_head",  # modeling_lfm2.py:225 Lfm2RMSNorm(self.head_dim)
+        "embeddings.tied": True,  # configuration_lfm2.py:71 tie_word_embeddings True
+        # modeling_lfm2.py:400 self.conv = Lfm2ShortConv(...) in the layers that do not attend
+        # (fixture full_attn_idxs: 6 of 16 attend); :324-389 in_proj, depthwise Conv1d, out_proj
+        "layers.mixers": "short_conv",
     },
     {
         "type": "qwen3",

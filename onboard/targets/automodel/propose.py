@@ -228,6 +228,13 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         ": the generated layers add the residual as it is",
         "probe",
     ),
+    (
+        "text.mixers",
+        lambda t: bool(t.mixers.in_use()),
+        lambda t: f"recurrent token mixers ({', '.join(t.mixers.in_use())}) beside attention",
+        ": the generated layers all attend, and keep no recurrent state",
+        "probe",
+    ),
 )
 
 

@@ -1,0 +1,85 @@
+"""Read the recurrent token mixers of a hybrid: which kind each non-attention label is.
+
+The config's label says little (transformers 5 calls Mamba layers ``linear_attention`` in some
+models and DeltaNet layers in others), so each label is read from what its tiny layer holds: the
+one learned child that is neither a norm nor the feed-forward block, recognised by one of the
+kinds of ``analysis.mixers``. A label no kind recognises is a delta at its class's line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.layout import hf_module, learns
+from onboard.analysis.mixers import MIXERS
+from onboard.analysis.probe import is_norm
+from onboard.analysis.reader import Context, Read, Reader
+from onboard.analysis.source_lines import find_line
+from onboard.token_mixers import TokenMixers
+
+_FEED_FORWARD = ("mlp", "block_sparse_moe")
+
+
+@dataclass(frozen=True)
+class MixersReading:
+    mixers: TokenMixers
+    labels: tuple[tuple[str, str], ...]  # HF label -> onboard kind
+    # Layer-relative parameter names the mixers explain (conv.in_proj.weight ...)
+    parameters: tuple[str, ...] = ()
+
+
+class MixerReader(Reader):
+    """``read(labels)`` for the layer-type labels that are not attention kinds."""
+
+    def __init__(self, context: Context, tiny_labels: Sequence[str]) -> None:
+        super().__init__(context)
+        self.tiny_labels = tuple(tiny_labels)
+
+    def read(self, labels: Sequence[str]) -> Read[MixersReading]:
+        mixers = TokenMixers()
+        kinds: list[tuple[str, str]] = []
+        parameters: list[str] = []
+        for label in labels:
+            found = self._read_label(label)
+            if found is None:
+                continue
+            kind, reading = found
+            mixers = dataclasses.replace(mixers, **{kind: reading.spec})
+            kinds.append((label, kind))
+            parameters += [f"{reading.spec.attribute}.{p}" for p in reading.parameters]
+            self.log.add(f"text.mixers.{kind}", *reading.evidence)
+            self.deltas.extend(reading.deltas)
+        return self.done(MixersReading(mixers, tuple(kinds), tuple(parameters)))
+
+    def _read_label(self, label: str) -> tuple[str, Any] | None:
+        index = next((i for i, t in enumerate(self.tiny_labels) if t == label), None)
+        if self.model is None or index is None:
+            self._delta(f"layer kind {label!r}", "config.json:layer_types", "no tiny layer has it")
+            return None
+        layer = self.model.model.layers[index]
+        candidates = [
+            (name, child)
+            for name, child in layer.named_children()
+            if name not in _FEED_FORWARD and not is_norm(child) and learns(child)
+        ]
+        if len(candidates) != 1:
+            names = ", ".join(n for n, _ in candidates) or "none"
+            self._delta(f"layer kind {label!r}: no one token mixer", f"model.layers.{index}", names)
+            return None
+        attribute, module = candidates[0]
+        module = hf_module(module)
+        for kind in MIXERS:
+            reading = kind.read(attribute, module, self.tiny, self.files)
+            if reading is not None:
+                return kind.name, reading
+        cls = type(module).__name__
+        found = find_line(self.files, rf"^class {cls}\b")
+        self._delta(
+            f"layer kind {label!r}: token mixer {cls} is no kind onboard computes",
+            found.where if found else f"model.layers.{index}.{attribute}",
+            f"known kinds: {', '.join(m.name for m in MIXERS)}",
+        )
+        return None

@@ -1,0 +1,57 @@
+"""The recurrent token mixers hybrid decoders use beside attention: one frozen dataclass a kind.
+
+A hybrid's layers each mix tokens with attention or with a recurrent kind (a short convolution,
+Mamba, gated DeltaNet ...). ``TextDecoderSpec.layer_types`` names each layer's kind in onboard's
+words; the attention kinds keep ``AttentionSpec``, and each recurrent kind in use has its spec
+here, in ``TokenMixers``. Adding a kind adds a dataclass and a field of ``TokenMixers``, its reader
+and check (``analysis/mixers``) and a renderer per target; nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+# onboard's names of the recurrent kinds (HF's labels vary: transformers 5 calls Mamba layers
+# linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
+MixerKind = Literal["short_conv"]
+ATTENTION_KINDS = ("full_attention", "sliding_attention")
+
+
+@dataclass(frozen=True)
+class ShortConvSpec:
+    """LFM2's gated short convolution: ``in_proj`` gives three hidden-wide parts (``order``
+    names them: ``b`` and ``c`` gate, ``x`` is convolved), ``y = c * conv(b * x)`` with a causal
+    depthwise convolution of ``kernel`` taps, then ``out_proj``. Decoding keeps the last
+    ``kernel - 1`` inputs of the convolution as the layer's state."""
+
+    kernel: int
+    kernel_key: str | None  # the config key HF reads the kernel size from (conv_L_cache)
+    bias: bool
+    bias_key: str | None  # the config key behind the biases of the three modules (conv_bias)
+    order: tuple[str, str, str] = ("b", "c", "x")  # in_proj's thirds, first to last
+    attribute: str = "conv"  # the layer's attribute holding the mixer
+    in_proj: str = "in_proj"  # HF attributes inside it
+    conv: str = "conv"
+    out_proj: str = "out_proj"
+
+
+@dataclass(frozen=True)
+class TokenMixers:
+    """The spec of each recurrent kind the layers use (None: no layer uses that kind)."""
+
+    short_conv: ShortConvSpec | None = None
+
+    def of(self, kind: str) -> ShortConvSpec | None:
+        return getattr(self, kind, None) if kind in self.kinds() else None
+
+    @staticmethod
+    def kinds() -> tuple[str, ...]:
+        return tuple(f.name for f in fields(TokenMixers))
+
+    def in_use(self) -> tuple[str, ...]:
+        return tuple(kind for kind in self.kinds() if getattr(self, kind) is not None)
+
+
+def is_attention(kind: str) -> bool:
+    return kind in ATTENTION_KINDS
