@@ -15,7 +15,6 @@ from onboard.spec import (
     ArchitectureSpec,
     DifferentialSpec,
     DynamicMaskSpec,
-    Evidence,
     HeadTransformSpec,
     PositionsSpec,
     RouterSpec,
@@ -23,7 +22,11 @@ from onboard.spec import (
     TextDecoderSpec,
 )
 from onboard.targets.base import Candidate
+from onboard.targets.mobius.mixers import HYBRID_TASK, MixerDesign, mixer_designs, mixer_settings
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
+from onboard.targets.mobius.settings import ExtraField, Setting
+from onboard.targets.mobius.settings import why as _why
+from onboard.token_mixers import is_attention
 
 TEXT_FEATURES = frozenset(
     {
@@ -51,6 +54,7 @@ TEXT_FEATURES = frozenset(
         "head_transform",
         "first_layer_without",
         "residual_gates",
+        "token_mixers",
     }
 )
 _CORRECTION = "e_score_correction_bias"
@@ -90,24 +94,6 @@ DECODER_LAYER_NORMS = {
     "pre": {"attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm"},
     "post": {"attn_out": "post_attention_layernorm", "mlp_out": "post_feedforward_layernorm"},
 }
-
-
-@dataclass(frozen=True)
-class Setting:
-    """``field=expr`` in the generated config's ``from_transformers``, with its reason."""
-
-    field: str
-    expr: str
-    why: str
-
-
-@dataclass(frozen=True)
-class ExtraField:
-    """A dataclass field the generated config adds to its base config class."""
-
-    name: str
-    annotation: str
-    default: str
 
 
 @dataclass(frozen=True)
@@ -158,11 +144,20 @@ class TextDesign:
     dynamic_mask: DynamicMaskSpec | None = None  # a generated Attention adds Doge's mask
     differential: DifferentialSpec | None = None  # a generated differential Attention
     residual_gates: tuple[tuple[str, str], ...] = ()  # sub-block -> learned residual scale
+    # A hybrid's recurrent mixers: layers of these kinds hold a generated component, not
+    # attention, and carry its state in mobius' hybrid task
+    mixers: tuple[MixerDesign, ...] = ()
 
     @property
     def generated_attention(self) -> bool:
         """Each layer's attention is the generated ``<prefix>Attention``."""
         return self.qk_norm_after_rope or bool(self.dynamic_mask or self.differential)
+
+    def norm_attr(self, role: str) -> str:
+        """The attribute the generated layers give the norm of ``role`` (mobius' DecoderLayer
+        names its own; a generated layer keeps HF's)."""
+        ours = {} if self.custom_layer else DECODER_LAYER_NORMS.get(self.placement, {})
+        return ours.get(role, dict(self.norm_names).get(role, role))
 
     @property
     def no_norm(self) -> bool:
@@ -185,6 +180,7 @@ class TextDesign:
             or self.rope_reversed
             or self.head_transform is not None
             or self.generated_attention  # it takes masks, not GroupQueryAttention's
+            or bool(self.mixers)  # mixer layers take the padding mask and their own states
         )
 
     @property
@@ -233,6 +229,9 @@ class ModelDesign:
     lm_head_bias: bool = False  # the generated class rebuilds lm_head with a bias
     # HF adds an output bias in the last layer only: every o_proj has one, zero but there
     zero_o_biases: bool = False
+    # Statements over the HF config assigning ``width``: a generated _mlp_width(config) (LFM2)
+    mlp_width_code: str | None = None
+    task: str | None = None  # the class's default task when not text generation (hybrids)
 
     @property
     def preprocesses(self) -> bool:
@@ -327,6 +326,8 @@ def design_model(
         else 0,
         lm_head_bias=spec.text.lm_head_bias,
         zero_o_biases=spec.text.attention.last_layer_o_bias is not None,
+        mlp_width_code=spec.text.mlp.width_code,
+        task=HYBRID_TASK if text_design and text_design.mixers else None,
         base_prefix=spec.weights.base_prefix,
         top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),
         transposed=tuple(
@@ -343,29 +344,13 @@ def renamed(name: str, renames: tuple[tuple[str, str], ...]) -> str:
     return name
 
 
-def _cite(spec: ArchitectureSpec, path: str, fallback: str = "") -> str:
-    """Where a spec value came from, short: an HF source line, else a config key or probe."""
-    evidence: tuple[Evidence, ...] = spec.evidence_for(path)
-    source = [e for e in evidence if e.kind == "source"]
-    if source:
-        return source[0].where
-    if evidence:
-        first = evidence[0]
-        return first.where if first.kind == "config" else f"probe of {first.where}"
-    return fallback
-
-
-def _why(phrase: str, spec: ArchitectureSpec, path: str) -> str:
-    where = _cite(spec, path)
-    return f"{phrase} ({where})" if where else phrase
-
-
 def _text_design(
     spec: ArchitectureSpec, needed: dict[str, str], missing: set[str], prefix: str
 ) -> TextDesign:
     text = spec.text
-    kinds = text.distinct_layer_types
-    reasons = []
+    kinds = tuple(k for k in text.distinct_layer_types if is_attention(k))
+    mixers = mixer_designs(spec, prefix)
+    reasons = [m.reason for m in mixers]
     weight_free = text.norm.kind if needed["norm"].endswith("/weight-free") else None
     norm_class = f"{prefix}WeightFreeNorm" if weight_free else NORM_CLASSES[needed["norm"]]
     if weight_free:
@@ -546,6 +531,7 @@ def _text_design(
         dynamic_mask=attention.dynamic_mask,
         differential=attention.differential,
         residual_gates=text.residual_gates,
+        mixers=mixers,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 
@@ -718,11 +704,11 @@ def _settings(
             [
                 Setting(
                     "intermediate_size",
-                    text.mlp.width_expr,
+                    "_mlp_width(config)" if text.mlp.width_code else text.mlp.width_expr,
                     _why("MLP width", spec, "text.mlp.intermediate_size"),
                 )
             ]
-            if text.mlp.width_expr != "config.intermediate_size"
+            if text.mlp.width_expr != "config.intermediate_size" or text.mlp.width_code
             else []
         ),
         Setting(
@@ -836,6 +822,9 @@ def _settings(
     settings += _moe_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
+    mixer_fields, mixer_extra = mixer_settings(spec, text_design.mixers if text_design else ())
+    settings += mixer_fields
+    extra += mixer_extra
     settings += _attention_variant_settings(spec, extra)
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
@@ -1099,6 +1088,7 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
     ours_by_kind = {
         "plain": ("up_proj", "down_proj"),
         "fused_gate_up": ("gate_up_proj", "down_proj"),
+        "gated": ("gate_proj", "up_proj", "down_proj"),  # LFM2's w1, w3, w2
     }
     if mlp.kind in ours_by_kind:  # FCMLP: up_proj, down_proj; FusedGateUpMLP: gate_up_proj ...
         for hf_name, ours in zip(mlp.projections, ours_by_kind[mlp.kind], strict=True):

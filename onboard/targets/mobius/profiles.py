@@ -42,6 +42,7 @@ FEATURES = (
     "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
     "head_transform",  # no, yes (ModernBERT: dense, activation, norm before the head)
     "first_layer_without",  # none, or the norm roles layer 0 lacks (ModernBERT: attn_in)
+    "token_mixers",  # none, or the recurrent mixers of a hybrid's other layers: short_conv
 )
 
 
@@ -89,6 +90,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "final_norm": {"yes"},
         "head_transform": {"no"},
         "first_layer_without": {"none"},
+        "token_mixers": {"none"},
     }
     base.update(overrides)
     return {k: frozenset(v) for k, v in base.items()}
@@ -277,6 +279,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
         "mlp": text.mlp.kind + (f"/{text.mlp.activation}" if text.mlp.learned_activation else ""),
+        "token_mixers": "+".join(text.mixers.in_use()) or "none",
     }
 
 

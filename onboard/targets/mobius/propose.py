@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from onboard.spec import ArchitectureSpec
+from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
@@ -95,6 +95,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
             "mobius Attention has one attn_qkv_bias flag"
         )
+    found += _mixer_blockers(text)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")
@@ -128,3 +129,22 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
                 "(config.json:rope_parameters)"
             )
     return tuple(found)
+
+
+def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
+    """The generated mixer layers are pre-norm layers with a dense MLP, added as they are."""
+    mixers = text.mixers.in_use()
+    if not mixers:
+        return []
+    around = []
+    if text.norm.placement != "pre":
+        around.append(f"{text.norm.placement} norms")
+    if text.moe is not None:
+        around.append("MoE layers")
+    if text.scales or text.residual_gates or text.first_layer_without:
+        around.append("residual or embedding scales, gates or a missing first-layer norm")
+    return [
+        f"{'+'.join(mixers)} layers with {what} (text.mixers): the generated mixer layer is a "
+        "pre-norm layer with a dense MLP"
+        for what in around
+    ]
