@@ -1,0 +1,125 @@
+"""Hybrids: the recurrent mixer of each layer kind is read, cited and proved by the spec check."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from onboard.analysis.features import feature_values
+from onboard.analysis.layout import llama_view
+from onboard.analysis.spec_check import check_spec
+from onboard.analysis.width_rule import evaluate_width, read_width_rule, vetted
+from onboard.hf_config import make_hf_config
+from onboard.source import SourceFile
+from onboard.tiny import shrink_config
+from onboard.tiny_model import build_tiny_model, perturb
+from tests.analyses import analysis_of
+from tests.hub_cache import fixture_config
+
+LFM2 = "LiquidAI/LFM2-1.2B"
+
+
+def _check(analysis, text):
+    """The spec check as the analysis runs it: on the Llama-layout view of the tiny model."""
+    config = make_hf_config(analysis.tiny.config)
+    model = build_tiny_model(config)
+    view = llama_view(model)
+    return check_spec(text, perturb(view.model if view else model), config)
+
+
+def test_lfm2_reads_its_short_convolution_and_every_layer_kind() -> None:
+    spec = analysis_of(LFM2).spec
+    text = spec.text
+    real = json.loads(fixture_config(LFM2).read_text())
+    assert spec.kind == "hybrid"
+    assert spec.unresolved == ()
+    attending = [i for i, kind in enumerate(text.layer_types) if kind == "full_attention"]
+    assert attending == real["full_attn_idxs"]
+    assert set(text.layer_types) == {"full_attention", "short_conv"}
+    assert text.mixer_labels == (("conv", "short_conv"),)
+    conv = text.mixers.short_conv
+    assert (conv.kernel, conv.kernel_key) == (real["conv_L_cache"], "conv_L_cache")
+    assert (conv.bias, conv.bias_key) == (False, "conv_bias")
+    assert conv.order[1] == "c" and set(conv.order) == {"b", "c", "x"}
+    evidence = spec.evidence_for("text.mixers.short_conv")
+    assert any(e.where.startswith("modeling_lfm2.py:") for e in evidence)
+    assert feature_values(spec)["layers.mixers"] == "short_conv"
+    assert [k for k, _ in text.rope] == ["full_attention"]  # convolutions do not rotate
+
+
+def test_lfm2_mlp_width_is_hf_rule_not_the_config_key() -> None:
+    text = analysis_of(LFM2).spec.text
+    assert text.mlp.projections == ("w1", "w3", "w2")  # w2(silu(w1 x) * w3 x)
+    assert text.mlp.activation_key is None  # the code fixes F.silu; the config has no key
+    # block_ff_dim 12288 -> two thirds, x1.0, a multiple of 256
+    assert text.mlp.intermediate_size == 8192
+    assert text.mlp.width_code is not None
+
+
+def test_wrong_gate_order_points_at_the_convolution() -> None:
+    analysis = analysis_of(LFM2)
+    text = analysis.spec.text
+    assert _check(analysis, text) == ()
+    wrong = dataclasses.replace(text.mixers.short_conv, order=("c", "b", "x"))
+    deltas = _check(
+        analysis,
+        dataclasses.replace(text, mixers=dataclasses.replace(text.mixers, short_conv=wrong)),
+    )
+    assert deltas and "Lfm2ShortConv computes something" in deltas[0].what
+
+
+def test_wrong_kernel_makes_the_check_fail() -> None:
+    analysis = analysis_of(LFM2)
+    text = analysis.spec.text
+    wrong = dataclasses.replace(text.mixers.short_conv, kernel=2)
+    mixers = dataclasses.replace(text.mixers, short_conv=wrong)
+    assert _check(analysis, dataclasses.replace(text, mixers=mixers))
+
+
+def test_hybrid_tiny_config_keeps_an_attention_layer_first() -> None:
+    real = json.loads(fixture_config(LFM2).read_text())
+    kinds = ["full_attention" if i in real["full_attn_idxs"] else "conv" for i in range(16)]
+    tiny = shrink_config(real, kinds)
+    assert tiny.config["layer_types"] == ["full_attention", "conv"]
+    assert tiny.layer_indices == (2, 0)  # the real layers they stand for
+
+
+class TestWidthRule:
+    FILE = SourceFile(
+        "modeling_x.py",
+        Path("modeling_x.py"),
+        "",
+        "class XMLP:\n"
+        "    def __init__(self, config):\n"
+        "        width = config.intermediate_size\n"
+        "        if config.auto:\n"
+        "            width = int(2 * width / 3)\n"
+        "        self.up = nn.Linear(config.hidden_size, width)\n"
+        "        self.down = nn.Linear(width, config.hidden_size)\n",
+    )
+
+    def test_statements_before_the_linears_are_read_and_run(self) -> None:
+        rule = read_width_rule([self.FILE], "XMLP", "down")
+        assert rule is not None and rule.evidence.where == "modeling_x.py:3-5"
+        config = type("C", (), {"intermediate_size": 300, "auto": True})()
+        assert evaluate_width(rule.code, config) == 200
+
+    @pytest.mark.parametrize(
+        "code",
+        [
+            "width = __import__('os').system('true')",
+            "width = config.__class__.__init__",
+            "width = open('x')",
+            "width = (lambda: 3)()",
+            "other = 3\nwidth = other",
+            "width = config.a.b",
+        ],
+    )
+    def test_anything_but_arithmetic_over_the_config_is_refused(self, code: str) -> None:
+        assert not vetted(ast.parse(code))
+        with pytest.raises(ValueError, match="not arithmetic"):
+            evaluate_width(code, object())
