@@ -143,17 +143,23 @@ def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:
 def _refuse_derived_pattern(
     hf_config: Any, source: ModelSource, classification: Classification
 ) -> None:
-    """A hybrid whose ``layer_types`` the config class derives from other keys (Jamba: a
-    read-only property over attn_layer_period / offset) has no list the tiny config can keep."""
-    derived = getattr(type(hf_config), "layer_types", None)
-    if classification.kind in (Kind.DENSE, Kind.MOE) or not isinstance(derived, property):
+    """A hybrid whose layer kinds the config class derives from other keys (Jamba: read-only
+    properties over attn_layer_period / offset; Bamba: over attn_layer_indices) has no list the
+    tiny config can keep."""
+    if classification.kind in (Kind.DENSE, Kind.MOE):
         return
-    if derived.fset is not None:
+    cls = type(hf_config)
+    derived = [
+        name
+        for name in ("layer_types", "layers_block_type")
+        if isinstance(found := getattr(cls, name, None), property) and found.fset is None
+    ]
+    if not derived:
         return
     raise UnsupportedFeatureError(
         f"{source.model_type} is a {classification.kind} model "
         f"({'; '.join(classification.reasons)}) whose layer pattern onboard cannot shrink to a "
-        f"tiny model yet: {type(hf_config).__name__}.layer_types is derived, read-only"
+        f"tiny model yet: {cls.__name__}.{derived[0]} is derived, read-only"
     )
 
 
