@@ -5,6 +5,7 @@ Nothing here computes; every function takes a finished result and prints or conv
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -53,8 +54,14 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
     for warning in classification.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     att = text.attention
+    kinds = Counter(text.layer_types)
+    layers = f"{text.num_layers} layers" + (
+        f" ({', '.join(f'{n} {kind}' for kind, n in kinds.items())})"
+        if text.mixers.in_use()
+        else ""
+    )
     console.print(
-        f"[dim]hidden {text.hidden_size}, {text.num_layers} layers, vocab {text.vocab_size}, "
+        f"[dim]hidden {text.hidden_size}, {layers}, vocab {text.vocab_size}, "
         f"{att.num_heads} heads / {att.num_kv_heads} kv heads of {att.head_dim}, "
         f"MLP {text.mlp.intermediate_size}"
         + (f", {text.moe.num_experts} experts top-{text.moe.top_k}" if text.moe else "")

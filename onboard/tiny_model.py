@@ -7,11 +7,15 @@ unmapped bias; perturbing every parameter makes such differences visible.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from onboard.errors import InvalidConfigError
 
 PERTURB_STD = 0.05
+# transformers warns when a recurrent mixer runs its PyTorch reference instead of a CUDA kernel
+# (causal_conv1d, mamba_ssm, fla): on the tiny CPU models that reference is what onboard wants.
+_KERNEL_FALLBACK_LOGGER = "transformers.integrations.hub_kernels"
 
 
 def build_tiny_model(hf_config: Any, *, seed: int = 0) -> Any:
@@ -20,6 +24,7 @@ def build_tiny_model(hf_config: Any, *, seed: int = 0) -> Any:
     from transformers import AutoModelForCausalLM
 
     hf_config._attn_implementation = "eager"
+    logging.getLogger(_KERNEL_FALLBACK_LOGGER).setLevel(logging.ERROR)
     torch.manual_seed(seed)
     try:
         model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
