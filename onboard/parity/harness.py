@@ -4,10 +4,16 @@ A ``Runner`` is anything that runs a causal LM step on numpy inputs: the HF refe
 session, a generated torch model. The harness feeds the reference and a candidate the same
 inputs (a prompt longer than any sliding window, decode steps that feed the reference's argmax,
 a batch of two with left or right padding) and turns every comparison into a ``Check``.
+
+Caches come in two shapes. Attention-only models report ``Step.kv``: keys and values per layer.
+Hybrids (Mamba, DeltaNet, short-convolution layers next to attention) report ``Step.states``:
+per layer, mobius' state names (``key``, ``value``, ``conv_state``, ``ssm_state``,
+``recurrent_state``) in mobius' layout, compared after the prefill and after every decode step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,7 +22,7 @@ import numpy as np
 from onboard.parity.report import Check, Metrics, Status
 
 PROMPT_LEN = 9  # longer than the tiny sliding window (4), so windows are exercised
-DECODE_STEPS = 2
+DECODE_STEPS = 3  # a recurrent state must survive being fed back more than once
 PAD = 2  # tokens of padding in the second row of the padded batch
 
 
@@ -27,6 +33,10 @@ class Batch:
     position_ids: np.ndarray  # [B, S] int64
 
 
+LayerStates = Mapping[str, np.ndarray]  # state name -> array; empty for a stateless layer
+KV_NAMES = ("key", "value")
+
+
 @dataclass(frozen=True)
 class Step:
     logits: np.ndarray  # [B, S, vocab]
@@ -34,6 +44,18 @@ class Step:
         tuple[np.ndarray, np.ndarray], ...
     ]  # per layer: key, value [B, kv_heads, T, head_dim]
     state: Any = None  # what the runner needs to continue decoding
+    states: tuple[LayerStates, ...] = ()  # hybrids only, per layer, in mobius' layout
+
+
+def split_cache(
+    layers: tuple[LayerStates, ...],
+) -> tuple[tuple[tuple[np.ndarray, np.ndarray], ...], tuple[LayerStates, ...]]:
+    """``(kv, states)`` for a cache read per layer: an attention-only cache is reported as keys
+    and values, anything else (a recurrent or stateless layer) as states, so both runners of a
+    comparison report the same kind."""
+    if layers and all(set(layer) == set(KV_NAMES) for layer in layers):
+        return tuple((layer["key"], layer["value"]) for layer in layers), ()
+    return (), layers
 
 
 class Runner(Protocol):
@@ -73,21 +95,41 @@ def run_scenarios(
     """Every scenario; ``compare_kv=False`` when the reference caches something else than K and V
     (transformers keeps MLA's compressed latents), which decode steps then cover."""
     provider = candidate.provider
-    checks: list[Check] = []
     prompt = prompt_batch(vocab_size)
     ref_step, got_step, error = _both(reference, candidate, lambda r: r.prefill(prompt))
     if error:
         return (Check("prefill", provider, Status.FAIL, detail=error),)
-    checks.append(_logits_check("prefill", provider, ref_step.logits, got_step.logits))
-    if not ref_step.kv:
-        detail = "the reference keeps no KV cache; decode steps rerun it on every token"
-        checks.append(Check("kv-cache", provider, Status.SKIP, detail=detail))
-    elif compare_kv:
-        checks.append(_kv_check(provider, ref_step.kv, got_step.kv))
-    else:
-        detail = "the reference caches compressed latents; decode steps compare instead"
-        checks.append(Check("kv-cache", provider, Status.SKIP, detail=detail))
+    checks = [_logits_check("prefill", provider, ref_step.logits, got_step.logits)]
+    checks += _cache_checks(provider, ref_step, got_step, compare_kv)
+    checks += _decode_checks(reference, candidate, prompt, ref_step, got_step)
+    checks += _padding_checks(reference, candidate, vocab_size)
+    return tuple(checks)
 
+
+def _cache_checks(provider: str, ref: Step, got: Step, compare_kv: bool) -> list[Check]:
+    """The prefill's KV cache; states are checked with the decode steps, which they also cover."""
+    if ref.states:
+        if got.states:
+            return []
+        detail = "the candidate reports no recurrent states; decode steps compare instead"
+        return [Check("states", provider, Status.SKIP, detail=detail)]
+    if not ref.kv:
+        detail = "the reference keeps no KV cache; decode steps rerun it on every token"
+        return [Check("kv-cache", provider, Status.SKIP, detail=detail)]
+    if compare_kv:
+        return [_kv_check(provider, ref.kv, got.kv)]
+    detail = "the reference caches compressed latents; decode steps compare instead"
+    return [Check("kv-cache", provider, Status.SKIP, detail=detail)]
+
+
+def _decode_checks(
+    reference: Runner, candidate: Runner, prompt: Batch, ref_step: Step, got_step: Step
+) -> list[Check]:
+    """Decode steps feeding the reference's argmax; states after the prefill and every step."""
+    provider = candidate.provider
+    checks: list[Check] = []
+    compare_states = bool(ref_step.states and got_step.states)
+    state_diffs = list(_state_diffs("the prefill", ref_step, got_step))
     metrics: list[Metrics] = []
     mask = prompt.attention_mask
     for step in range(DECODE_STEPS):
@@ -102,12 +144,20 @@ def run_scenarios(
             checks.append(Check("decode", provider, Status.FAIL, detail=_error(exc)))
             break
         metrics.append(Metrics.compare(ref_step.logits, got_step.logits))
+        state_diffs += _state_diffs(f"decode {step + 1}", ref_step, got_step)
     if metrics:
         worst = max(metrics, key=lambda m: m.max_abs)
         status = Status.PASS if all(m.passes() for m in metrics) else Status.FAIL
         detail = f"{len(metrics)} steps after a {PROMPT_LEN}-token prompt"
         checks.append(Check("decode", provider, status, worst, detail))
+    if compare_states:
+        checks.append(_states_check(provider, state_diffs, len(metrics)))
+    return checks
 
+
+def _padding_checks(reference: Runner, candidate: Runner, vocab_size: int) -> list[Check]:
+    provider = candidate.provider
+    checks: list[Check] = []
     for side in ("left", "right"):
         name = f"pad-{side}"
         if side == "left" and not candidate.supports_left_padding:
@@ -122,7 +172,7 @@ def run_scenarios(
         checks.append(
             _logits_check(name, provider, ref_pad.logits[valid], got_pad.logits[valid], "batch 2")
         )
-    return tuple(checks)
+    return checks
 
 
 def _both(reference: Runner, candidate: Runner, call: Any) -> tuple[Any, Any, str]:
@@ -169,3 +219,71 @@ def _kv_check(
                 worst = metrics
     status = Status.PASS if worst is not None and worst.passes(logits=False) else Status.FAIL
     return Check("kv-cache", provider, status, worst, f"{len(ref)} layers, keys and values")
+
+
+@dataclass(frozen=True)
+class StateDiff:
+    """One state of one layer after one step: how far apart, or why it cannot be compared."""
+
+    layer: int
+    name: str  # "" when the layer's state names differ
+    phase: str  # "the prefill", "decode 2"
+    metrics: Metrics | None
+    problem: str = ""
+
+    @property
+    def where(self) -> str:
+        return " ".join(filter(None, ("layer", str(self.layer), self.name, "after", self.phase)))
+
+    @property
+    def passes(self) -> bool:
+        return self.metrics is not None and self.metrics.passes(logits=False)
+
+
+def _state_diffs(phase: str, ref_step: Step, got_step: Step) -> tuple[StateDiff, ...]:
+    """Every state of every layer when both report states; a layer one side lacks (mobius skips
+    stateless layers at the end) counts as stateless."""
+    ref, got = ref_step.states, got_step.states
+    if not ref or not got:
+        return ()
+    diffs: list[StateDiff] = []
+    for layer in range(max(len(ref), len(got))):
+        ref_layer = ref[layer] if layer < len(ref) else {}
+        got_layer = got[layer] if layer < len(got) else {}
+        if set(ref_layer) != set(got_layer):
+            problem = f"states {sorted(got_layer)} != {sorted(ref_layer)}"
+            diffs.append(StateDiff(layer, "", phase, None, problem))
+            continue
+        diffs += (
+            _state_diff(layer, name, phase, ref_layer[name], got_layer[name])
+            for name in sorted(ref_layer)
+        )
+    return tuple(diffs)
+
+
+def _state_diff(layer: int, name: str, phase: str, ref: np.ndarray, got: np.ndarray) -> StateDiff:
+    if name in KV_NAMES and ref.ndim == got.ndim == 4:
+        keep = min(ref.shape[2], got.shape[2])  # sliding layers may keep only the tail
+        ref, got = ref[:, :, ref.shape[2] - keep :], got[:, :, got.shape[2] - keep :]
+    try:
+        return StateDiff(layer, name, phase, Metrics.compare(ref, got))
+    except ValueError as exc:
+        return StateDiff(layer, name, phase, None, str(exc))
+
+
+def _states_check(provider: str, diffs: list[StateDiff], decode_steps: int) -> Check:
+    """One check over the prefill and every decode step; a failure names the first state off."""
+    phases = f"after the prefill and {decode_steps} decode steps"
+    compared = [d for d in diffs if d.metrics is not None]
+    if not compared:
+        return Check("states", provider, Status.FAIL, detail=f"no states compared {phases}")
+    worst = max(compared, key=lambda d: d.metrics.max_abs)
+    names = ", ".join(sorted({d.name for d in compared}))
+    summary = f"{len({d.layer for d in diffs})} layers ({names}) {phases}"
+    failed = next((d for d in diffs if not d.passes), None)
+    if failed is None:
+        detail = f"{summary}; worst {worst.where}"
+        return Check("states", provider, Status.PASS, worst.metrics, detail)
+    reason = failed.problem or f"max abs {failed.metrics.max_abs:.3g}"
+    detail = f"{failed.where}: {reason}; {summary}"
+    return Check("states", provider, Status.FAIL, worst.metrics, detail)

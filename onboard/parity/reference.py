@@ -1,6 +1,8 @@
 """The HF transformers reference: a tiny model with every parameter perturbed, run eagerly.
 
 The checkpoint the candidate loads is what ``save_pretrained`` writes, i.e. the on-disk layout.
+A hybrid's cache is read per layer and converted to mobius' state names and layout (``_HFCache``),
+so that any candidate can be compared against one convention.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from onboard.checkpoint import tensors
-from onboard.parity.harness import Batch, Step
+from onboard.parity.harness import Batch, LayerStates, Step, split_cache
 from onboard.tiny_model import build_tiny_model, perturb
 
 
@@ -45,6 +47,7 @@ class HFRunner:
         self.device = next(model.parameters()).device
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"  # transformers 5.24
+        self._cache = _HFCache.of(model.config)
 
     def prefill(self, batch: Batch) -> Step:
         return self._run(batch, None)
@@ -79,15 +82,55 @@ class HFRunner:
                 kv=(),
                 state=_Seen(batch.input_ids, batch.position_ids),
             )
+        kv, states = split_cache(tuple(self._cache.layer(layer) for layer in new_cache.layers))
         return Step(
             logits=out.logits.float().cpu().numpy(),
-            kv=_cache_arrays(new_cache),
+            kv=kv,
             state=new_cache,
+            states=states,
         )
 
 
-def _cache_arrays(cache: Any) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    layers = []
-    for layer in cache.layers:
-        layers.append((layer.keys.float().cpu().numpy(), layer.values.float().cpu().numpy()))
-    return tuple(layers)
+# Config fields that only Mamba-style (SSM) mixers have; DeltaNet-style ones have linear_* sizes.
+_SSM_FIELDS = ("mamba_d_state", "ssm_state_size", "state_size")
+
+
+@dataclass(frozen=True)
+class _HFCache:
+    """Reads one layer of a transformers 5 cache in mobius' names and layout.
+
+    Attention layers hold ``keys``/``values``; linear-attention layers (Mamba, DeltaNet, LFM2's
+    short convolution) hold ``conv_states[0]``/``recurrent_states[0]``; MLP and MoE layers hold
+    nothing. HF keeps the last ``d_conv`` conv inputs where mobius keeps ``d_conv - 1``, and HF's
+    Mamba2 SSM state is ``[B, heads, d_head, d_state]`` where mobius' is ``[B, heads, d_state,
+    d_head]``. DeltaNet's ``[B, heads, d_k, d_v]`` is the same on both sides. All three measured
+    against mobius' Bamba and Qwen3-Next with square states, where only the values tell.
+    """
+
+    recurrent_name: str  # ssm_state (Mamba) or recurrent_state (DeltaNet, lightning)
+
+    @classmethod
+    def of(cls, config: Any) -> _HFCache:
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        ssm = any(getattr(text, field, None) is not None for field in _SSM_FIELDS)
+        return cls("ssm_state" if ssm else "recurrent_state")
+
+    def layer(self, layer: Any) -> LayerStates:
+        states: dict[str, np.ndarray] = {}
+        if getattr(layer, "keys", None) is not None:
+            states["key"], states["value"] = _numpy(layer.keys), _numpy(layer.values)
+        conv = getattr(layer, "conv_states", {}).get(0)
+        if conv is not None:
+            kernel = layer.conv_kernel_size.get(0) or conv.shape[-1]
+            states["conv_state"] = _numpy(conv[..., conv.shape[-1] - (kernel - 1) :])
+        recurrent = getattr(layer, "recurrent_states", {}).get(0)
+        if recurrent is not None:
+            if self.recurrent_name == "ssm_state" and recurrent.dim() == 4:
+                recurrent = recurrent.transpose(-1, -2)
+            states[self.recurrent_name] = _numpy(recurrent)
+        return states
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    """A copy: transformers updates conv and recurrent states in place on the next step."""
+    return tensor.detach().float().cpu().numpy().copy()

@@ -3,13 +3,16 @@
 Follows the module-path recipe that is known to work offline (target-mobius notes, section 2):
 config through ``_config_from_hf`` with the class's own ``config_class``, ``build_from_module``
 per execution provider, initializer names read *before* ``apply_weights`` (it folds transposes
-into new initializers), the checkpoint through the class's ``preprocess_weights``.
+into new initializers), the checkpoint through the class's ``preprocess_weights``. The task is
+the class's own ``default_task``: hybrids build ``hybrid-text-generation``, whose cache holds
+conv and recurrent states next to keys and values (hybrid notes, section 2.3).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -20,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from onboard.hf_config import make_hf_config
-from onboard.parity.harness import Batch, Step, run_scenarios
+from onboard.parity.harness import Batch, LayerStates, Step, run_scenarios, split_cache
 from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.targets.mobius.bugs import (
@@ -33,6 +36,7 @@ from onboard.targets.mobius.bugs import (
 from onboard.weightmap import WeightMapProof, prove
 
 EXECUTION_PROVIDERS = ("default", "cpu")
+DEFAULT_TASK = "text-generation"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +89,9 @@ def build(
     start = time.perf_counter()
     config = mobius_config(module_class, hf_config)
     module = module_class(config)
+    task = getattr(module_class, "default_task", DEFAULT_TASK)
     with _quiet_mobius():
-        package = mobius.build_from_module(
-            module, config, "text-generation", execution_provider=provider
-        )
+        package = mobius.build_from_module(module, config, task, execution_provider=provider)
     graph = package["model"].graph
     # Read before apply_weights, which folds transposes into new initializers (notes, step 8).
     parameters = {
@@ -161,50 +164,71 @@ def _quiet_mobius() -> Iterator[None]:
             lg.setLevel(level)
 
 
+_PAST = re.compile(r"past_key_values\.(\d+)\.(\w+)")
+
+
 class OnnxRunner:
-    """Runs a built model in onnxruntime; its ``Step.state`` is unused (presents are in kv)."""
+    """Runs a built model in onnxruntime; its ``Step.state`` is the cache to feed back, per layer.
+
+    The cache is whatever the session declares: ``past_key_values.{i}.<name>`` inputs (key and
+    value; conv_state, ssm_state or recurrent_state), fed zeros for the prefill and the matching
+    ``present.{i}.<name>`` outputs after. Stateless layers (MLP, MoE) have no inputs.
+    """
 
     def __init__(self, built: BuiltModel) -> None:
         self.provider = built.provider
         self.session = built.session
-        # GroupQueryAttention derives sequence lengths as sum(mask) - 1: right padding only.
-        self.supports_left_padding = built.provider != "cpu"
         self._inputs = {i.name: i for i in self.session.get_inputs()}
         self._outputs = [o.name for o in self.session.get_outputs()]
-        self._layers = sum(1 for n in self._inputs if n.endswith(".key"))
+        self._past = _past_inputs(self._inputs)
+        # GroupQueryAttention derives sequence lengths as sum(mask) - 1: right padding only.
+        # Hybrids are padded on the left too: HF zeroes padded positions before they reach a
+        # recurrent state, which a mixer that ignores the mask (mobius' own) gets wrong.
+        self.supports_left_padding = built.provider != "cpu"
 
     def prefill(self, batch: Batch) -> Step:
         batch_size = batch.input_ids.shape[0]
-
-        def empty(name: str) -> np.ndarray:
-            shape = self._inputs[name].shape  # [batch, kv heads, past, head dim]
-            return np.zeros((batch_size, shape[1], 0, shape[3]), np.float32)
-
-        past = tuple(
-            (empty(f"past_key_values.{i}.key"), empty(f"past_key_values.{i}.value"))
-            for i in range(self._layers)
+        empty = tuple(
+            {name: _zeros(shape, batch_size) for name, shape in layer.items()}
+            for layer in self._past
         )
-        return self._run(batch, past)
+        return self._run(batch, empty)
 
     def decode(self, previous: Step, batch: Batch) -> Step:
-        return self._run(batch, previous.kv)
+        return self._run(batch, previous.state)
 
-    def _run(self, batch: Batch, past: tuple[tuple[np.ndarray, np.ndarray], ...]) -> Step:
+    def _run(self, batch: Batch, past: tuple[LayerStates, ...]) -> Step:
         feeds: dict[str, np.ndarray] = {
             "input_ids": batch.input_ids,
             "attention_mask": batch.attention_mask,
             "position_ids": batch.position_ids,
         }
-        for i, (key, value) in enumerate(past):
-            feeds[f"past_key_values.{i}.key"] = key
-            feeds[f"past_key_values.{i}.value"] = value
+        for i, layer in enumerate(past):
+            feeds.update({f"past_key_values.{i}.{name}": value for name, value in layer.items()})
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         results = dict(zip(self._outputs, self.session.run(self._outputs, feeds), strict=True))
-        kv = tuple(
-            (results[f"present.{i}.key"], results[f"present.{i}.value"])
-            for i in range(self._layers)
+        present = tuple(
+            {name: results[f"present.{i}.{name}"] for name in layer}
+            for i, layer in enumerate(self._past)
         )
-        return Step(logits=results["logits"], kv=kv)
+        kv, states = split_cache(present)
+        return Step(logits=results["logits"], kv=kv, state=present, states=states)
+
+
+def _past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]], ...]:
+    """Per layer index, the declared shape of each cache input; ``{}`` for a skipped layer."""
+    found: dict[int, dict[str, tuple[Any, ...]]] = {}
+    for name, arg in inputs.items():
+        match = _PAST.fullmatch(name)
+        if match:
+            found.setdefault(int(match[1]), {})[match[2]] = tuple(arg.shape)
+    return tuple(found.get(i, {}) for i in range(max(found, default=-1) + 1))
+
+
+def _zeros(shape: tuple[Any, ...], batch_size: int) -> np.ndarray:
+    """An empty cache: the batch first, no past positions (a symbolic dim), fixed state sizes."""
+    dims = [batch_size] + [d if isinstance(d, int) else 0 for d in shape[1:]]
+    return np.zeros(dims, np.float32)
 
 
 def scratch_dir() -> tempfile.TemporaryDirectory[str]:
