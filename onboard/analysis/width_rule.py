@@ -10,6 +10,7 @@ width from the real config.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -153,8 +154,10 @@ def _assigns(statement: ast.stmt, variable: str) -> bool:
 
 
 def _renamed(statement: ast.stmt, variable: str) -> ast.stmt:
+    """A renamed copy: the parsed source is cached and shared, so it is never edited."""
+
     class Rename(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.Name:
             return ast.Name(WIDTH, node.ctx) if node.id == variable else node
 
-    return Rename().visit(statement)
+    return Rename().visit(copy.deepcopy(statement))

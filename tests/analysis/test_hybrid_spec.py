@@ -95,11 +95,11 @@ class TestWidthRule:
         "",
         "class XMLP:\n"
         "    def __init__(self, config):\n"
-        "        width = config.intermediate_size\n"
+        "        inner = config.intermediate_size\n"
         "        if config.auto:\n"
-        "            width = int(2 * width / 3)\n"
-        "        self.up = nn.Linear(config.hidden_size, width)\n"
-        "        self.down = nn.Linear(width, config.hidden_size)\n",
+        "            inner = int(2 * inner / 3)\n"
+        "        self.up = nn.Linear(config.hidden_size, inner)\n"
+        "        self.down = nn.Linear(inner, config.hidden_size)\n",
     )
 
     def test_statements_before_the_linears_are_read_and_run(self) -> None:
@@ -107,6 +107,11 @@ class TestWidthRule:
         assert rule is not None and rule.evidence.where == "modeling_x.py:3-5"
         config = type("C", (), {"intermediate_size": 300, "auto": True})()
         assert evaluate_width(rule.code, config) == 200
+
+    def test_reading_twice_reads_the_same(self) -> None:
+        """The parsed source is cached and shared: reading a rule must not edit it."""
+        rules = [read_width_rule([self.FILE], "XMLP", "down") for _ in range(2)]
+        assert rules[0] is not None and rules[1] == rules[0]
 
     @pytest.mark.parametrize(
         "code",

@@ -1,0 +1,85 @@
+"""A hybrid mobius 0.1.0 lacks (LFM2: short convolutions beside attention), onboarded for real.
+
+Parity compares the recurrent states after the prefill and every decode step, and pads on the
+left; a generated module that gates the wrong third, turns the kernel around or lets padded
+positions into the state fails it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.codegen import lint_python
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius import TARGET
+from tests.hub_cache import fixture_config
+
+LFM2 = "LiquidAI/LFM2-1.2B"
+
+
+def _new(out: Path, **options):
+    return onboard_new(NewOptions(model=str(fixture_config(LFM2).parent), out=out, **options))
+
+
+def test_lfm2_onboards_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    result = _new(tmp_path / "out")
+    assert result.proposal.already_supported is None  # mobius 0.1.0 has no lfm2
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c for c in report.checks if c.provider == "default"}
+    assert set(default) == {"weights", "prefill", "decode", "states", "pad-left", "pad-right"}
+    assert all(c.status is Status.PASS for c in default.values())
+    assert "(conv_state, key, value) after the prefill and 3 decode steps" in (
+        default["states"].detail
+    )
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name) == ""
+    assert 'default_task = "hybrid-text-generation"' in text
+    assert "short_conv_kernel=config.conv_L_cache" in text
+    assert "intermediate_size=_mlp_width(config)" in text
+
+
+def _sabotaged(tmp_path: Path, old: str, new: str):
+    """The generated module with one line broken, through parity."""
+    result = _new(tmp_path / "out", parity=False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new, 1))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+    return {c.name: c for c in report.checks if c.provider == "default"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("b, c, x = op.Split(", "c, b, x = op.Split("),  # gates with the wrong third
+        # the kernel turned around: the taps read the window the wrong way
+        (
+            "inputs = [window, self.weight]",
+            "inputs = [window, op.Slice(self.weight, [-1], [-(2**62)], [2], [-1])]",
+        ),
+    ],
+    ids=["gate-order", "kernel-reversed"],
+)
+def test_a_wrong_convolution_fails_parity(tmp_path: Path, old: str, new: str) -> None:
+    checks = _sabotaged(tmp_path, old, new)
+    assert checks["weights"].status is Status.PASS
+    assert checks["prefill"].status is Status.FAIL
+    assert checks["decode"].status is Status.FAIL
+
+
+def test_padding_leaking_into_the_state_fails_left_padding(tmp_path: Path) -> None:
+    checks = _sabotaged(
+        tmp_path,
+        "self.in_proj(op, op.Mul(hidden_states, keep))",
+        "self.in_proj(op, hidden_states)",
+    )
+    assert checks["prefill"].status is Status.PASS  # one unpadded row: nothing to leak
+    assert checks["pad-left"].status is Status.FAIL
