@@ -31,6 +31,8 @@ EXAMPLES = (
     Example("Qwen/Qwen3-30B-A3B", "mobius", "qwen3_moe/mobius", ("--treat-as-new",)),
     Example("Qwen/Qwen3-0.6B", "automodel", "qwen3/automodel", ("--treat-as-new",)),
     Example("Qwen/Qwen3-30B-A3B", "automodel", "qwen3_moe/automodel", ("--treat-as-new",)),
+    # A hybrid mobius 0.1.0 does not have: short-convolution layers beside attention.
+    Example("LiquidAI/LFM2-1.2B", "mobius", "lfm2/mobius"),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).
     Example("tests/fixtures/remote/ember-tiny", "mobius", "ember/mobius", ("--trust-remote-code",)),
 )
