@@ -14,7 +14,7 @@ from typing import Literal
 
 # onboard's names of the recurrent kinds (HF's labels vary: transformers 5 calls Mamba layers
 # linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
-MixerKind = Literal["short_conv"]
+MixerKind = Literal["short_conv", "mamba2"]
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
 
 
@@ -37,12 +37,51 @@ class ShortConvSpec:
 
 
 @dataclass(frozen=True)
+class Mamba2Spec:
+    """Mamba-2 (SSD). ``in_proj`` gives the gate ``z``, ``xBC`` and ``dt``, in that order;
+    ``xBC`` passes a causal depthwise convolution and ``activation``, then splits into ``x``
+    (heads x head_dim), ``B`` and ``C`` (groups x state, each group shared by heads / groups
+    heads). ``dt = softplus(dt + dt_bias)``, clipped to ``time_step_limit`` over a prompt (HF's
+    one-token step does not clip); each head's state decays by ``exp(dt * A)``, ``A =
+    -exp(A_log)``, and takes ``dt * x B``; ``y = C . state + D * x``; then an RMS norm of ``y *
+    silu(z)`` within ``norm_groups`` groups of channels, and ``out_proj``. Padded positions are
+    zeroed before ``in_proj`` and after the convolution, so they never reach the states."""
+
+    num_heads: int
+    head_dim: int
+    state_size: int
+    groups: int
+    conv_kernel: int
+    conv_bias: bool
+    proj_bias: bool
+    activation: str
+    norm_eps: float
+    norm_groups: int  # 1: the norm spans every channel (Bamba); groups: NemotronH
+    time_step_limit: tuple[float, float | None] = (0.0, None)  # None: no upper limit
+    # spec field -> the config key HF reads it from (num_heads -> mamba_n_heads, ...)
+    keys: tuple[tuple[str, str], ...] = ()
+    attribute: str = "mamba"  # the layer's attribute holding the mixer
+
+    def key(self, field: str) -> str | None:
+        return dict(self.keys).get(field)
+
+    @property
+    def inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.inner + 2 * self.groups * self.state_size
+
+
+@dataclass(frozen=True)
 class TokenMixers:
     """The spec of each recurrent kind the layers use (None: no layer uses that kind)."""
 
     short_conv: ShortConvSpec | None = None
+    mamba2: Mamba2Spec | None = None
 
-    def of(self, kind: str) -> ShortConvSpec | None:
+    def of(self, kind: str) -> ShortConvSpec | Mamba2Spec | None:
         return getattr(self, kind, None) if kind in self.kinds() else None
 
     @staticmethod

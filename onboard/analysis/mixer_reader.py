@@ -73,8 +73,12 @@ class MixerReader(Reader):
         module = hf_module(module)
         for kind in MIXERS:
             reading = kind.read(attribute, module, self.tiny, self.files)
-            if reading is not None:
-                return kind.name, reading
+            if reading is None:
+                continue
+            if reading.spec is None:  # the kind's parameters, something else computed
+                self.deltas.extend(reading.deltas)
+                return None
+            return kind.name, reading
         cls = type(module).__name__
         found = find_line(self.files, rf"^class {cls}\b")
         self._delta(

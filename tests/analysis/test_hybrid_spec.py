@@ -128,3 +128,87 @@ class TestWidthRule:
         assert not vetted(ast.parse(code))
         with pytest.raises(ValueError, match="not arithmetic"):
             evaluate_width(code, object())
+
+
+def _tiny_mixer(model_type: str, layer: int, attribute: str, **config):
+    """A perturbed tiny HF model's mixer, with the HF modeling file it comes from."""
+    import transformers
+
+    from onboard.source import SourceFile
+
+    model = perturb(build_tiny_model(make_hf_config({"model_type": model_type, **config})))
+    folder = Path(transformers.__file__).parent / "models" / model_type
+    files = [SourceFile.read(folder / f"modeling_{model_type}.py")]
+    return model, model.model.layers[layer].get_submodule(attribute), files
+
+
+_SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2}
+_SMALL |= {"num_key_value_heads": 1, "vocab_size": 256, "max_position_embeddings": 128}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "attribute", "config", "norm_groups", "keys"),
+    [
+        (
+            "bamba",
+            "mamba",
+            {"num_hidden_layers": 2, "attn_layer_indices": [0], "mamba_n_heads": 8},
+            1,  # BambaRMSNormGated spans every channel
+            {"num_heads": "mamba_n_heads", "groups": "mamba_n_groups", "norm_eps": "rms_norm_eps"},
+        ),
+        (
+            "nemotron_h",
+            "mixer",
+            {
+                "hybrid_override_pattern": "*M-",
+                "num_hidden_layers": 3,
+                "mamba_num_heads": 8,
+                "mamba_head_dim": 16,
+                "ssm_state_size": 16,
+                "head_dim": 32,
+            },
+            8,  # Zamba2RMSNormGated: within each of n_groups (8 by default) groups
+            {
+                "num_heads": "mamba_num_heads",
+                "time_step_min": "time_step_min",
+                "proj_bias": "use_bias",
+            },
+        ),
+    ],
+)
+def test_mamba2_mixers_are_read_with_their_keys(
+    model_type, attribute, config, norm_groups, keys
+) -> None:
+    from onboard.analysis.mixers import mamba2
+
+    model, module, files = _tiny_mixer(model_type, 1, attribute, **_SMALL, **config)
+    reading = mamba2.read(attribute, module, model.config, files)
+    assert reading is not None and reading.deltas == ()
+    spec = reading.spec
+    assert spec.norm_groups == norm_groups
+    assert {k: spec.key(k) for k in keys} == keys
+    assert {"A_log", "D", "dt_bias", "conv1d.weight", "norm.weight"} <= set(reading.parameters)
+    assert any(e.where.startswith(f"modeling_{model_type}.py:") for e in reading.evidence)
+
+
+def test_mamba2_compute_follows_hf_and_a_wrong_reading_does_not() -> None:
+    import torch
+
+    from onboard.analysis.mixers import mamba2
+
+    model, module, files = _tiny_mixer(
+        "bamba", 1, "mamba", **_SMALL, num_hidden_layers=2, attn_layer_indices=[0],
+        mamba_n_heads=8, mamba_n_groups=2, mamba_chunk_size=4,
+    )  # fmt: skip
+    spec = mamba2.read("mamba", module, model.config, files).spec
+    weights = dict(module.named_parameters())
+    x = torch.randn(2, 13, 64, generator=torch.Generator().manual_seed(3))  # three chunks
+    with torch.no_grad():
+        want = module(x)
+        assert torch.allclose(mamba2.compute(spec, weights.get, "", x), want, atol=1e-5)
+        for wrong in (
+            dataclasses.replace(spec, norm_groups=2),
+            dataclasses.replace(spec, activation="relu"),
+        ):
+            got = mamba2.compute(wrong, weights.get, "", x)
+            assert not torch.allclose(got, want, atol=1e-3)

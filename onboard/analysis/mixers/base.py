@@ -14,7 +14,7 @@ from onboard.spec import Delta, Evidence
 class MixerReading:
     """A mixer's spec as read from one tiny HF layer, with what backs it."""
 
-    spec: Any  # the kind's frozen dataclass (onboard.token_mixers)
+    spec: Any  # the kind's frozen dataclass (onboard.token_mixers); None: refused, see deltas
     evidence: tuple[Evidence, ...]
     parameters: tuple[str, ...]  # the mixer's parameter names (relative to it) the spec explains
     deltas: tuple[Delta, ...] = ()

@@ -16,7 +16,21 @@ from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 HYBRID_TASK = "hybrid-text-generation"
 # onboard's kind -> mobius' layer_types word for its state inputs
-MOBIUS_LABELS = {"short_conv": "conv"}
+MOBIUS_LABELS = {"short_conv": "conv", "mamba2": "mamba2"}
+# Mamba-2 spec field -> the mobius config field the hybrid task and the component read
+_MAMBA2_FIELDS = {
+    "num_heads": ("mamba_n_heads", "int", "8"),
+    "head_dim": ("mamba_d_head", "int", "64"),
+    "state_size": ("mamba_d_state", "int", "64"),
+    "groups": ("mamba_n_groups", "int", "1"),
+    "conv_kernel": ("mamba_d_conv", "int", "4"),
+    "conv_bias": ("mamba_conv_bias", "bool", "True"),
+    "proj_bias": ("mamba_proj_bias", "bool", "False"),
+    "activation": ("mamba_activation", "str", '"silu"'),
+    "norm_eps": ("mamba_norm_eps", "float", "1e-5"),
+    "norm_groups": ("mamba_norm_groups", "int", "1"),
+    "time_step_limit": ("mamba_time_step_limit", "tuple[float, float | None]", "(0.0, None)"),
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,24 @@ def mixer_designs(spec: ArchitectureSpec, prefix: str) -> tuple[MixerDesign, ...
                     mixer.attribute,
                     f"{prefix}ShortConv",
                     f"{prefix}ShortConvDecoderLayer",
+                    mixer,
+                    reason,
+                )
+            )
+        elif kind == "mamba2":
+            reason = why(
+                f"Mamba-2 layers ({mixer.num_heads} heads, state {mixer.state_size}), padded "
+                "positions kept out of their states",
+                spec,
+                "text.mixers.mamba2",
+            )
+            designs.append(
+                MixerDesign(
+                    kind,
+                    MOBIUS_LABELS[kind],
+                    mixer.attribute,
+                    f"{prefix}Mamba2",
+                    f"{prefix}Mamba2DecoderLayer",
                     mixer,
                     reason,
                 )
@@ -102,4 +134,32 @@ def mixer_settings(
                     why("short convolution biases", spec, "text.mixers.short_conv"),
                 ),
             ]
+        elif design.kind == "mamba2":
+            fields, more = _mamba2_settings(spec, design.spec)
+            settings += fields
+            extra += more
+    return settings, extra
+
+
+def _mamba2_settings(spec: ArchitectureSpec, mixer: Any) -> tuple[list[Setting], list[ExtraField]]:
+    """Each size from the config key HF reads it from (the hybrid task sizes the states from
+    the mamba_* fields); what the source fixes, as the tiny model showed it."""
+    settings, extra = [], []
+    for field, (name, annotation, default) in _MAMBA2_FIELDS.items():
+        extra.append(ExtraField(name, annotation, default))
+        key = mixer.key(field)
+        value = getattr(mixer, field)
+        if field == "norm_groups":  # the norm's groups are the mixer's groups, or one
+            expr = f"config.{mixer.key('groups')}" if value == mixer.groups != 1 else "1"
+        elif field == "time_step_limit" and mixer.key("time_step_min"):  # (min, inf) in HF
+            expr = f"(config.{mixer.key('time_step_min')}, None)"
+        elif key is None:
+            expr = repr(value)
+        elif field == "time_step_limit":
+            expr = f"tuple(config.{key})"
+        elif annotation == "bool":
+            expr = f"bool(config.{key})"
+        else:
+            expr = f"config.{key}"
+        settings.append(Setting(name, expr, why(f"Mamba-2 {field}", spec, "text.mixers.mamba2")))
     return settings, extra

@@ -114,6 +114,13 @@ class Lfm2DepthwiseConv(nn.Module):
         return op.Conv(*inputs, group=self.channels)
 
 
+def _current_positions(op: OpBuilder, attention_mask: ir.Value, hidden_states: ir.Value):
+    """1.0 where this call's positions hold tokens, 0.0 where they are padding: [B, S, 1]."""
+    steps = op.Shape(hidden_states, start=1, end=2)
+    current = op.Slice(attention_mask, op.Neg(steps), [INT64_MAX], [1])
+    return op.Unsqueeze(op.CastLike(current, hidden_states), [-1])
+
+
 class Lfm2ShortConv(nn.Module):
     """HF's gated short convolution: ``in_proj`` gives b, c, x (thirds, in that order),
     ``y = c * conv(b * x)`` with a causal depthwise convolution, then ``out_proj``.
@@ -137,9 +144,7 @@ class Lfm2ShortConv(nn.Module):
         attention_mask: ir.Value,
         conv_state: ir.Value,
     ):
-        steps = op.Shape(hidden_states, start=1, end=2)
-        current = op.Slice(attention_mask, op.Neg(steps), [INT64_MAX], [1])
-        keep = op.Unsqueeze(op.CastLike(current, hidden_states), [-1])
+        keep = _current_positions(op, attention_mask, hidden_states)
         projected = self.in_proj(op, op.Mul(hidden_states, keep))
         b, c, x = op.Split(projected, num_outputs=3, axis=-1, _outputs=3)
         gated = op.Transpose(op.Mul(b, x), perm=[0, 2, 1])  # [batch, hidden, steps]
@@ -170,17 +175,17 @@ class Lfm2ShortConvDecoderLayer(nn.Module):
         position_embeddings: tuple | None,
         past_key_value: tuple,
     ):
-        """``attention_bias`` is the 2-D padding mask here; the state is ``(conv_state,)``."""
-        del position_embeddings  # no RoPE in a convolution
+        """``attention_bias`` is the 2-D padding mask here; ``past_key_value`` the states."""
+        del position_embeddings  # no RoPE here
         residual = hidden_states
         hidden_states = self.input_layernorm(op, hidden_states)
-        mixed, conv_state = self.conv(op, hidden_states, attention_bias, past_key_value[0])
+        mixed, *states = self.conv(op, hidden_states, attention_bias, *past_key_value)
         hidden_states = op.Add(residual, mixed)
 
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(op, hidden_states)
         hidden_states = op.Add(residual, self.mlp(op, hidden_states))
-        return hidden_states, (conv_state,)
+        return hidden_states, tuple(states)
 
 
 class Lfm2TextModel(TextModel):

@@ -1,0 +1,242 @@
+"""Mamba-2 (SSD) mixers, read from a tiny layer and computed for the spec check.
+
+Recognised by structure: per-head ``A_log``, ``D`` and ``dt_bias``, a depthwise ``Conv1d`` over
+``xBC``, a linear from the hidden states to ``z, xBC, dt`` and one back, and a gated norm. The
+sizes are the module's own attributes (HF's Mamba-2 mixers share their names: ``num_heads``,
+``head_dim``, ``ssm_state_size``, ``n_groups`` ...), each with the config key its ``__init__``
+reads; whether the norm spans every channel or each group, the module's values decide.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from onboard.analysis.mixers.base import MixerKind, MixerReading
+from onboard.analysis.source_lines import find_line, init_assignment
+from onboard.source import SourceFile
+from onboard.spec import Delta, Evidence
+from onboard.token_mixers import Mamba2Spec
+
+# spec field -> the mixer attribute HF keeps it in (the ones HF's Mamba-2 mixers all have)
+_ATTRIBUTES = {
+    "num_heads": "num_heads",
+    "head_dim": "head_dim",
+    "state_size": "ssm_state_size",
+    "groups": "n_groups",
+    "conv_kernel": "conv_kernel_size",
+    "activation": "activation",
+    "time_step_limit": "time_step_limit",
+}
+# spec field -> (sub-module, keyword of its constructor) for what is measured on a sub-module
+_MEASURED = {
+    "conv_bias": ("conv1d", "bias"),
+    "proj_bias": ("in_proj", "bias"),
+    "norm_eps": ("norm", "eps"),
+}
+_PARAMETERS = ("A_log", "D", "dt_bias")
+
+
+def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) -> Any:
+    import torch
+
+    children = dict(module.named_children())
+    own = dict(module.named_parameters(recurse=False))
+    convs = [n for n, c in children.items() if isinstance(c, torch.nn.Conv1d)]
+    if not set(_PARAMETERS) <= set(own) or len(convs) != 1:
+        return None
+    cls = type(module).__name__
+    values = {field: getattr(module, name, None) for field, name in _ATTRIBUTES.items()}
+    values |= _measured(module)
+    missing = [field for field, value in values.items() if value is None]
+    if missing:
+        return _refused(f"a Mamba-2 mixer without {', '.join(missing)}", files, cls, attribute)
+    keys, evidence = _config_keys(files, cls)
+    norm_groups = _norm_groups(module, values)
+    if norm_groups is None:
+        return None
+    limit = tuple(float(v) for v in values["time_step_limit"])
+    spec = Mamba2Spec(
+        num_heads=int(values["num_heads"]),
+        head_dim=int(values["head_dim"]),
+        state_size=int(values["state_size"]),
+        groups=int(values["groups"]),
+        conv_kernel=int(values["conv_kernel"]),
+        conv_bias=bool(values["conv_bias"]),
+        proj_bias=bool(values["proj_bias"]),
+        activation=str(values["activation"]),
+        norm_eps=float(values["norm_eps"]),
+        norm_groups=norm_groups,
+        time_step_limit=(limit[0], None if limit[1] == float("inf") else limit[1]),
+        keys=keys,
+        attribute=attribute,
+    )
+    if not _fits(module, spec):
+        return _refused("a Mamba-2 mixer under other names or sizes", files, cls, attribute)
+    if not _computes(module, spec):
+        return _refused("a Mamba-2 mixer computing something else", files, cls, attribute)
+    evidence.insert(
+        0,
+        Evidence(
+            "probe",
+            f"{attribute} ({cls})",
+            f"{spec.num_heads} heads of {spec.head_dim}, state {spec.state_size}, "
+            f"{spec.groups} group(s), conv {spec.conv_kernel} taps, norm over "
+            f"{'every channel' if norm_groups == 1 else f'{norm_groups} groups'}",
+        ),
+    )
+    parameters = tuple(name for name, _ in module.named_parameters())
+    return MixerReading(spec, tuple(evidence), parameters)
+
+
+def compute(spec: Mamba2Spec, weight: Callable[[str], Any], prefix: str, x: Any) -> Any:
+    """The mixer over the whole sequence from zero states, one step at a time."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.activations import ACT2FN
+
+    def linear(value: Any, name: str) -> Any:
+        bias = weight(f"{prefix}{name}.bias") if spec.proj_bias else None
+        return F.linear(value, weight(f"{prefix}{name}.weight"), bias)
+
+    batch, steps, _ = x.shape
+    heads, dim, state, groups = spec.num_heads, spec.head_dim, spec.state_size, spec.groups
+    z, xbc, dt = linear(x, "in_proj").split([spec.inner, spec.conv_dim, heads], dim=-1)
+    kernel = weight(f"{prefix}conv1d.weight")
+    bias = weight(f"{prefix}conv1d.bias") if spec.conv_bias else None
+    padded = F.pad(xbc.transpose(1, 2), (spec.conv_kernel - 1, 0))
+    xbc = ACT2FN[spec.activation](F.conv1d(padded, kernel, bias, groups=spec.conv_dim))
+    hidden, b, c = xbc.transpose(1, 2).split([spec.inner, groups * state, groups * state], -1)
+    dt = F.softplus(dt + weight(f"{prefix}dt_bias"))
+    low, high = spec.time_step_limit
+    dt = dt.clamp(min=low, max=high if high is not None else float("inf"))
+    a = -torch.exp(weight(f"{prefix}A_log").float())
+    per_group = heads // groups
+    b = b.view(batch, steps, groups, state).repeat_interleave(per_group, dim=2)
+    c = c.view(batch, steps, groups, state).repeat_interleave(per_group, dim=2)
+    hidden = hidden.view(batch, steps, heads, dim)
+    ssm = torch.zeros(batch, heads, dim, state)
+    outputs = []
+    for t in range(steps):
+        decay = torch.exp(dt[:, t] * a)[:, :, None, None]
+        ssm = ssm * decay + (dt[:, t, :, None] * hidden[:, t])[..., None] * b[:, t, :, None, :]
+        outputs.append((ssm * c[:, t, :, None, :]).sum(-1))
+    y = torch.stack(outputs, dim=1) + hidden * weight(f"{prefix}D")[:, None]
+    y = gated_norm(y.reshape(batch, steps, -1), z, weight(f"{prefix}norm.weight"), spec)
+    return linear(y, "out_proj")
+
+
+def gated_norm(y: Any, z: Any, scale: Any, spec: Mamba2Spec) -> Any:
+    """RMS norm of ``y * silu(z)`` within ``spec.norm_groups`` groups of channels."""
+    import torch
+    import torch.nn.functional as F
+
+    gated = y * F.silu(z)
+    grouped = gated.view(*gated.shape[:-1], spec.norm_groups, -1)
+    normed = grouped * torch.rsqrt(grouped.pow(2).mean(-1, keepdim=True) + spec.norm_eps)
+    return normed.view_as(gated) * scale
+
+
+KIND = MixerKind("mamba2", read, compute)
+
+
+def _measured(module: Any) -> dict[str, Any]:
+    norm = getattr(module, "norm", None)
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+    return {
+        "conv_bias": getattr(getattr(module, "conv1d", None), "bias", None) is not None,
+        "proj_bias": getattr(getattr(module, "in_proj", None), "bias", None) is not None,
+        "norm_eps": eps,
+    }
+
+
+def _config_keys(files: Sequence[SourceFile], cls: str) -> tuple[tuple[tuple[str, str], ...], list]:
+    """(field, config key) for each field ``__init__`` reads from the config, with evidence:
+    ``self.<attribute> = config.<key>``, or a sub-module's keyword (``bias=config.use_bias``)
+    through one ``self.<name> = config.<key>``. A time-step limit of ``(config.<key>, inf)``
+    reads its lower bound (``time_step_min``)."""
+    keys, evidence = [], []
+    for field, name in _ATTRIBUTES.items():
+        found = init_assignment(files, cls, name)
+        key = _key_in(found.evidence.detail if found else "")
+        if key and field == "time_step_limit" and "inf" in found.evidence.detail:
+            field = "time_step_min"
+        if key:
+            keys.append((field, key))
+            evidence.append(found.evidence)
+    for field, (child, keyword) in _MEASURED.items():
+        found = init_assignment(files, cls, child)
+        value = (found.keyword(keyword) or "") if found else ""
+        alias = re.fullmatch(r"self\.(\w+)", value)
+        inner = init_assignment(files, cls, alias.group(1)) if alias else None
+        key = _key_in(inner.evidence.detail) if inner else _key_in(f"= {value}")
+        if key:
+            keys.append((field, key))
+            evidence.append((inner or found).evidence)
+    return tuple(keys), evidence
+
+
+def _key_in(assignment: str) -> str | None:
+    """``key`` in ``... = config.key`` (or ``int(config.key)``, a tuple's first item)."""
+    match = re.search(r"=\s*\(?(?:int\()?(?:self\.)?config\.(\w+)", assignment)
+    return match.group(1) if match else None
+
+
+def _norm_groups(module: Any, values: dict[str, Any]) -> int | None:
+    """1 or the group count: whichever makes the spec's gated norm give the module's norm."""
+    import torch
+
+    norm = getattr(module, "norm", None)
+    if norm is None or getattr(norm, "weight", None) is None:
+        return None
+    width = int(values["num_heads"]) * int(values["head_dim"])
+    generator = torch.Generator().manual_seed(0)
+    y, z = (
+        torch.randn(2, 3, width, generator=generator),
+        torch.randn(2, 3, width, generator=generator),
+    )
+    with torch.no_grad():
+        want = norm(y, z)
+        for groups in dict.fromkeys((1, int(values["groups"]))):
+            spec = Mamba2Spec(1, width, 1, 1, 1, False, False, "silu",
+                              float(values["norm_eps"]), groups)  # fmt: skip
+            if torch.allclose(gated_norm(y, z, norm.weight, spec), want, atol=1e-5):
+                return groups
+    return None
+
+
+def _refused(what: str, files: Sequence[SourceFile], cls: str, attribute: str) -> MixerReading:
+    """A module with Mamba-2's parameters that the spec does not describe: a delta at its class."""
+    found = find_line(files, rf"^class {cls}\b")
+    return MixerReading(None, (), (), (Delta(what, found.where if found else attribute, cls),))
+
+
+def _fits(module: Any, spec: Mamba2Spec) -> bool:
+    """HF's Mamba-2 names (in_proj, conv1d, norm, out_proj) at the sizes the spec says."""
+    import torch
+
+    children = dict(module.named_children())
+    in_proj, out_proj = children.get("in_proj"), children.get("out_proj")
+    conv = children.get("conv1d")
+    return (
+        isinstance(in_proj, torch.nn.Linear)
+        and isinstance(out_proj, torch.nn.Linear)
+        and isinstance(conv, torch.nn.Conv1d)
+        and in_proj.out_features == spec.inner + spec.conv_dim + spec.num_heads
+        and conv.in_channels == spec.conv_dim
+        and out_proj.in_features == spec.inner
+    )
+
+
+def _computes(module: Any, spec: Mamba2Spec) -> bool:
+    """The spec's computation gives the module's output on a prompt longer than its kernel."""
+    import torch
+
+    weights = dict(module.named_parameters())
+    hidden = module.in_proj.in_features
+    x = torch.randn(2, 2 * spec.conv_kernel + 3, hidden, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = module(x)
+        got = compute(spec, lambda name: weights[name], "", x)
+    return bool(torch.allclose(got, want, atol=1e-4))
