@@ -151,11 +151,18 @@ def _llama_layout(model: Any) -> bool:
     decoder = getattr(model, "model", None)
     if not isinstance(decoder, torch.nn.Module) or not hasattr(decoder, "layers"):
         return False
+    first = decoder.layers[0] if len(decoder.layers) else None
     return (
         any(hasattr(decoder, n) for n in FINAL_NORM_NAMES)
         and not hasattr(decoder, "embed_positions")
-        and not (len(decoder.layers) and _inline_mlp(decoder.layers[0]))
+        and not (first is not None and _inline_mlp(first))
+        and not (first is not None and _ffn_elsewhere(first))
     )
+
+
+def _ffn_elsewhere(layer: Any) -> bool:
+    """The layer keeps its feed-forward under another name than ``mlp`` (Bamba's feed_forward)."""
+    return not hasattr(layer, "mlp") and any(hasattr(layer, n) for n in FFN_NAMES)
 
 
 def checkpoint_renames(
