@@ -18,6 +18,7 @@ from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
 from onboard.tiny import (
     PER_LAYER_CONFIG,
+    RESTATED_LAYER_PATTERNS,
     TINY_HEADS_FALLBACK,
     TinyConfig,
     multiplier_defaults,
@@ -143,10 +144,14 @@ def _refuse_per_layer_overrides(config: dict[str, Any]) -> None:
 def _refuse_derived_pattern(
     hf_config: Any, source: ModelSource, classification: Classification
 ) -> None:
-    """A hybrid whose layer kinds the config class derives from other keys (Jamba: read-only
-    properties over attn_layer_period / offset; Bamba: over attn_layer_indices) has no list the
-    tiny config can keep."""
-    if classification.kind in (Kind.DENSE, Kind.MOE):
+    """A hybrid whose layer kinds the config class derives from other keys (read-only
+    ``layer_types`` / ``layers_block_type``) has no list the tiny config can keep: only the
+    types whose keys shrink_config restates (Bamba's attn_layer_indices, Jamba's periods and
+    offsets ...) get past here."""
+    if (
+        classification.kind in (Kind.DENSE, Kind.MOE)
+        or source.model_type in RESTATED_LAYER_PATTERNS
+    ):
         return
     cls = type(hf_config)
     derived = [

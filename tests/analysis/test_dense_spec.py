@@ -213,10 +213,16 @@ def test_unexplained_multiplier_is_unresolved_not_dropped(tmp_path, monkeypatch)
     assert spec.text.scales == ()
 
 
-def test_hybrid_whose_pattern_cannot_shrink_is_refused_in_one_line() -> None:
-    # Jamba's layer_types is a property over attn_layer_period / offset: no list to shrink.
-    with pytest.raises(UnsupportedFeatureError, match=r"hybrid_moe model .* cannot shrink"):
-        analyse(load_source(str(FIXTURES / "ai21labs/AI21-Jamba-1.5-Mini/config.json")))
+def test_hybrid_whose_pattern_cannot_shrink_is_refused_in_one_line(tmp_path) -> None:
+    # Jamba's layer kinds are periods and offsets. Attention at the odd layers and MoE at 2 and 5
+    # of 6: kept attention first, as real layers 1, 0, 2, 5, no period marks the last two as MoE.
+    config = json.loads((FIXTURES / "ai21labs/AI21-Jamba-1.5-Mini/config.json").read_text())
+    config.update(num_hidden_layers=6, attn_layer_period=2, attn_layer_offset=1)
+    config.update(expert_layer_period=3, expert_layer_offset=2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(UnsupportedFeatureError, match=r"no expert_layer_period and"):
+        analyse(load_source(str(path)))
 
 
 @pytest.mark.parametrize(
