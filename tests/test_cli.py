@@ -114,9 +114,12 @@ def test_bad_configs_are_one_line(cli_env, tmp_path, content, fragment) -> None:
 
 
 def test_unsupported_kind_in_scope_but_not_generated(cli_env, tmp_path) -> None:
-    config = fixture_config("ai21labs/AI21-Jamba-1.5-Mini")
-    run = onboard("new", str(config), "--out", str(tmp_path / "o"), env=cli_env)
-    _one_line_error(run, ExitCode.UNSUPPORTED, "hybrid_moe model")
+    # A pure state-space model: in scope (classified), not generated yet.
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("mamba2", tmp_path / "models")
+    run = onboard("new", str(folder), "--out", str(tmp_path / "o"), env=cli_env)
+    _one_line_error(run, ExitCode.UNSUPPORTED, "ssm model")
 
 
 def test_bad_repo_writes_nothing(cli_env, mobius_repo, tmp_path) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from onboard.spec import ArchitectureSpec
 
 # Bugs of the execution providers themselves, which no generated class can route around.
-PROVIDER_BUGS = ("T8", "M3", "M6")
+PROVIDER_BUGS = ("T8", "M3", "M6", "M7")
 
 
 class MobiusTarget:

@@ -4,7 +4,8 @@ A parity failure is blamed on the library only when a bug's preconditions hold f
 execution provider *and* re-running the same check with the bug's trigger removed from the tiny
 config passes. Anything else is reported as the generated code being wrong.
 
-Ids T7-T10 follow ``shared/notes/target-mobius.md``; M1 and M2 were found by onboard's parity runs.
+Ids T7-T10 follow ``shared/notes/target-mobius.md``; the M ids were found by onboard's parity runs
+(the hybrid notes number their own defects M1-M13: onboard cites those as "hybrid M<n>").
 """
 
 from __future__ import annotations
@@ -91,14 +92,31 @@ def _scalar_is_head_dim(config: dict[str, Any]) -> None:
 
 
 def _partial_rotary(config: Mapping[str, Any]) -> bool:
+    factors = _rotary_factors(config)
+    rotary_dim = config.get("rotary_dim")  # GPT-J's way of saying it
+    partial_dim = isinstance(rotary_dim, int) and rotary_dim < _head_dim(config)
+    return partial_dim or any(f is not None and float(f) < 1.0 for f in factors)
+
+
+def _narrow_rope_tables(config: Mapping[str, Any]) -> bool:
+    """RoPE tables (rotary_dim / 2 wide) that are not a multiple of 8 wide."""
+    factors = [f for f in _rotary_factors(config) if f is not None] or [1.0]
+    return any(_head_dim(config) * float(f) / 2 % 8 for f in factors)
+
+
+def _rotary_factors(config: Mapping[str, Any]) -> list[Any]:
     factors = [config.get("partial_rotary_factor")]
     params = config.get("rope_parameters")
     if isinstance(params, Mapping):
         nested = [v for v in params.values() if isinstance(v, Mapping)] or [params]
         factors += [p.get("partial_rotary_factor") for p in nested]
-    rotary_dim = config.get("rotary_dim")  # GPT-J's way of saying it
-    partial_dim = isinstance(rotary_dim, int) and rotary_dim < _head_dim(config)
-    return partial_dim or any(f is not None and float(f) < 1.0 for f in factors)
+    return factors
+
+
+def _wider_heads(config: dict[str, Any]) -> None:
+    """Heads wide enough that every RoPE table is 8 wide (head_dim 32 for half rotary)."""
+    smallest = min(float(f) for f in _rotary_factors(config) if f is not None)
+    config["head_dim"] = max(_head_dim(config), round(16 / smallest))
 
 
 def _head_dim(config: Mapping[str, Any]) -> int:
@@ -164,6 +182,16 @@ BUGS: dict[str, KnownBug] = {
             _partial_rotary,
             _full_rotary,
             "partial_rotary_factor 1.0",
+        ),
+        KnownBug(
+            "M7",
+            "the cpu EP rewrites attention to GroupQueryAttention, which onnxruntime 1.32 runs "
+            "only with RoPE tables a multiple of 8 wide (rotary_dim / 2): narrower partial RoPE "
+            "fails at run time",
+            ("cpu",),
+            _narrow_rope_tables,
+            _wider_heads,
+            "heads wide enough for RoPE tables 8 wide",
         ),
         KnownBug(
             "M5",

@@ -16,6 +16,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
 from tests.hub_cache import fixture_config
+from tests.new_types import default_config_dir
 
 LFM2 = "LiquidAI/LFM2-1.2B"
 
@@ -83,3 +84,40 @@ def test_padding_leaking_into_the_state_fails_left_padding(tmp_path: Path) -> No
     )
     assert checks["prefill"].status is Status.PASS  # one unpadded row: nothing to leak
     assert checks["pad-left"].status is Status.FAIL
+
+
+# Bamba's default config has no attention layer; two of eight attend here. Mamba-2 layers then
+# come from the generated component, not mobius' Mamba2Block (it ignores the padding mask) nor
+# its BambaConfig (it reads transformers-5 full_attention as Mamba-2).
+BAMBA = {"attn_layer_indices": [2, 5], "num_hidden_layers": 8}
+
+
+def test_bamba_re_onboards_with_its_own_mamba2_component(tmp_path: Path) -> None:
+    folder = default_config_dir("bamba", tmp_path / "models", **BAMBA)
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c for c in report.checks if c.provider == "default"}
+    assert all(c.status is Status.PASS for c in default.values())
+    assert "(conv_state, key, ssm_state, value)" in default["states"].detail
+    assert default["pad-left"].status is Status.PASS  # padded positions kept out of the state
+    text = (result.root / result.plan.model_file).read_text()
+    assert "class BambaMamba2(nn.Module)" in text and "Mamba2Block(" not in text
+    assert "mamba_n_heads=config.mamba_n_heads" in text
+
+
+def test_bamba_without_the_d_skip_fails(tmp_path: Path) -> None:
+    folder = default_config_dir("bamba", tmp_path / "models", **BAMBA)
+    result = onboard_new(
+        NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out", parity=False)
+    )
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    old = "y = op.Add(y, op.Reshape(skip, [0, 0, self.inner]))"
+    assert old in text
+    module.write_text(text.replace(old, "", 1))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+    checks = {c.name: c for c in report.checks if c.provider == "default"}
+    assert checks["prefill"].status is Status.FAIL
