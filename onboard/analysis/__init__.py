@@ -18,13 +18,13 @@ from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
 from onboard.tiny import (
     PER_LAYER_CONFIG,
-    RESTATED_LAYER_PATTERNS,
     TINY_HEADS_FALLBACK,
     TinyConfig,
     multiplier_defaults,
     shrink_config,
 )
 from onboard.tiny_model import build_tiny_model, perturb
+from onboard.tiny_patterns import RESTATED_LAYER_PATTERNS
 
 if TYPE_CHECKING:
     from onboard.analysis.similarity import Similarity
