@@ -29,3 +29,24 @@ class MixerKind:
     name: str  # the TokenMixers field
     read: Callable[[str, Any, Any, Sequence[SourceFile]], MixerReading | None]
     compute: Callable[[Any, Callable[[str], Any], str, Any], Any]
+
+
+def found(spec: Any, evidence: Sequence[Evidence], module: Any) -> MixerReading:
+    """A reading that explains every parameter of ``module``."""
+    return MixerReading(spec, tuple(evidence), tuple(n for n, _ in module.named_parameters()))
+
+
+def linear(weight: Callable[[str], Any], name: str, value: Any, *, bias: bool) -> Any:
+    """``value`` through the linear whose checkpoint tensors are ``<name>.weight`` / ``.bias``."""
+    import torch.nn.functional as F
+
+    return F.linear(value, weight(f"{name}.weight"), weight(f"{name}.bias") if bias else None)
+
+
+def causal_conv(value: Any, kernel: Any, bias: Any, taps: int) -> Any:
+    """A depthwise causal convolution of ``value`` ``[B, channels, S]`` from zero history, over
+    the ``taps`` inputs the spec says (a kernel of another size then fails the check)."""
+    import torch.nn.functional as F
+
+    padded = F.pad(value, (taps - 1, 0))
+    return F.conv1d(padded, kernel, bias, groups=kernel.shape[0])

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from onboard.analysis.mixers.base import MixerKind, MixerReading
+from onboard.analysis.mixers.base import MixerKind, MixerReading, causal_conv, found, linear
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
@@ -86,8 +86,7 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
             f"{'every channel' if norm_groups == 1 else f'{norm_groups} groups'}",
         ),
     )
-    parameters = tuple(name for name, _ in module.named_parameters())
-    return MixerReading(spec, tuple(evidence), parameters)
+    return found(spec, evidence, module)
 
 
 def compute(spec: Mamba2Spec, weight: Callable[[str], Any], prefix: str, x: Any) -> Any:
@@ -96,17 +95,15 @@ def compute(spec: Mamba2Spec, weight: Callable[[str], Any], prefix: str, x: Any)
     import torch.nn.functional as F
     from transformers.activations import ACT2FN
 
-    def linear(value: Any, name: str) -> Any:
-        bias = weight(f"{prefix}{name}.bias") if spec.proj_bias else None
-        return F.linear(value, weight(f"{prefix}{name}.weight"), bias)
+    def project(value: Any, name: str) -> Any:
+        return linear(weight, prefix + name, value, bias=spec.proj_bias)
 
     batch, steps, _ = x.shape
     heads, dim, state, groups = spec.num_heads, spec.head_dim, spec.state_size, spec.groups
-    z, xbc, dt = linear(x, "in_proj").split([spec.inner, spec.conv_dim, heads], dim=-1)
+    z, xbc, dt = project(x, "in_proj").split([spec.inner, spec.conv_dim, heads], dim=-1)
     kernel = weight(f"{prefix}conv1d.weight")
     bias = weight(f"{prefix}conv1d.bias") if spec.conv_bias else None
-    padded = F.pad(xbc.transpose(1, 2), (spec.conv_kernel - 1, 0))
-    xbc = ACT2FN[spec.activation](F.conv1d(padded, kernel, bias, groups=spec.conv_dim))
+    xbc = ACT2FN[spec.activation](causal_conv(xbc.transpose(1, 2), kernel, bias, spec.conv_kernel))
     hidden, b, c = xbc.transpose(1, 2).split([spec.inner, groups * state, groups * state], -1)
     dt = F.softplus(dt + weight(f"{prefix}dt_bias"))
     low, high = spec.time_step_limit
@@ -124,7 +121,7 @@ def compute(spec: Mamba2Spec, weight: Callable[[str], Any], prefix: str, x: Any)
         outputs.append((ssm * c[:, t, :, None, :]).sum(-1))
     y = torch.stack(outputs, dim=1) + hidden * weight(f"{prefix}D")[:, None]
     y = gated_norm(y.reshape(batch, steps, -1), z, weight(f"{prefix}norm.weight"), spec)
-    return linear(y, "out_proj")
+    return project(y, "out_proj")
 
 
 def gated_norm(y: Any, z: Any, scale: Any, spec: Mamba2Spec) -> Any:

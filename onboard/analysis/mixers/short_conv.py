@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from onboard.analysis.mixers.base import MixerKind, MixerReading
+from onboard.analysis.mixers.base import MixerKind, causal_conv, found, linear
 from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Evidence
@@ -42,25 +42,21 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     spec = ShortConvSpec(
         kernel, kernel_key, bias, bias_key, order, attribute, in_proj, conv, out_proj
     )
-    parameters = tuple(name for name, _ in module.named_parameters())
-    return MixerReading(spec, tuple(evidence), parameters)
+    return found(spec, evidence, module)
 
 
 def compute(spec: ShortConvSpec, weight: Callable[[str], Any], prefix: str, x: Any) -> Any:
     """``out_proj(c * conv(b * x))`` over the whole sequence, from zero state."""
-    import torch.nn.functional as F
 
-    def linear(value: Any, name: str) -> Any:
-        bias = weight(f"{prefix}{name}.bias") if spec.bias else None
-        return F.linear(value, weight(f"{prefix}{name}.weight"), bias)
+    def project(value: Any, name: str) -> Any:
+        return linear(weight, prefix + name, value, bias=spec.bias)
 
-    parts = dict(zip(spec.order, linear(x, spec.in_proj).chunk(3, dim=-1), strict=True))
+    parts = dict(zip(spec.order, project(x, spec.in_proj).chunk(3, dim=-1), strict=True))
     gated = (parts["b"] * parts["x"]).transpose(1, 2)  # [B, H, S]
     kernel = weight(f"{prefix}{spec.conv}.weight")
     bias = weight(f"{prefix}{spec.conv}.bias") if spec.bias else None
-    padded = F.pad(gated, (spec.kernel - 1, 0))
-    convolved = F.conv1d(padded, kernel, bias, groups=kernel.shape[0]).transpose(1, 2)
-    return linear(parts["c"] * convolved, spec.out_proj)
+    convolved = causal_conv(gated, kernel, bias, spec.kernel).transpose(1, 2)
+    return project(parts["c"] * convolved, spec.out_proj)
 
 
 KIND = MixerKind("short_conv", read, compute)
