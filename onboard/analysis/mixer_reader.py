@@ -60,6 +60,13 @@ class MixerReader(Reader):
             self._delta(f"layer kind {label!r}", "config.json:layer_types", "no tiny layer has it")
             return None
         layer = self.model.model.layers[index]
+        attention = getattr(layer, "self_attn", None)
+        if "attention" in label and attention is not None:  # Llama 4's chunked_attention
+            cls = type(hf_module(attention)).__name__
+            found = find_line(self.files, rf"^class {cls}\b")
+            where = found.where if found else f"model.layers.{index}.self_attn"
+            self._delta(f"attention layer kind {label!r} ({cls})", where, "no kind onboard reads")
+            return None
         candidates = [
             (name, child)
             for name, child in layer.named_children()
