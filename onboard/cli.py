@@ -273,7 +273,7 @@ def parity_command(
     if as_json:
         _emit_json(report.to_dict())
     else:
-        print_parity(report, out)
+        print_parity(report, out, generated=generated is not None)
     if not report.passed:
         raise typer.Exit(ExitCode.FAILED)
 

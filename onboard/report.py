@@ -136,7 +136,8 @@ def print_proposal(proposal: Proposal, console: Console, *, limit: int = 3) -> N
         console.print(f"[bold red]cannot generate:[/] {blocker}")
 
 
-def print_parity(report: ParityReport, console: Console) -> None:
+def print_parity(report: ParityReport, console: Console, *, generated: bool = True) -> None:
+    """``generated``: the class under test is onboard's output (else the library's own)."""
     table = Table(
         title=f"parity: {report.model_class} vs transformers ({report.seconds:.1f} s)",
         title_justify="left",
@@ -167,7 +168,12 @@ def print_parity(report: ParityReport, console: Console) -> None:
             f"[yellow]target-library bug {bug.id}[/]: {bug.title}\n  [dim]{bug.evidence}[/]"
         )
     verdict = "[green]parity passed[/]" if report.passed else "[bold red]parity FAILED[/]"
-    blame = " (generated code or its config is wrong)" if not report.passed else ""
+    culprit = (
+        "generated code or its config is wrong"
+        if generated
+        else f"the library's own {report.model_class} computes something else"
+    )
+    blame = f" ({culprit})" if not report.passed else ""
     console.print(verdict + blame)
 
 
@@ -217,7 +223,8 @@ def print_new(result: NewResult, console: Console) -> None:
     if result.rendered is not None:
         print_result(result.rendered, console, show_diffs=result.rendered.dry_run)
     if result.parity is not None:
-        print_parity(result.parity, console)
+        generated = result.proposal.already_supported is None
+        print_parity(result.parity, console, generated=generated)
     if result.staged is not None:
         console.print(
             f"[bold red]nothing written[/]: the generated files are kept in {result.staged} "

@@ -121,3 +121,24 @@ def test_bamba_without_the_d_skip_fails(tmp_path: Path) -> None:
     )
     checks = {c.name: c for c in report.checks if c.provider == "default"}
     assert checks["prefill"].status is Status.FAIL
+
+
+def test_mobius_own_bamba_fails_and_is_named_the_culprit(tmp_path: Path) -> None:
+    """mobius 0.1.0 reads transformers-5 ``full_attention`` as Mamba-2 (hybrid notes, M3): its
+    own Bamba builds the attention layer as Mamba-2, which parity shows as weights no parameter
+    takes; the report blames mobius' class, not generated code (there is none)."""
+    from rich.console import Console
+
+    from onboard.report import print_new
+
+    folder = default_config_dir("bamba", tmp_path / "models", **BAMBA)
+    result = onboard_new(NewOptions(model=str(folder), out=tmp_path / "out"))
+    assert result.proposal.already_supported is not None and result.plan is None
+    weights = next(c for c in result.parity.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert "self_attn.q_proj.weight (from model.layers.0.self_attn.q_proj.weight) fills no" in (
+        weights.detail
+    )
+    console = Console(record=True, width=200)
+    print_new(result, console)
+    assert "the library's own BambaCausalLMModel computes something else" in console.export_text()
