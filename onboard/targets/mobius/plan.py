@@ -160,6 +160,11 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     if spec.text.sliding_window and "sliding_attention" in kinds:
         overrides["layer_types"] = list(kinds) if len(kinds) > 1 else ["sliding_attention"] * 2
         overrides["sliding_window"] = TINY_SLIDING_WINDOW
+    mixers = design.text.mixers if design.text else ()
+    if mixers:  # a hybrid: one layer of each kind, in mobius' words
+        words = dict.fromkeys(["full_attention", *(m.label for m in mixers)])
+        overrides["layer_types"] = list(words)
+        overrides["num_hidden_layers"] = len(words)
     if attention.scale_key:
         overrides["query_pre_attn_scalar"] = 16
     rope = dict(spec.text.rope)

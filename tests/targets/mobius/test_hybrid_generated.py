@@ -15,6 +15,7 @@ from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
+from onboard.targets.mobius import plan as mobius_plan
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 
@@ -42,6 +43,11 @@ def test_lfm2_onboards_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     assert 'default_task = "hybrid-text-generation"' in text
     assert "short_conv_kernel=config.conv_L_cache" in text
     assert "intermediate_size=_mlp_width(config)" in text
+    # mobius' own build tests read the kinds from the entry: one layer of each, mobius' words
+    design = TARGET.design(result.analysis.spec, result.proposal)
+    entry = mobius_plan.test_config_entry(design, result.analysis.spec)
+    assert '"layer_types": ["full_attention", "conv"]' in entry
+    assert '"num_hidden_layers": 2' in entry
 
 
 def _sabotaged(tmp_path: Path, old: str, new: str):

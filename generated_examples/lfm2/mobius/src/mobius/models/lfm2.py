@@ -101,7 +101,7 @@ class Lfm2Config(CausalLMConfig):
 
 
 class Lfm2DepthwiseConv(nn.Module):
-    """A depthwise causal Conv1d's parameters, under HF's names (weight [channels, 1, taps])."""
+    """A depthwise causal Conv1d under HF's names (weight [channels, 1, taps])."""
 
     def __init__(self, channels: int, kernel_size: int, bias: bool):
         super().__init__()
@@ -122,11 +122,12 @@ def _current_positions(op: OpBuilder, attention_mask: ir.Value, hidden_states: i
 
 
 class Lfm2ShortConv(nn.Module):
-    """HF's gated short convolution: ``in_proj`` gives b, c, x (thirds, in that order),
-    ``y = c * conv(b * x)`` with a causal depthwise convolution, then ``out_proj``.
+    """HF's gated short convolution, with the last inputs of its convolution as state.
 
-    The state is the convolution's last ``short_conv_kernel - 1`` inputs. Padded positions are
-    zeroed first, as HF does, so they never reach the state.
+    ``in_proj`` gives b, c, x (thirds, in that order), ``y = c * conv(b * x)`` with a
+    causal depthwise convolution, then ``out_proj``. The state is the convolution's last
+    ``short_conv_kernel - 1`` inputs. Padded positions are zeroed first, as HF does, so they
+    never reach the state.
     """
 
     def __init__(self, config: ArchitectureConfig):
