@@ -67,10 +67,13 @@ class MixerReader(Reader):
             where = found.where if found else f"model.layers.{index}.self_attn"
             self._delta(f"attention layer kind {label!r} ({cls})", where, "no kind onboard reads")
             return None
+        # What the attention layer (layer 0) has besides attention is the rest of every layer
+        # (norms, the MLP, Granite's shared_mlp): the mixer is what only this layer has.
+        shared = {name for name, _ in self.model.model.layers[0].named_children()} - {"self_attn"}
         candidates = [
             (name, child)
             for name, child in layer.named_children()
-            if name not in _FEED_FORWARD and not is_norm(child) and learns(child)
+            if name not in (*_FEED_FORWARD, *shared) and not is_norm(child) and learns(child)
         ]
         if len(candidates) != 1:
             names = ", ".join(n for n, _ in candidates) or "none"
