@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from onboard.analysis import analyse
 from onboard.analysis.features import feature_values
 from onboard.analysis.layout import llama_view
 from onboard.analysis.spec_check import check_spec
 from onboard.analysis.width_rule import evaluate_width, read_width_rule, vetted
 from onboard.hf_config import make_hf_config
-from onboard.source import SourceFile
+from onboard.source import SourceFile, load_source
 from onboard.tiny import shrink_config
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.analyses import analysis_of
@@ -212,3 +213,13 @@ def test_mamba2_compute_follows_hf_and_a_wrong_reading_does_not() -> None:
         ):
             got = mamba2.compute(wrong, weights.get, "", x)
             assert not torch.allclose(got, want, atol=1e-3)
+
+
+def test_hybrid_specs_survive_json(tmp_path) -> None:
+    from onboard.spec import ArchitectureSpec
+    from tests.new_types import default_config_dir
+
+    bamba = default_config_dir("bamba", tmp_path, attn_layer_indices=[1], num_hidden_layers=4)
+    for spec in (analysis_of(LFM2).spec, analyse(load_source(str(bamba))).spec):
+        assert spec.text.mixers.in_use() and spec.unresolved == ()
+        assert ArchitectureSpec.from_json(spec.to_json()) == spec
