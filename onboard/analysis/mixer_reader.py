@@ -67,13 +67,21 @@ class MixerReader(Reader):
             where = found.where if found else f"model.layers.{index}.self_attn"
             self._delta(f"attention layer kind {label!r} ({cls})", where, "no kind onboard reads")
             return None
-        # What the attention layer (layer 0) has besides attention is the rest of every layer
-        # (norms, the MLP, Granite's shared_mlp): the mixer is what only this layer has.
-        shared = {name for name, _ in self.model.model.layers[0].named_children()} - {"self_attn"}
+        # What the attention layer (layer 0) also has, of the same class, is the rest of every
+        # layer (norms, the MLP, Granite's shared_mlp): the mixer is what only this layer has
+        # (NemotronH keeps each layer's one block under the same name, mixer).
+        first = {
+            name: type(hf_module(child))
+            for name, child in self.model.model.layers[0].named_children()
+            if index != 0  # FalconH1's every layer is this kind: no attention layer to compare
+        }
         candidates = [
             (name, child)
             for name, child in layer.named_children()
-            if name not in (*_FEED_FORWARD, *shared) and not is_norm(child) and learns(child)
+            if name not in _FEED_FORWARD
+            and first.get(name) is not type(hf_module(child))
+            and not is_norm(child)
+            and learns(child)
         ]
         if len(candidates) != 1:
             names = ", ".join(n for n, _ in candidates) or "none"
