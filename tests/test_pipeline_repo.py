@@ -116,7 +116,8 @@ def test_out_folder_holds_a_patch_against_the_installed_mobius(
     patch = (out / "onboard.patch").read_text()
     assert "+++ b/src/mobius/_registry.py" in patch
     assert '+    "vaultgemma": ModelRegistration(VaultGemmaCausalLMModel),' in patch
+    # the entry sits indented inside the numbered step's code block
     assert (
-        '(\n    "vaultgemma",\n    {\n        "_config_cls": VaultGemmaConfig,'
+        '   (\n       "vaultgemma",\n       {\n           "_config_cls": VaultGemmaConfig,'
         in (out / "ONBOARD.md").read_text()
     )
