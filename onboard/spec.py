@@ -24,7 +24,7 @@ NormPlacement = Literal["pre", "sandwich", "post", "parallel", "post_residual"]
 QKNorm = Literal["none", "per_head", "full_width"]
 MLPKind = Literal["gated", "plain", "fused_gate_up"]
 # Attention kinds, and in hybrids the recurrent kinds of ``token_mixers.MixerKind``
-LayerKind = Literal["full_attention", "sliding_attention", "short_conv", "mamba2"]
+LayerKind = Literal["full_attention", "sliding_attention", "short_conv", "mamba2", "mamba"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Literal
 
 # onboard's names of the recurrent kinds (HF's labels vary: transformers 5 calls Mamba layers
 # linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
-MixerKind = Literal["short_conv", "mamba2"]
+MixerKind = Literal["short_conv", "mamba2", "mamba"]
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
 
 
@@ -75,13 +75,39 @@ class Mamba2Spec:
 
 
 @dataclass(frozen=True)
+class MambaSpec:
+    """Mamba (the first; Jamba's and Mamba's layers). ``in_proj`` gives ``x`` and the gate ``z``
+    (halves, in that order); ``x`` passes a causal depthwise convolution and ``activation``;
+    ``x_proj`` gives the time-step rank, ``B`` and ``C`` (Jamba RMS-normalises each, with
+    ``norms``); ``dt = softplus(dt_proj(dt))``; each channel's state (``state_size`` wide) decays
+    by ``exp(dt * A)``, ``A = -exp(A_log)``, and takes ``dt * B x``; ``y = C . state + D * x``,
+    gated by ``silu(z)``, then ``out_proj``."""
+
+    inner: int
+    state_size: int
+    conv_kernel: int
+    dt_rank: int
+    conv_bias: bool
+    proj_bias: bool
+    activation: str
+    norms: bool  # dt, B and C are RMS-normalised (Jamba's dt/b/c_layernorm)
+    norm_eps: float | None = None
+    keys: tuple[tuple[str, str], ...] = ()  # spec field -> the config key HF reads it from
+    attribute: str = "mamba"
+
+    def key(self, field: str) -> str | None:
+        return dict(self.keys).get(field)
+
+
+@dataclass(frozen=True)
 class TokenMixers:
     """The spec of each recurrent kind the layers use (None: no layer uses that kind)."""
 
     short_conv: ShortConvSpec | None = None
     mamba2: Mamba2Spec | None = None
+    mamba: MambaSpec | None = None
 
-    def of(self, kind: str) -> ShortConvSpec | Mamba2Spec | None:
+    def of(self, kind: str) -> ShortConvSpec | Mamba2Spec | MambaSpec | None:
         return getattr(self, kind, None) if kind in self.kinds() else None
 
     @staticmethod

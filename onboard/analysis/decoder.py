@@ -21,6 +21,7 @@ from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_k
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
+from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
 from onboard.analysis.mlp_reader import MLPReader, MLPReading, activation_of
 from onboard.analysis.norm_reader import EPS_KEYS, NormReader
@@ -299,7 +300,7 @@ class DecoderSpecBuilder(Reader):
         from onboard.analysis.moe import find_moe
         from onboard.checkpoint import tensors
 
-        found = find_moe(self.model, self.tiny, self.cfg, tensors(self.model))
+        found = find_moe(self.model, self.tiny, self.cfg, tensors(hf_module(self.model)))
         for path, evidence in found.evidence:
             self.log.add(path, evidence)
         self.deltas.extend(found.deltas)
@@ -355,8 +356,6 @@ class DecoderSpecBuilder(Reader):
         with its evidence logged."""
         if self.model is None:
             return {}
-        from onboard.analysis.layout import hf_module
-
         tiny = self.tiny
         views = list(self.model.model.layers)
         layers = [hf_module(layer) for layer in views]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# Where decoder layers keep their feed-forward block (GraniteMoe: block_sparse_moe).
-FFN_BLOCK_NAMES = ("mlp", "block_sparse_moe")
+# Where decoder layers keep their feed-forward block (GraniteMoe: block_sparse_moe; Jamba, LFM2:
+# feed_forward, which the analysis sees as mlp through the Llama-layout view).
+FFN_BLOCK_NAMES = ("mlp", "block_sparse_moe", "feed_forward")
 # A layer's cross-attention to encoder states (TrOCR's encoder_attn), by its HF names.
 CROSS_ATTENTION = re.compile(
     r"^model\.layers\.\*\.(encoder_attn|crossattention|cross_attn)(_layer_?norm)?\."

@@ -140,7 +140,8 @@ def _tiny_mixer(model_type: str, layer: int, attribute: str, **config):
     model = perturb(build_tiny_model(make_hf_config({"model_type": model_type, **config})))
     folder = Path(transformers.__file__).parent / "models" / model_type
     files = [SourceFile.read(folder / f"modeling_{model_type}.py")]
-    return model, model.model.layers[layer].get_submodule(attribute), files
+    base = model.model if hasattr(model, "model") else model.backbone  # Mamba: backbone
+    return model, base.layers[layer].get_submodule(attribute), files
 
 
 _SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2}
@@ -223,3 +224,47 @@ def test_hybrid_specs_survive_json(tmp_path) -> None:
     for spec in (analysis_of(LFM2).spec, analyse(load_source(str(bamba))).spec):
         assert spec.text.mixers.in_use() and spec.unresolved == ()
         assert ArchitectureSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("model_type", "layer", "attribute", "config", "norms", "keys"),
+    [
+        (
+            "jamba",
+            1,
+            "mamba",
+            {"num_hidden_layers": 2, "attn_layer_period": 2, "attn_layer_offset": 0},
+            True,  # Jamba's dt_layernorm, b_layernorm, c_layernorm
+            {"state_size": "mamba_d_state", "dt_rank": "mamba_dt_rank", "inner": None},
+        ),
+        (
+            "mamba",
+            0,
+            "mixer",
+            {"num_hidden_layers": 2},
+            False,
+            {"state_size": "state_size", "dt_rank": "time_step_rank", "inner": "intermediate_size"},
+        ),
+    ],
+)
+def test_mamba1_mixers_are_read_and_computed(model_type, layer, attribute, config, norms, keys):
+    """Jamba's width is mamba_expand x hidden_size, a product: no one key is recorded for it."""
+    import torch
+
+    from onboard.analysis.mixers import mamba
+
+    model, module, files = _tiny_mixer(
+        model_type, layer, attribute, **_SMALL, **config, expert_layer_period=4,
+        expert_layer_offset=3, mamba_dt_rank=8, time_step_rank=8,
+    )  # fmt: skip
+    reading = mamba.read(attribute, module, model.config, files)
+    assert reading is not None and reading.deltas == ()
+    assert reading.spec.norms is norms
+    assert {k: reading.spec.key(k) for k in keys} == keys
+    weights = dict(module.named_parameters())
+    x = torch.randn(2, 11, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = module(x)
+        assert torch.allclose(mamba.compute(reading.spec, weights.get, "", x), want, atol=1e-5)
+        wrong = dataclasses.replace(reading.spec, activation="relu")
+        assert not torch.allclose(mamba.compute(wrong, weights.get, "", x), want, atol=1e-3)

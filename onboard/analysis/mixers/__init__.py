@@ -8,9 +8,9 @@ kind is a new module here, a dataclass in ``onboard.token_mixers`` and a rendere
 
 from __future__ import annotations
 
-from onboard.analysis.mixers import mamba2, short_conv
+from onboard.analysis.mixers import mamba, mamba2, short_conv
 from onboard.analysis.mixers.base import MixerKind
 
-MIXERS: tuple[MixerKind, ...] = (short_conv.KIND, mamba2.KIND)
+MIXERS: tuple[MixerKind, ...] = (short_conv.KIND, mamba2.KIND, mamba.KIND)
 
 __all__ = ["MIXERS", "MixerKind"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
 
@@ -50,3 +52,41 @@ def causal_conv(value: Any, kernel: Any, bias: Any, taps: int) -> Any:
 
     padded = F.pad(value, (taps - 1, 0))
     return F.conv1d(padded, kernel, bias, groups=kernel.shape[0])
+
+
+def config_keys(
+    files: Sequence[SourceFile],
+    cls: str,
+    attributes: Mapping[str, str],
+    measured: Mapping[str, tuple[str, str]] = {},
+) -> tuple[tuple[tuple[str, str], ...], list[Evidence]]:
+    """(spec field, config key) for each field ``cls.__init__`` reads from the config, with the
+    evidence: ``self.<attribute> = config.<key>`` for ``attributes`` (field -> attribute), or a
+    sub-module's keyword (``bias=config.use_bias``, through one ``self.<name> = config.<key>``)
+    for ``measured`` (field -> (sub-module, keyword))."""
+    keys, evidence = [], []
+    for field, name in attributes.items():
+        found_at = init_assignment(files, cls, name)
+        key = _key_in(found_at.evidence.detail) if found_at else None
+        if key:
+            keys.append((field, key))
+            evidence.append(found_at.evidence)
+    for field, (child, keyword) in measured.items():
+        found_at = init_assignment(files, cls, child)
+        value = (found_at.keyword(keyword) or "") if found_at else ""
+        alias = re.fullmatch(r"self\.(\w+)", value)
+        inner = init_assignment(files, cls, alias.group(1)) if alias else None
+        key = _key_in(inner.evidence.detail) if inner else _key_in(f"= {value}")
+        if key:
+            keys.append((field, key))
+            evidence.append((inner or found_at).evidence)
+    return tuple(keys), evidence
+
+
+def _key_in(assignment: str) -> str | None:
+    """``key`` in ``... = config.key`` (or ``int(config.key)``, a tuple's first item); None when
+    the value is computed from it (Jamba's ``config.mamba_expand * config.hidden_size``)."""
+    match = re.search(r"=\s*\(?(?:int\()?(?:self\.)?config\.(\w+)", assignment)
+    if match is None or re.search(r"[*/+]|\s-\s", assignment[match.end() :]):
+        return None
+    return match.group(1)

@@ -9,11 +9,17 @@ reads; whether the norm spans every channel or each group, the module's values d
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from onboard.analysis.mixers.base import MixerKind, MixerReading, causal_conv, found, linear
+from onboard.analysis.mixers.base import (
+    MixerKind,
+    MixerReading,
+    causal_conv,
+    config_keys,
+    found,
+    linear,
+)
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
@@ -52,7 +58,9 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     missing = [field for field, value in values.items() if value is None]
     if missing:
         return _refused(f"a Mamba-2 mixer without {', '.join(missing)}", files, cls, attribute)
-    keys, evidence = _config_keys(files, cls)
+    keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
+    if any(k == "time_step_limit" for k, _ in keys) and _from_min(files, cls):
+        keys = tuple(("time_step_min" if k == "time_step_limit" else k, v) for k, v in keys)
     norm_groups = _norm_groups(module, values)
     if norm_groups is None:
         return None
@@ -148,38 +156,6 @@ def _measured(module: Any) -> dict[str, Any]:
     }
 
 
-def _config_keys(files: Sequence[SourceFile], cls: str) -> tuple[tuple[tuple[str, str], ...], list]:
-    """(field, config key) for each field ``__init__`` reads from the config, with evidence:
-    ``self.<attribute> = config.<key>``, or a sub-module's keyword (``bias=config.use_bias``)
-    through one ``self.<name> = config.<key>``. A time-step limit of ``(config.<key>, inf)``
-    reads its lower bound (``time_step_min``)."""
-    keys, evidence = [], []
-    for field, name in _ATTRIBUTES.items():
-        found = init_assignment(files, cls, name)
-        key = _key_in(found.evidence.detail if found else "")
-        if key and field == "time_step_limit" and "inf" in found.evidence.detail:
-            field = "time_step_min"
-        if key:
-            keys.append((field, key))
-            evidence.append(found.evidence)
-    for field, (child, keyword) in _MEASURED.items():
-        found = init_assignment(files, cls, child)
-        value = (found.keyword(keyword) or "") if found else ""
-        alias = re.fullmatch(r"self\.(\w+)", value)
-        inner = init_assignment(files, cls, alias.group(1)) if alias else None
-        key = _key_in(inner.evidence.detail) if inner else _key_in(f"= {value}")
-        if key:
-            keys.append((field, key))
-            evidence.append((inner or found).evidence)
-    return tuple(keys), evidence
-
-
-def _key_in(assignment: str) -> str | None:
-    """``key`` in ``... = config.key`` (or ``int(config.key)``, a tuple's first item)."""
-    match = re.search(r"=\s*\(?(?:int\()?(?:self\.)?config\.(\w+)", assignment)
-    return match.group(1) if match else None
-
-
 def _norm_groups(module: Any, values: dict[str, Any]) -> int | None:
     """1 or the group count: whichever makes the spec's gated norm give the module's norm."""
     import torch
@@ -237,3 +213,9 @@ def _computes(module: Any, spec: Mamba2Spec) -> bool:
         want = module(x)
         got = compute(spec, lambda name: weights[name], "", x)
     return bool(torch.allclose(got, want, atol=1e-4))
+
+
+def _from_min(files: Sequence[SourceFile], cls: str) -> bool:
+    """NemotronH's limit is ``(config.time_step_min, inf)``: its key is the lower bound's."""
+    assignment = init_assignment(files, cls, "time_step_limit")
+    return assignment is not None and "inf" in assignment.evidence.detail

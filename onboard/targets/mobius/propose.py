@@ -7,6 +7,7 @@ from collections import Counter
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
+from onboard.targets.mobius.mixers import MOBIUS_LABELS
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 
 TEXT_TASKS = (None, "text-generation")
@@ -136,6 +137,12 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
     mixers = text.mixers.in_use()
     if not mixers:
         return []
+    unrendered = [
+        f"{kind} layers (text.mixers.{kind}): the mobius generator has no component for this "
+        "mixer yet (mobius 0.1.0's MambaBlock runs one token at a time, hybrid notes M9)"
+        for kind in mixers
+        if kind not in MOBIUS_LABELS
+    ]
     around = []
     if text.norm.placement != "pre":
         around.append(f"{text.norm.placement} norms")
@@ -143,7 +150,7 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
         around.append("MoE layers")
     if text.scales or text.residual_gates or text.first_layer_without:
         around.append("residual or embedding scales, gates or a missing first-layer norm")
-    return [
+    return unrendered + [
         f"{'+'.join(mixers)} layers with {what} (text.mixers): the generated mixer layer is a "
         "pre-norm layer with a dense MLP"
         for what in around

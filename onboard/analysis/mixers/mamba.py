@@ -1,0 +1,142 @@
+"""Mamba (the first) mixers, read from a tiny layer and computed for the spec check.
+
+Recognised by structure: a two-dimensional ``A_log`` (channels x state), ``D`` per channel, a
+depthwise ``Conv1d`` and the ``in_proj``, ``x_proj``, ``dt_proj`` and ``out_proj`` linears, with
+Jamba's RMS norms of dt, B and C when the module has them. Sizes come from the shapes, each with
+the config key ``__init__`` reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from onboard.analysis.mixers.base import (
+    MixerKind,
+    MixerReading,
+    causal_conv,
+    config_keys,
+    found,
+    linear,
+)
+from onboard.analysis.source_lines import find_line
+from onboard.source import SourceFile
+from onboard.spec import Delta, Evidence
+from onboard.token_mixers import MambaSpec
+
+# spec field -> the mixer attribute HF keeps it in
+_ATTRIBUTES = {
+    "inner": "intermediate_size",
+    "state_size": "ssm_state_size",
+    "conv_kernel": "conv_kernel_size",
+    "dt_rank": "time_step_rank",
+    "activation": "activation",
+}
+_MEASURED = {
+    "conv_bias": ("conv1d", "bias"),
+    "proj_bias": ("in_proj", "bias"),
+    "norm_eps": ("dt_layernorm", "eps"),
+}
+_LINEARS = ("in_proj", "x_proj", "dt_proj", "out_proj")
+_NORMS = ("dt_layernorm", "b_layernorm", "c_layernorm")
+
+
+def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) -> Any:
+    import torch
+
+    children = dict(module.named_children())
+    a_log = getattr(module, "A_log", None)
+    if not (
+        isinstance(a_log, torch.nn.Parameter)
+        and a_log.dim() == 2
+        and isinstance(children.get("conv1d"), torch.nn.Conv1d)
+        and all(isinstance(children.get(n), torch.nn.Linear) for n in _LINEARS)
+    ):
+        return None
+    inner, state = a_log.shape
+    cls = type(module).__name__
+    norms = [n for n in _NORMS if n in children]
+    if norms and len(norms) != len(_NORMS):
+        return _refused(f"a Mamba mixer normalising only {', '.join(norms)}", files, cls)
+    eps = getattr(children[norms[0]], "variance_epsilon", None) if norms else None
+    spec = MambaSpec(
+        inner=int(inner),
+        state_size=int(state),
+        conv_kernel=int(module.conv1d.kernel_size[0]),
+        dt_rank=int(module.dt_proj.in_features),
+        conv_bias=module.conv1d.bias is not None,
+        proj_bias=module.in_proj.bias is not None,
+        activation=str(getattr(module, "activation", "silu")),
+        norms=bool(norms),
+        norm_eps=float(eps) if eps is not None else None,
+        attribute=attribute,
+    )
+    keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
+    spec = dataclasses.replace(spec, keys=keys)
+    if not _computes(module, spec):
+        return _refused("a Mamba mixer computing something else", files, cls)
+    detail = f"{inner} channels, state {state}, conv {spec.conv_kernel} taps, dt rank "
+    detail += f"{spec.dt_rank}" + (", dt/B/C normalised" if norms else "")
+    evidence.insert(0, Evidence("probe", f"{attribute} ({cls})", detail))
+    return found(spec, evidence, module)
+
+
+def compute(spec: MambaSpec, weight: Callable[[str], Any], prefix: str, x: Any) -> Any:
+    """The mixer over the whole sequence from zero states, one step at a time."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.activations import ACT2FN
+
+    hidden, gate = linear(weight, f"{prefix}in_proj", x, bias=spec.proj_bias).chunk(2, dim=-1)
+    kernel = weight(f"{prefix}conv1d.weight")
+    bias = weight(f"{prefix}conv1d.bias") if spec.conv_bias else None
+    convolved = causal_conv(hidden.transpose(1, 2), kernel, bias, spec.conv_kernel)
+    hidden = ACT2FN[spec.activation](convolved).transpose(1, 2)
+    projected = linear(weight, f"{prefix}x_proj", hidden, bias=False)
+    dt, b, c = projected.split([spec.dt_rank, spec.state_size, spec.state_size], dim=-1)
+    if spec.norms:
+        dt, b, c = (
+            _rms(value, weight(f"{prefix}{name}.weight"), spec.norm_eps)
+            for value, name in zip((dt, b, c), _NORMS, strict=True)
+        )
+    dt = F.softplus(linear(weight, f"{prefix}dt_proj", dt, bias=True))
+    a = -torch.exp(weight(f"{prefix}A_log").float())
+    state = torch.zeros(x.shape[0], spec.inner, spec.state_size)
+    outputs = []
+    for t in range(x.shape[1]):
+        decay = torch.exp(dt[:, t, :, None] * a)
+        state = state * decay + (dt[:, t] * hidden[:, t])[..., None] * b[:, t, None, :]
+        outputs.append((state * c[:, t, None, :]).sum(-1))
+    y = torch.stack(outputs, dim=1) + hidden * weight(f"{prefix}D")
+    return linear(weight, f"{prefix}out_proj", y * F.silu(gate), bias=spec.proj_bias)
+
+
+KIND = MixerKind("mamba", read, compute)
+
+
+def _rms(value: Any, scale: Any, eps: float | None) -> Any:
+    import torch
+
+    return value * torch.rsqrt(value.pow(2).mean(-1, keepdim=True) + (eps or 1e-6)) * scale
+
+
+def _refused(what: str, files: Sequence[SourceFile], cls: str) -> MixerReading:
+    found_at = find_line(files, rf"^class {cls}\b")
+    return MixerReading(None, (), (), (Delta(what, found_at.where if found_at else cls, cls),))
+
+
+def _computes(module: Any, spec: MambaSpec) -> bool:
+    """The spec's computation gives the module's output on a prompt longer than its kernel."""
+    import torch
+
+    weights = dict(module.named_parameters())
+    width = module.in_proj.in_features
+    x = torch.randn(2, 2 * spec.conv_kernel + 3, width, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        try:
+            want = module(x)
+        except Exception:  # a mixer that cannot run alone (a cache it needs) is not read here
+            return False
+        got = compute(spec, lambda name: weights[name], "", x)
+    return bool(torch.allclose(got, want, atol=1e-4))
