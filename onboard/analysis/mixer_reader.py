@@ -60,20 +60,32 @@ class MixerReader(Reader):
             self._delta(f"layer kind {label!r}", "config.json:layer_types", "no tiny layer has it")
             return None
         layer = self.model.model.layers[index]
-        attention = getattr(layer, "self_attn", None)
-        if "attention" in label and attention is not None:  # Llama 4's chunked_attention
-            cls = type(hf_module(attention)).__name__
-            found = find_line(self.files, rf"^class {cls}\b")
-            where = found.where if found else f"model.layers.{index}.self_attn"
-            self._delta(f"attention layer kind {label!r} ({cls})", where, "no kind onboard reads")
+        if self._attention_kind(label, layer, index):
             return None
-        # What the attention layer (layer 0) also has, of the same class, is the rest of every
-        # layer (norms, the MLP, Granite's shared_mlp): the mixer is what only this layer has
-        # (NemotronH keeps each layer's one block under the same name, mixer).
+        mixer = self._mixer_of(label, layer, index)
+        return self._recognised(label, index, *mixer) if mixer else None
+
+    def _attention_kind(self, label: str, layer: Any, index: int) -> bool:
+        """A label that names attention in a layer that attends (Llama 4's chunked_attention,
+        MiniMax's lightning linear_attention): an attention kind onboard does not read."""
+        attention = getattr(layer, "self_attn", None)
+        if "attention" not in label or attention is None:
+            return False
+        cls = type(hf_module(attention)).__name__
+        found = find_line(self.files, rf"^class {cls}\b")
+        where = found.where if found else f"model.layers.{index}.self_attn"
+        self._delta(f"attention layer kind {label!r} ({cls})", where, "no kind onboard reads")
+        return True
+
+    def _mixer_of(self, label: str, layer: Any, index: int) -> tuple[str, Any] | None:
+        """(attribute, HF module) of the layer's token mixer. What the attention layer (layer 0)
+        also has, of the same class, is the rest of every layer (norms, the MLP, Granite's
+        shared_mlp): the mixer is what only this layer has (NemotronH keeps each layer's one
+        block under one name, mixer). A kind layer 0 itself has (FalconH1's) is not compared."""
         first = {
             name: type(hf_module(child))
             for name, child in self.model.model.layers[0].named_children()
-            if index != 0  # FalconH1's every layer is this kind: no attention layer to compare
+            if index != 0
         }
         candidates = [
             (name, child)
@@ -88,7 +100,12 @@ class MixerReader(Reader):
             self._delta(f"layer kind {label!r}: no one token mixer", f"model.layers.{index}", names)
             return None
         attribute, module = candidates[0]
-        module = hf_module(module)
+        return attribute, hf_module(module)
+
+    def _recognised(
+        self, label: str, index: int, attribute: str, module: Any
+    ) -> tuple[str, Any] | None:
+        """(kind, reading) of the first kind that reads the module; else a delta at its class."""
         for kind in MIXERS:
             reading = kind.read(attribute, module, self.tiny, self.files)
             if reading is None:
