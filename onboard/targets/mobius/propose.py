@@ -143,6 +143,17 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
         for kind in mixers
         if kind not in MOBIUS_LABELS
     ]
+    taps = {
+        kind: getattr(mixer, "kernel", None) or getattr(mixer, "conv_kernel", None)
+        for kind in mixers
+        if (mixer := text.mixers.of(kind)) is not None
+    }
+    unrendered += [
+        f"{kind} layers with a {n}-tap convolution (text.mixers.{kind}): the generated component "
+        "carries the last taps - 1 inputs as state and needs at least one"
+        for kind, n in taps.items()
+        if n is not None and n < 2
+    ]
     around = []
     if text.norm.placement != "pre":
         around.append(f"{text.norm.placement} norms")
