@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
 
@@ -90,3 +90,26 @@ def _key_in(assignment: str) -> str | None:
     if match is None or re.search(r"[*/+]|\s-\s", assignment[match.end() :]):
         return None
     return match.group(1)
+
+
+def refused(what: str, files: Sequence[SourceFile], cls: str) -> MixerReading:
+    """A module with a kind's parameters that the spec does not describe: a delta at its class."""
+    where = find_line(files, rf"^class {cls}\b")
+    return MixerReading(None, (), (), (Delta(what, where.where if where else cls, cls),))
+
+
+def computes(module: Any, spec: Any, compute: Callable[..., Any], taps: int, seed: int) -> bool:
+    """The spec's computation gives the module's output on a prompt longer than its kernel
+    (``taps``); a module that cannot run alone (it needs a cache) is not read."""
+    import torch
+
+    weights = dict(module.named_parameters())
+    width = module.in_proj.in_features
+    x = torch.randn(2, 2 * taps + 3, width, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        try:
+            want = module(x)
+        except Exception:
+            return False
+        got = compute(spec, lambda name: weights[name], "", x)
+    return bool(torch.allclose(got, want, atol=1e-4))

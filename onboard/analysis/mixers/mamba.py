@@ -14,15 +14,15 @@ from typing import Any
 
 from onboard.analysis.mixers.base import (
     MixerKind,
-    MixerReading,
     causal_conv,
+    computes,
     config_keys,
     found,
     linear,
+    refused,
 )
-from onboard.analysis.source_lines import find_line
 from onboard.source import SourceFile
-from onboard.spec import Delta, Evidence
+from onboard.spec import Evidence
 from onboard.token_mixers import MambaSpec
 
 # spec field -> the mixer attribute HF keeps it in
@@ -58,7 +58,7 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     cls = type(module).__name__
     norms = [n for n in _NORMS if n in children]
     if norms and len(norms) != len(_NORMS):
-        return _refused(f"a Mamba mixer normalising only {', '.join(norms)}", files, cls)
+        return refused(f"a Mamba mixer normalising only {', '.join(norms)}", files, cls)
     eps = getattr(children[norms[0]], "variance_epsilon", None) if norms else None
     spec = MambaSpec(
         inner=int(inner),
@@ -74,8 +74,8 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     )
     keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
     spec = dataclasses.replace(spec, keys=keys)
-    if not _computes(module, spec):
-        return _refused("a Mamba mixer computing something else", files, cls)
+    if not computes(module, spec, compute, spec.conv_kernel, seed=2):
+        return refused("a Mamba mixer computing something else", files, cls)
     detail = f"{inner} channels, state {state}, conv {spec.conv_kernel} taps, dt rank "
     detail += f"{spec.dt_rank}" + (", dt/B/C normalised" if norms else "")
     evidence.insert(0, Evidence("probe", f"{attribute} ({cls})", detail))
@@ -119,24 +119,3 @@ def _rms(value: Any, scale: Any, eps: float | None) -> Any:
     import torch
 
     return value * torch.rsqrt(value.pow(2).mean(-1, keepdim=True) + (eps or 1e-6)) * scale
-
-
-def _refused(what: str, files: Sequence[SourceFile], cls: str) -> MixerReading:
-    found_at = find_line(files, rf"^class {cls}\b")
-    return MixerReading(None, (), (), (Delta(what, found_at.where if found_at else cls, cls),))
-
-
-def _computes(module: Any, spec: MambaSpec) -> bool:
-    """The spec's computation gives the module's output on a prompt longer than its kernel."""
-    import torch
-
-    weights = dict(module.named_parameters())
-    width = module.in_proj.in_features
-    x = torch.randn(2, 2 * spec.conv_kernel + 3, width, generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        try:
-            want = module(x)
-        except Exception:  # a mixer that cannot run alone (a cache it needs) is not read here
-            return False
-        got = compute(spec, lambda name: weights[name], "", x)
-    return bool(torch.allclose(got, want, atol=1e-4))

@@ -14,15 +14,16 @@ from typing import Any
 
 from onboard.analysis.mixers.base import (
     MixerKind,
-    MixerReading,
     causal_conv,
+    computes,
     config_keys,
     found,
     linear,
+    refused,
 )
-from onboard.analysis.source_lines import find_line, init_assignment
+from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
-from onboard.spec import Delta, Evidence
+from onboard.spec import Evidence
 from onboard.token_mixers import Mamba2Spec
 
 # spec field -> the mixer attribute HF keeps it in (the ones HF's Mamba-2 mixers all have)
@@ -57,7 +58,7 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     values |= _measured(module)
     missing = [field for field, value in values.items() if value is None]
     if missing:
-        return _refused(f"a Mamba-2 mixer without {', '.join(missing)}", files, cls, attribute)
+        return refused(f"a Mamba-2 mixer without {', '.join(missing)}", files, cls)
     keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
     if any(k == "time_step_limit" for k, _ in keys) and _from_min(files, cls):
         keys = tuple(("time_step_min" if k == "time_step_limit" else k, v) for k, v in keys)
@@ -81,9 +82,9 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
         attribute=attribute,
     )
     if not _fits(module, spec):
-        return _refused("a Mamba-2 mixer under other names or sizes", files, cls, attribute)
-    if not _computes(module, spec):
-        return _refused("a Mamba-2 mixer computing something else", files, cls, attribute)
+        return refused("a Mamba-2 mixer under other names or sizes", files, cls)
+    if not computes(module, spec, compute, spec.conv_kernel, seed=1):
+        return refused("a Mamba-2 mixer computing something else", files, cls)
     evidence.insert(
         0,
         Evidence(
@@ -179,12 +180,6 @@ def _norm_groups(module: Any, values: dict[str, Any]) -> int | None:
     return None
 
 
-def _refused(what: str, files: Sequence[SourceFile], cls: str, attribute: str) -> MixerReading:
-    """A module with Mamba-2's parameters that the spec does not describe: a delta at its class."""
-    found = find_line(files, rf"^class {cls}\b")
-    return MixerReading(None, (), (), (Delta(what, found.where if found else attribute, cls),))
-
-
 def _fits(module: Any, spec: Mamba2Spec) -> bool:
     """HF's Mamba-2 names (in_proj, conv1d, norm, out_proj) at the sizes the spec says."""
     import torch
@@ -200,19 +195,6 @@ def _fits(module: Any, spec: Mamba2Spec) -> bool:
         and conv.in_channels == spec.conv_dim
         and out_proj.in_features == spec.inner
     )
-
-
-def _computes(module: Any, spec: Mamba2Spec) -> bool:
-    """The spec's computation gives the module's output on a prompt longer than its kernel."""
-    import torch
-
-    weights = dict(module.named_parameters())
-    hidden = module.in_proj.in_features
-    x = torch.randn(2, 2 * spec.conv_kernel + 3, hidden, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        want = module(x)
-        got = compute(spec, lambda name: weights[name], "", x)
-    return bool(torch.allclose(got, want, atol=1e-4))
 
 
 def _from_min(files: Sequence[SourceFile], cls: str) -> bool:
