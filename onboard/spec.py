@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from onboard.token_mixers import ATTENTION_KINDS, TokenMixers
+from onboard.token_mixers import TokenMixers
 
 SPEC_VERSION = 1
 
@@ -400,10 +400,6 @@ class TextDecoderSpec:
     def kind_of_label(self, label: str) -> str:
         """onboard's kind for a layer-type label of the HF config."""
         return dict(self.mixer_labels).get(label, label)
-
-    @property
-    def attention_layers(self) -> tuple[int, ...]:
-        return tuple(i for i, kind in enumerate(self.layer_types) if kind in ATTENTION_KINDS)
 
     def is_moe_layer(self, index: int) -> bool:
         return bool(self.mlp_kinds) and self.mlp_kinds[index] == "moe"

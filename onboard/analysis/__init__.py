@@ -79,7 +79,6 @@ def analyse(source: ModelSource) -> Analysis:
         tiny, tiny_config, hf_model, layout, probe = _probed(
             config, layer_types, real_layers, tiny_heads=TINY_HEADS_FALLBACK
         )
-
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers

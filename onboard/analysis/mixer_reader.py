@@ -13,14 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.layers import FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module, learns
 from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import is_norm
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line
 from onboard.token_mixers import TokenMixers
-
-_FEED_FORWARD = ("mlp", "block_sparse_moe")
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ class MixerReader(Reader):
         candidates = [
             (name, child)
             for name, child in layer.named_children()
-            if name not in _FEED_FORWARD
+            if name not in FFN_BLOCK_NAMES
             and first.get(name) is not type(hf_module(child))
             and not is_norm(child)
             and learns(child)

@@ -155,7 +155,7 @@ class MLPReader(Reader):
                     act = ACT2FN[name]
                     got = linears[out[0]](act(linears[gate](x)) * linears[up](x))
                     if torch.allclose(got, want, atol=1e-6):
-                        where = f"{prefix.rstrip('.')}"
+                        where = prefix.rstrip(".")
                         self._probe("text.mlp.kind", where, f"{out[0]}({name}({gate}) * {up})")
                         return gate, up, out[0], name
         return None

@@ -210,11 +210,11 @@ def _kv_check(
     worst: Metrics | None = None
     for layer, (ref_kv, got_kv) in enumerate(zip(ref, got, strict=True)):
         for which, r, g in (("key", ref_kv[0], got_kv[0]), ("value", ref_kv[1], got_kv[1])):
-            keep = min(r.shape[2], g.shape[2])
-            if r.shape[:2] + r.shape[3:] != g.shape[:2] + g.shape[3:] or keep == 0:
+            same_heads = r.shape[:2] + r.shape[3:] == g.shape[:2] + g.shape[3:]
+            if not same_heads or min(r.shape[2], g.shape[2]) == 0:
                 detail = f"layer {layer} {which} shape {g.shape} != {r.shape}"
                 return Check("kv-cache", provider, Status.FAIL, detail=detail)
-            metrics = Metrics.compare(r[:, :, -keep:], g[:, :, -keep:])
+            metrics = Metrics.compare(*_common_tail(r, g))
             if worst is None or metrics.max_abs > worst.max_abs:
                 worst = metrics
     status = Status.PASS if worst is not None and worst.passes(logits=False) else Status.FAIL
@@ -261,10 +261,16 @@ def _state_diffs(phase: str, ref_step: Step, got_step: Step) -> tuple[StateDiff,
     return tuple(diffs)
 
 
+def _common_tail(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keys or values ``[B, heads, T, head_dim]`` over the positions both kept: a sliding layer
+    may keep only the tail."""
+    keep = min(ref.shape[2], got.shape[2])
+    return ref[:, :, ref.shape[2] - keep :], got[:, :, got.shape[2] - keep :]
+
+
 def _state_diff(layer: int, name: str, phase: str, ref: np.ndarray, got: np.ndarray) -> StateDiff:
     if name in KV_NAMES and ref.ndim == got.ndim == 4:
-        keep = min(ref.shape[2], got.shape[2])  # sliding layers may keep only the tail
-        ref, got = ref[:, :, ref.shape[2] - keep :], got[:, :, got.shape[2] - keep :]
+        ref, got = _common_tail(ref, got)
     try:
         return StateDiff(layer, name, phase, Metrics.compare(ref, got))
     except ValueError as exc:
