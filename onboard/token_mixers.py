@@ -22,11 +22,11 @@ ATTENTION_KINDS = ("full_attention", "sliding_attention")
 class ShortConvSpec:
     """LFM2's gated short convolution: ``in_proj`` gives three hidden-wide parts (``order``
     names them: ``b`` and ``c`` gate, ``x`` is convolved), ``y = c * conv(b * x)`` with a causal
-    depthwise convolution of ``kernel`` taps, then ``out_proj``. Decoding keeps the last
-    ``kernel - 1`` inputs of the convolution as the layer's state."""
+    depthwise convolution of ``conv_kernel`` taps, then ``out_proj``. Decoding keeps the last
+    ``conv_kernel - 1`` inputs of the convolution as the layer's state."""
 
-    kernel: int
-    kernel_key: str | None  # the config key HF reads the kernel size from (conv_L_cache)
+    conv_kernel: int
+    conv_kernel_key: str | None  # the config key HF reads the kernel size from (conv_L_cache)
     bias: bool
     bias_key: str | None  # the config key behind the biases of the three modules (conv_bias)
     order: tuple[str, str, str] = ("b", "c", "x")  # in_proj's thirds, first to last

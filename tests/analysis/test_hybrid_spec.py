@@ -43,7 +43,7 @@ def test_lfm2_reads_its_short_convolution_and_every_layer_kind() -> None:
     assert set(text.layer_types) == {"full_attention", "short_conv"}
     assert text.mixer_labels == (("conv", "short_conv"),)
     conv = text.mixers.short_conv
-    assert (conv.kernel, conv.kernel_key) == (real["conv_L_cache"], "conv_L_cache")
+    assert (conv.conv_kernel, conv.conv_kernel_key) == (real["conv_L_cache"], "conv_L_cache")
     assert (conv.bias, conv.bias_key) == (False, "conv_bias")
     assert conv.order[1] == "c" and set(conv.order) == {"b", "c", "x"}
     evidence = spec.evidence_for("text.mixers.short_conv")
@@ -76,7 +76,7 @@ def test_wrong_gate_order_points_at_the_convolution() -> None:
 def test_wrong_kernel_makes_the_check_fail() -> None:
     analysis = analysis_of(LFM2)
     text = analysis.spec.text
-    wrong = dataclasses.replace(text.mixers.short_conv, kernel=2)
+    wrong = dataclasses.replace(text.mixers.short_conv, conv_kernel=2)
     mixers = dataclasses.replace(text.mixers, short_conv=wrong)
     assert _check(analysis, dataclasses.replace(text, mixers=mixers))
 

@@ -55,7 +55,7 @@ def compute(spec: ShortConvSpec, weight: Callable[[str], Any], prefix: str, x: A
     gated = (parts["b"] * parts["x"]).transpose(1, 2)  # [B, H, S]
     kernel = weight(f"{prefix}{spec.conv}.weight")
     bias = weight(f"{prefix}{spec.conv}.bias") if spec.bias else None
-    convolved = causal_conv(gated, kernel, bias, spec.kernel).transpose(1, 2)
+    convolved = causal_conv(gated, kernel, bias, spec.conv_kernel).transpose(1, 2)
     return project(parts["c"] * convolved, spec.out_proj)
 
 

@@ -17,6 +17,10 @@ from onboard.targets.mobius.settings import ExtraField, Setting, why
 HYBRID_TASK = "hybrid-text-generation"
 # onboard's kind -> mobius' layer_types word for its state inputs
 MOBIUS_LABELS = {"short_conv": "conv", "mamba2": "mamba2"}
+# the generated component of each kind (its decoder layer adds DecoderLayer)
+_COMPONENTS = {"short_conv": "ShortConv", "mamba2": "Mamba2"}
+# why a kind has no generated component yet, for its blocker
+UNRENDERED = {"mamba": " (mobius 0.1.0's own MambaBlock runs one token at a time, hybrid M9)"}
 # Mamba-2 spec field -> the mobius config field the hybrid task and the component read
 _MAMBA2_FIELDS = {
     "num_heads": ("mamba_n_heads", "int", "8"),
@@ -47,47 +51,39 @@ class MixerDesign:
 
 
 def mixer_designs(spec: ArchitectureSpec, prefix: str) -> tuple[MixerDesign, ...]:
-    text = spec.text
+    """A design for each kind in use that mobius renders (the others are blockers)."""
     designs = []
-    for kind in text.mixers.in_use():
-        mixer = text.mixers.of(kind)
-        if kind == "short_conv":
-            reason = why(
-                "short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last "
-                f"{mixer.kernel - 1} inputs as state",
-                spec,
-                "text.mixers.short_conv",
+    for kind in spec.text.mixers.in_use():
+        if kind not in MOBIUS_LABELS:
+            continue
+        mixer = spec.text.mixers.of(kind)
+        name = f"{prefix}{_COMPONENTS[kind]}"
+        reason = why(_reason(kind, mixer), spec, f"text.mixers.{kind}")
+        designs.append(
+            MixerDesign(
+                kind,
+                MOBIUS_LABELS[kind],
+                mixer.attribute,
+                name,
+                f"{name}DecoderLayer",
+                mixer,
+                reason,
             )
-            designs.append(
-                MixerDesign(
-                    kind,
-                    MOBIUS_LABELS[kind],
-                    mixer.attribute,
-                    f"{prefix}ShortConv",
-                    f"{prefix}ShortConvDecoderLayer",
-                    mixer,
-                    reason,
-                )
-            )
-        elif kind == "mamba2":
-            reason = why(
-                f"Mamba-2 layers ({mixer.num_heads} heads, state {mixer.state_size}), padded "
-                "positions kept out of their states",
-                spec,
-                "text.mixers.mamba2",
-            )
-            designs.append(
-                MixerDesign(
-                    kind,
-                    MOBIUS_LABELS[kind],
-                    mixer.attribute,
-                    f"{prefix}Mamba2",
-                    f"{prefix}Mamba2DecoderLayer",
-                    mixer,
-                    reason,
-                )
-            )
+        )
     return tuple(designs)
+
+
+def _reason(kind: str, mixer: Any) -> str:
+    """The generated module's docstring line for this kind."""
+    if kind == "short_conv":
+        return (
+            "short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last "
+            f"{mixer.conv_kernel - 1} inputs as state"
+        )
+    return (
+        f"Mamba-2 layers ({mixer.num_heads} heads, state {mixer.state_size}), padded positions "
+        "kept out of their states"
+    )
 
 
 def mixer_settings(
@@ -120,7 +116,11 @@ def mixer_settings(
                 ExtraField("short_conv_kernel", "int", "3"),
                 ExtraField("short_conv_bias", "bool", "False"),
             ]
-            kernel = f"config.{mixer.kernel_key}" if mixer.kernel_key else repr(mixer.kernel)
+            kernel = (
+                f"config.{mixer.conv_kernel_key}"
+                if mixer.conv_kernel_key
+                else repr(mixer.conv_kernel)
+            )
             bias = f"bool(config.{mixer.bias_key})" if mixer.bias_key else repr(mixer.bias)
             settings += [
                 Setting(

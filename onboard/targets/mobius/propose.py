@@ -7,7 +7,7 @@ from collections import Counter
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
-from onboard.targets.mobius.mixers import MOBIUS_LABELS
+from onboard.targets.mobius.mixers import MOBIUS_LABELS, UNRENDERED
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 
 TEXT_TASKS = (None, "text-generation")
@@ -139,20 +139,15 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
         return []
     unrendered = [
         f"{kind} layers (text.mixers.{kind}): the mobius generator has no component for this "
-        "mixer yet (mobius 0.1.0's MambaBlock runs one token at a time, hybrid notes M9)"
+        f"mixer yet{UNRENDERED.get(kind, '')}"
         for kind in mixers
         if kind not in MOBIUS_LABELS
     ]
-    taps = {
-        kind: getattr(mixer, "kernel", None) or getattr(mixer, "conv_kernel", None)
-        for kind in mixers
-        if (mixer := text.mixers.of(kind)) is not None
-    }
     unrendered += [
-        f"{kind} layers with a {n}-tap convolution (text.mixers.{kind}): the generated component "
-        "carries the last taps - 1 inputs as state and needs at least one"
-        for kind, n in taps.items()
-        if n is not None and n < 2
+        f"{kind} layers with a {taps}-tap convolution (text.mixers.{kind}): the generated "
+        "component carries the last taps - 1 inputs as state and needs at least one"
+        for kind in mixers
+        if (taps := text.mixers.of(kind).conv_kernel) < 2
     ]
     around = []
     if text.norm.placement != "pre":
