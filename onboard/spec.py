@@ -15,14 +15,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from onboard.block_specs import (
+    AttentionSpec,
+    MLPSpec,
+    NormSpec,
+)
 from onboard.token_mixers import TokenMixers
+from onboard.vision import VisionSpec
 
 SPEC_VERSION = 1
 
-NormKind = Literal["rms", "layer"]
-NormPlacement = Literal["pre", "sandwich", "post", "parallel", "post_residual"]
-QKNorm = Literal["none", "per_head", "full_width"]
-MLPKind = Literal["gated", "plain", "fused_gate_up"]
 # Attention kinds, and in hybrids the recurrent kinds of ``token_mixers.MixerKind``
 LayerKind = Literal["full_attention", "sliding_attention", "short_conv", "mamba2", "mamba"]
 
@@ -52,112 +54,6 @@ class SourceRef:
     hf_files: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
     # The checkpoint's own code (auto_map), (file name, sha256): what parity may import.
     remote_files: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class MLASpec:
-    """DeepSeek-style multi-head latent attention: low-rank q and kv, a shared RoPE key part."""
-
-    q_lora_rank: int | None  # None: q_proj directly, no q_a/q_b
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    # Epsilon of q_a_layernorm / kv_a_layernorm when HF fixes it in the source instead of
-    # reading the layers' config key (DeepSeek and MiniCPM3 build them with the default 1e-6).
-    norm_eps: float | None = None
-
-
-@dataclass(frozen=True)
-class DynamicMaskSpec:
-    """Doge's dynamic mask: each key adds ``exp(decay * softplus(proj(values)))`` of its kv head
-    to the scores (the causal mask kept); when the keys outnumber ``config.<keep_window_key>``,
-    only that many highest entries of each row stay unmasked."""
-
-    decay: str  # HF attributes in the attention: the per-kv-head parameter (A)
-    proj: str  # and the linear from the values to one entry per kv head (dt_proj)
-    keep_window_key: str | None  # None: every key stays, however many
-    bias: bool = False  # proj adds a bias
-
-
-@dataclass(frozen=True)
-class DifferentialSpec:
-    """DiffLlama's differential attention: softmax(q k) over the two halves of the value heads
-    (each repeated to all kv heads, side by side), the first half of the heads minus lambda x
-    the second, an RMS norm (nothing to learn) over each such pair, x (1 - lambda_init).
-    ``lambda = exp(q1 . k1) - exp(q2 . k2) + lambda_init``, from four head_dim parameters."""
-
-    lambdas: tuple[str, str, str, str]  # HF attributes of q1, k1, q2, k2
-    lambda_init: str  # Python over the layer index ``layer_idx`` (math imported), from HF
-    norm: str  # HF attribute of the pair norm (groupnorm)
-    eps_key: str | None  # config key of its epsilon
-
-
-@dataclass(frozen=True)
-class AttentionSpec:
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    q_bias: bool
-    k_bias: bool
-    v_bias: bool
-    o_bias: bool
-    qk_norm: QKNorm
-    scale: float  # multiplies q·k; head_dim ** -0.5 unless the model says otherwise
-    softcap: float | None = None
-    # Which values HF reads from the config at run time (the rest the architecture fixes):
-    # projection letter -> config key, e.g. q -> attention_bias
-    bias_keys: tuple[tuple[str, str], ...] = ()
-    scale_key: str | None = None  # scale = config.<key> ** scale_power (query_pre_attn_scalar)
-    scale_power: float = -0.5  # 1.0 when the config holds the scale itself (attention_multiplier)
-    mla: MLASpec | None = None
-    yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
-    # HF attribute of one projection to q, k and v (Phi-3: qkv_proj); its rows are q, k, v one
-    # after the other (concatenated), head by head (per_head: Persimmon, GPT-NeoX), or in
-    # fused_qkv_groups groups of heads, each holding its heads' q, v, k (grouped: CodeGen)
-    fused_qkv: str | None = None
-    fused_qkv_layout: Literal["concatenated", "per_head", "grouped"] = "concatenated"
-    fused_qkv_groups: int = 1
-    # Multi-query attention switched on by a config flag (GPT-BigCode, Falcon: multi_query):
-    # one k/v head whatever num_key_value_heads says; kv_heads_expr is HF's rule, over the config
-    multi_query: bool = False
-    kv_heads_expr: str | None = None
-    unscaled: bool = False  # q.k is not scaled at all (GPT-Neo)
-    # ALiBi (BLOOM, MPT): head h adds slope_h x key position to its scores, with the slopes of
-    # the ALiBi paper for the head count; no RoPE
-    alibi: bool = False
-    # q x (1 + beta x log(1 + floor(position / original_max_position_embeddings))) after RoPE,
-    # both from rope_parameters (Ministral 3: llama_4_scaling_beta)
-    position_scale: bool = False
-    qk_norm_after_rope: bool = False  # per-head q/k norms applied after RoPE (HunYuan)
-    # A bias HF keeps beside the output projection and adds to the attention's output in the
-    # last layer only (GPT-NeoX Japanese: self_attn.dense_bias)
-    last_layer_o_bias: str | None = None
-    dynamic_mask: DynamicMaskSpec | None = None
-    differential: DifferentialSpec | None = None
-
-    def bias_key(self, projection: str) -> str | None:
-        return dict(self.bias_keys).get(projection)
-
-
-@dataclass(frozen=True)
-class MLPSpec:
-    kind: MLPKind
-    activation: str  # HF activation name, e.g. silu, gelu_pytorch_tanh
-    bias: bool
-    intermediate_size: int
-    projections: tuple[str, ...] = ("gate_proj", "up_proj", "down_proj")  # HF attribute names
-    bias_key: str | None = None  # config key HF reads the MLP bias from (mlp_bias), if any
-    # config key HF reads the activation from; None when the code fixes it (BLOOM's gelu)
-    activation_key: str | None = "hidden_act"
-    # The width as Python source over the HF config (GPT-2: config.n_inner or 4 * hidden_size)
-    width_expr: str = "config.intermediate_size"
-    # The HF attribute of an activation that learns parameters (Apertus' xIELU: act_fn), whose
-    # parameters and buffers are checkpoint tensors of every layer
-    learned_activation: str | None = None
-    # Statements over the HF config that assign ``width``, when HF computes the width in the
-    # MLP's constructor (LFM2: two thirds of intermediate_size, rounded to block_multiple_of)
-    width_code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -233,31 +129,6 @@ class MoESpec:
 
     def leaf(self, role: str) -> str:
         return dict(self.expert_leaves)[role]
-
-
-@dataclass(frozen=True)
-class NormSpec:
-    """The decoder layers' norms; ``names`` maps each role to the HF attribute that fills it.
-
-    Roles: ``attn_in`` / ``mlp_in`` normalise a sub-block's input (pre-norm), ``attn_out`` /
-    ``mlp_out`` its output before the residual add (post-norm); sandwich layers have all four.
-    ``parallel`` layers add attention and MLP of the same input to the residual at once (Cohere:
-    ``x + attn(norm(x)) + mlp(norm(x))``). ``post_residual`` layers normalise the residual stream
-    after each add, roles ``attn_add`` and ``mlp_add`` (OpenAI GPT: ``n = ln_1(x + attn(x))``,
-    ``ln_2(n + mlp(n))``).
-    """
-
-    kind: NormKind
-    eps: float
-    weight_offset: float  # 1.0 when the norm scales by (1 + w), as Gemma does
-    placement: NormPlacement
-    names: tuple[tuple[str, str], ...] = ()
-    eps_key: str | None = "rms_norm_eps"  # config key HF reads the epsilon from, if any
-    bias: bool = True  # LayerNorms only: whether they add a bias (Cohere's do not)
-    weight: bool = True  # False: nothing to learn, scale 1 (OLMo's LayerNorm, NanoChat's RMSNorm)
-
-    def name_for(self, role: str) -> str | None:
-        return dict(self.names).get(role)
 
 
 @dataclass(frozen=True)
@@ -448,6 +319,8 @@ class ArchitectureSpec:
     evidence: tuple[tuple[str, tuple[Evidence, ...]], ...] = ()  # dotted field path -> evidence
     unresolved: tuple[Delta, ...] = ()
     spec_version: int = SPEC_VERSION
+    # A vision-language model's tower, projector and merge beside ``text``
+    vision: VisionSpec | None = None
 
     @property
     def model_type(self) -> str:

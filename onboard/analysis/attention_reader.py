@@ -16,7 +16,7 @@ from typing import Any
 from onboard.analysis.reader import LAYER0, Context, Read, Reader
 from onboard.analysis.rope_reader import rope_parameters_of
 from onboard.analysis.source_lines import find_line, init_assignment
-from onboard.spec import AttentionSpec, DifferentialSpec, DynamicMaskSpec, MLASpec
+from onboard.block_specs import AttentionSpec, DifferentialSpec, DynamicMaskSpec, MLASpec
 from onboard.tiny import POSITION_SCALE_KEY, is_number
 
 # Names of separate q, k, v projections other than q_proj ... (CTRL: Wq; BERT-style: query)

@@ -32,14 +32,9 @@ from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
 from onboard.analysis.whole_model import WholeModelReader
+from onboard.block_specs import NormSpec
 from onboard.source import SourceFile
-from onboard.spec import (
-    Delta,
-    Evidence,
-    HeadTransformSpec,
-    NormSpec,
-    TextDecoderSpec,
-)
+from onboard.spec import Delta, Evidence, HeadTransformSpec, TextDecoderSpec
 from onboard.token_mixers import is_attention
 
 _FFN = "|".join(FFN_BLOCK_NAMES)

@@ -15,7 +15,7 @@ from onboard.analysis.layout import learns
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line
 from onboard.analysis.width_rule import WidthRule, evaluate_width, read_width_rule
-from onboard.spec import MLPSpec
+from onboard.block_specs import MLPSpec
 from onboard.tiny import is_number
 
 # Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden;

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from onboard.analysis.layers import CROSS_ATTENTION
 from onboard.analysis.probe import NormProbe
 from onboard.analysis.reader import LAYER0, Read, Reader
-from onboard.spec import NormSpec
+from onboard.block_specs import NormSpec
 
 # Where configs keep the norms' epsilon.
 EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "norm_eps", "layer_norm_epsilon")

@@ -17,18 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onboard.analysis.norm_reader import placement_of
+from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
-from onboard.spec import (
-    AttentionSpec,
-    Delta,
-    Evidence,
-    EvidenceLog,
-    MLPSpec,
-    NormSpec,
-    RopeSpec,
-    ScaleSpec,
-    TextDecoderSpec,
-)
+from onboard.spec import Delta, Evidence, EvidenceLog, RopeSpec, ScaleSpec, TextDecoderSpec
 from onboard.tiny import MULTIPLIER_KEYS
 
 NORM_BASES = ("LayerNorm", "RMSNorm")

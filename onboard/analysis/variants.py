@@ -18,8 +18,9 @@ from typing import Any
 
 from onboard.analysis.reader import LAYER0
 from onboard.analysis.source_lines import init_assignment, module_functions
+from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.source import SourceFile
-from onboard.spec import DifferentialSpec, DynamicMaskSpec, Evidence
+from onboard.spec import Evidence
 from onboard.tiny import KEEP_WINDOW_KEY
 
 _LAMBDA = re.compile(r"^lambda_([qk])([12])$")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     ArchitectureSpec,
-    DifferentialSpec,
-    DynamicMaskSpec,
     HeadTransformSpec,
     PositionsSpec,
     RouterSpec,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onboard.spec import ArchitectureSpec, AttentionSpec, PositionsSpec, RouterSpec
+from onboard.block_specs import AttentionSpec
+from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (

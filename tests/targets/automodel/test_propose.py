@@ -6,14 +6,9 @@ import dataclasses
 
 import pytest
 
+from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.errors import UnsupportedFeatureError
-from onboard.spec import (
-    Delta,
-    DifferentialSpec,
-    DynamicMaskSpec,
-    PositionsSpec,
-    SharedExpertSpec,
-)
+from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
 from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library

@@ -1,0 +1,148 @@
+"""The vision side of a vision-language model, as components beside the text backbone.
+
+A VLM is a text decoder (``TextDecoderSpec``, unchanged) plus four components, each read by its
+own reader in ``analysis/vision`` and proved by the vision spec check:
+
+- a **tower** that turns pixels into patch features (one field per tower kind in
+  ``VisionTowers``; a model has exactly one);
+- a **selection** of the tower's hidden states the projector reads;
+- a **projector** from the tower's width to the text's;
+- a **merge** that puts the projected features where the prompt holds image placeholders.
+
+Encoder layers reuse the text specs (``AttentionSpec``, ``MLPSpec``, ``NormSpec``): a ViT layer
+is a pre-norm block with bidirectional attention, which those already describe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
+
+TowerKind = Literal["vit"]
+
+
+@dataclass(frozen=True)
+class VitTowerSpec:
+    """A ViT with learned absolute positions (CLIP, SigLIP and their copies): a patch
+    convolution, an optional class token, a position table, an optional norm before the
+    encoder, pre-norm encoder layers, and a norm after them (applied or not: see
+    ``FeatureSelectSpec.post_norm``)."""
+
+    hidden_size: int
+    num_layers: int
+    image_size: int
+    patch_size: int
+    num_channels: int
+    patch_bias: bool
+    class_token: bool
+    pre_norm: bool
+    post_norm: bool
+    attention: AttentionSpec  # bidirectional; projection names in ``names``
+    mlp: MLPSpec
+    norm: NormSpec  # the layers' norms (attn_in, mlp_in) and the tower's (pre, post)
+    # HF names relative to the tower: role -> attribute path. Roles: patch, class_embedding,
+    # positions, pre_norm, post_norm, layers, attention, mlp, q_proj, k_proj, v_proj, o_proj
+    names: tuple[tuple[str, str], ...] = ()
+    # The vision_config keys HF reads each size from: field -> key
+    keys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def num_positions(self) -> int:
+        return self.num_patches + int(self.class_token)
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names)[role]
+
+
+@dataclass(frozen=True)
+class VisionTowers:
+    """One optional field per tower kind; exactly one is set."""
+
+    vit: VitTowerSpec | None = None
+
+    @property
+    def kind(self) -> TowerKind:
+        return "vit"
+
+    @property
+    def tower(self) -> VitTowerSpec:
+        if self.vit is None:
+            raise ValueError("no vision tower")
+        return self.vit
+
+
+@dataclass(frozen=True)
+class FeatureSelectSpec:
+    """Which tower states the projector reads: ``hidden_states[layer]`` for each of ``layers``
+    (the embeddings after any pre-norm are index 0), the class token dropped or kept, and
+    concatenated along the width when there are several; or the post-normed last state."""
+
+    layers: tuple[int, ...]  # as HF indexes hidden_states (negative from the end)
+    drop_class_token: bool
+    post_norm: bool  # the tower's post norm is applied (the last hidden state, normed)
+    layer_key: str | None = None  # config keys HF reads them from
+    strategy_key: str | None = None
+
+
+ProjectorOp = Literal["linear", "activation", "layer_norm"]
+
+
+@dataclass(frozen=True)
+class ProjectorStep:
+    """One step of a sequential projector, in the order HF's forward runs it."""
+
+    op: ProjectorOp
+    name: str  # HF attribute inside the projector
+    in_features: int = 0
+    out_features: int = 0
+    bias: bool = False
+    activation: str = ""  # HF activation name (op activation)
+    eps: float = 0.0  # op layer_norm
+
+
+@dataclass(frozen=True)
+class ProjectorSpec:
+    name: str  # HF attribute of the projector on the base model (multi_modal_projector)
+    steps: tuple[ProjectorStep, ...]
+    activation_key: str | None = None  # config keys HF reads the activation and biases from
+    bias_key: str | None = None
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """How image features enter the prompt: each placeholder token's embedding is replaced by
+    the next feature row, placeholders taken in reading order over the whole batch (HF's
+    ``masked_scatter``). Positions stay the text's 1-D positions."""
+
+    image_token_id: int  # the tiny model's; the real one is config.<image_token_key>
+    image_token_key: str  # config.json key (image_token_index)
+    image_token_attr: str = "image_token_id"  # the attribute HF code reads
+    positions: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    towers: VisionTowers
+    select: FeatureSelectSpec
+    projector: ProjectorSpec
+    merge: MergeSpec
+    # On-disk prefixes of each part as save_pretrained writes them (role -> prefix): text,
+    # lm_head, tower, projector
+    prefixes: tuple[tuple[str, str], ...] = ()
+    # Prefixes published checkpoints use instead (vision_tower.vision_model. for
+    # vision_tower.), from transformers' checkpoint conversion mapping: (published, saved)
+    published_aliases: tuple[tuple[str, str], ...] = ()
+    text_model_type: str = ""  # the text backbone's model_type (llama for LLaVA 1.5)
+
+    @property
+    def tower(self) -> VitTowerSpec:
+        return self.towers.tower
+
+    def prefix(self, role: str) -> str:
+        return dict(self.prefixes)[role]
