@@ -18,16 +18,21 @@ PERTURB_STD = 0.05
 _KERNEL_FALLBACK_LOGGER = "transformers.integrations.hub_kernels"
 
 
-def build_tiny_model(hf_config: Any, *, seed: int = 0) -> Any:
-    """A float32, eager-attention HF causal LM for ``hf_config`` (HF's own random init)."""
+def build_tiny_model(
+    hf_config: Any, *, seed: int = 0, auto_class: str = "AutoModelForCausalLM"
+) -> Any:
+    """A float32, eager-attention HF model for ``hf_config`` (HF's own random init): a causal
+    LM, or the model of another ``auto_class`` (AutoModelForImageTextToText for a VLM)."""
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     hf_config._attn_implementation = "eager"
     logging.getLogger(_KERNEL_FALLBACK_LOGGER).setLevel(logging.ERROR)
     torch.manual_seed(seed)
     try:
-        model = AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager")
+        model = getattr(transformers, auto_class).from_config(
+            hf_config, attn_implementation="eager"
+        )
     except Exception as exc:  # transformers raises many types for inconsistent configs
         raise InvalidConfigError(
             f"transformers cannot build a tiny {hf_config.model_type} model from this config "

@@ -43,7 +43,8 @@ class VitTowerSpec:
     mlp: MLPSpec
     norm: NormSpec  # the layers' norms (attn_in, mlp_in) and the tower's (pre, post)
     # HF names relative to the tower: role -> attribute path. Roles: patch, class_embedding,
-    # positions, pre_norm, post_norm, layers, attention, mlp, q_proj, k_proj, v_proj, o_proj
+    # positions, pre_norm, post_norm, layers, attention, mlp, o_proj, and head: a pooling head
+    # (SigLIP's) HF runs but no VLM reads, whose checkpoint tensors a generator drops by name
     names: tuple[tuple[str, str], ...] = ()
     # The vision_config keys HF reads each size from: field -> key
     keys: tuple[tuple[str, str], ...] = ()
@@ -139,6 +140,10 @@ class VisionSpec:
     # vision_tower.), from transformers' checkpoint conversion mapping: (published, saved)
     published_aliases: tuple[tuple[str, str], ...] = ()
     text_model_type: str = ""  # the text backbone's model_type (llama for LLaVA 1.5)
+    # The tower's and projector's checkpoint tensors (on-disk name, tiny shape); the text
+    # backbone's are ``ArchitectureSpec.weights``, under ``prefix("text")`` and
+    # ``prefix("lm_head")`` instead of model. and lm_head.
+    tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def tower(self) -> VitTowerSpec:

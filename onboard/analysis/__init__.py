@@ -59,11 +59,20 @@ def analyse(source: ModelSource) -> Analysis:
         from onboard.analysis.remote import analyse_remote
 
         return analyse_remote(source, classification)
+    if classification.kind == Kind.VLM:
+        from onboard.analysis.vision import analyse_vlm
+
+        return analyse_vlm(source, classification, _analyse_decoder)
+    return _analyse_decoder(source, classification)
+
+
+def _analyse_decoder(source: ModelSource, classification: Classification) -> Analysis:
+    """A decoder-only model (dense, MoE, hybrid), or a VLM's text backbone."""
     if classification.kind not in ANALYSED_KINDS:
         raise UnsupportedFeatureError(
             f"{source.model_type} is a {classification.kind} model "
-            f"({'; '.join(classification.reasons)}); onboard generates dense, MoE and hybrid "
-            "decoders (attention beside recurrent mixers) so far"
+            f"({'; '.join(classification.reasons)}); onboard reads dense, MoE and hybrid "
+            "decoders (attention beside recurrent mixers) and vision-language models so far"
         )
     check_sizes(source.config, required=False)
     _refuse_per_layer_overrides(source.config)

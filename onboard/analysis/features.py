@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from onboard.analysis.vision.features import VISION_CATALOGUE
 from onboard.spec import ArchitectureSpec, Evidence
 
 Value = str | bool | int | float | None
@@ -203,7 +204,8 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
 def features(spec: ArchitectureSpec) -> tuple[Feature, ...]:
     found = []
     read_only = 0.8 if spec.source.remote_files else 1.0  # remote code is read, never run
-    for name, path, read in CATALOGUE:
+    catalogue = CATALOGUE + (VISION_CATALOGUE if spec.vision is not None else ())
+    for name, path, read in catalogue:
         evidence = _evidence(spec, path)
         found.append(Feature(name, read(spec), evidence, read_only if evidence else 0.5))
     return tuple(found)

@@ -97,6 +97,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "mobius Attention has one attn_qkv_bias flag"
         )
     found += _mixer_blockers(text)
+    if spec.vision is not None:
+        found.append(
+            f"vision tower, projector and merge of {spec.source.architecture} (vision.*): the "
+            "mobius generator writes the text decoder only so far"
+        )
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")

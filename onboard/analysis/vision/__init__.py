@@ -1,0 +1,141 @@
+"""Analyse a vision-language model: its text backbone as any decoder, then the vision side.
+
+The text backbone is analysed on its own config (``text_config``, with the backbone's own HF
+source), exactly as a causal LM of that type; the spec check proves it. The vision side is read
+from a tiny VLM whose text side is that tiny backbone: the tower, the selection, the projector
+and the merge, each by its reader, then proved together by ``check_vision``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
+from onboard.analysis.vision.projector import read_projector
+from onboard.analysis.vision.select import read_select
+from onboard.analysis.vision.sizes import at_real_sizes
+from onboard.analysis.vision.tower import read_vit
+from onboard.analysis.vision.trace import trace_vlm
+from onboard.checkpoint import tensors
+from onboard.classify import Classification, Kind
+from onboard.hf_config import make_hf_config
+from onboard.source import ModelSource, transformers_source_files
+from onboard.spec import Delta, Evidence
+from onboard.tiny import TinyConfig
+from onboard.tiny_model import build_tiny_model, perturb
+from onboard.tiny_vision import image_token_key, shrink_vlm_config
+from onboard.vision import MergeSpec, VisionSpec, VisionTowers
+
+if TYPE_CHECKING:
+    from onboard.analysis import Analysis
+
+__all__ = ["analyse_vlm", "text_source"]
+
+_IMAGE_TEXT = "AutoModelForImageTextToText"
+_TEXT_KINDS = (Kind.DENSE, Kind.MOE)
+
+
+def analyse_vlm(
+    source: ModelSource,
+    classification: Classification,
+    analyse_text: Callable[[ModelSource, Classification], Analysis],
+) -> Analysis:
+    hf_config = make_hf_config(source.config)
+    backbone = classification.text_backbone
+    if backbone not in _TEXT_KINDS:
+        from onboard.errors import UnsupportedFeatureError
+
+        raise UnsupportedFeatureError(
+            f"{source.model_type} is a vlm model whose text backbone is {backbone}: onboard "
+            "reads vision-language models over dense and MoE decoders so far"
+        )
+    text_classification = Classification(backbone, classification.reasons[1:])
+    text = analyse_text(text_source(source, hf_config), text_classification)
+    tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
+    tiny_config = make_hf_config(tiny)
+    model = perturb(build_tiny_model(tiny_config, auto_class=_IMAGE_TEXT))
+    vision, evidence, deltas = _read_vision(model, tiny_config)
+    if vision is not None:
+        vision = at_real_sizes(vision, tiny_config, hf_config)
+    from onboard.analysis import Analysis
+
+    spec = dataclasses.replace(
+        text.spec,
+        source=dataclasses.replace(
+            text.spec.source,
+            model_type=source.model_type,
+            architecture=source.architecture or type(model).__name__,
+            hf_files=tuple((f.name, f.sha256) for f in source.hf_files) + text.spec.source.hf_files,
+        ),
+        kind=str(Kind.VLM),
+        vision=vision,
+        evidence=tuple(sorted(text.spec.evidence + evidence)),
+        unresolved=text.spec.unresolved + deltas,
+    )
+    return Analysis(spec, classification, TinyConfig(tiny, text.tiny.layer_indices), text.probe)
+
+
+def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
+    """The text backbone as a causal LM source: its config (the composite's flags that HF's
+    text config inherits filled in) and the backbone type's own HF source."""
+    text = dict(source.config.get("text_config") or {})
+    text.setdefault("model_type", hf_config.text_config.model_type)
+    if "tie_word_embeddings" in source.config:
+        text.setdefault("tie_word_embeddings", source.config["tie_word_embeddings"])
+    return dataclasses.replace(
+        source, config=text, hf_files=transformers_source_files(text["model_type"])
+    )
+
+
+def _read_vision(
+    model: Any, config: Any
+) -> tuple[VisionSpec | None, tuple[tuple[str, tuple[Evidence, ...]], ...], tuple[Delta, ...]]:
+    """The vision spec of the tiny ``model`` (tiny sizes: the check runs it on that model) with
+    its evidence, or None and the deltas that say what is not read."""
+    parts = find_parts(model, config)
+    tower_module = parts.module(model, "tower")
+    tower_files = transformers_source_files(config.vision_config.model_type)
+    tower = read_vit(tower_module, config.vision_config, tower_files)
+    if tower.spec is None:
+        return None, (), tower.deltas
+    post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
+    trace = trace_vlm(model, parts, config, post)
+    select = read_select(trace, config, tower.spec.class_token)
+    files = transformers_source_files(config.model_type)
+    projector = read_projector(
+        parts.projector, parts.module(model, "projector"), trace.projector_in, config, files
+    )
+    deltas = select.deltas + projector.deltas
+    if select.spec is None or projector.spec is None:
+        return None, tower.evidence, deltas
+    key = image_token_key(config)
+    merge = MergeSpec(image_token_id=config.image_token_id, image_token_key=key)
+    saved = tensors(model)
+    prefixes = disk_prefixes(model, parts, saved)
+    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))
+    vision = VisionSpec(
+        towers=VisionTowers(vit=tower.spec),
+        select=select.spec,
+        projector=projector.spec,
+        merge=merge,
+        prefixes=prefixes,
+        published_aliases=published_aliases(tower_module, dict(prefixes)["tower"]),
+        text_model_type=config.text_config.model_type,
+        tensors=tuple(
+            sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
+        ),
+    )
+    evidence = (
+        *tower.evidence,
+        *select.evidence,
+        ("vision.projector", projector.evidence),
+        (
+            "vision.merge.image_token_id",
+            (Evidence("config", f"config.json:{key}", "image placeholder token"),),
+        ),
+    )
+    checked = check_vision(vision, model, parts, trace)
+    return vision, tuple(evidence), deltas + checked

@@ -1,0 +1,272 @@
+"""Check that the vision spec computes what the tiny HF VLM computes, component by component.
+
+Each stage runs the spec on the exact input HF's module received (from the trace), so a mismatch
+points at one module: the embeddings, the pre norm, each encoder layer, the selection, the
+projector and the merge. Then the whole chain runs from the pixels, so stages that are right
+alone but wired wrong (a feature layer off by one) fail too. Weights are the tiny model's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.probe import source_location
+from onboard.analysis.vision.parts import VLMParts
+from onboard.analysis.vision.trace import VisionTrace
+from onboard.spec import Delta
+from onboard.vision import VisionSpec, VitTowerSpec
+
+TOLERANCE = 1e-5  # fp32; the right spec matches to ~1e-7
+
+
+@dataclass(frozen=True)
+class _Stage:
+    module: str  # the HF module path whose input or output is compared, relative to the VLM
+    got: Any
+    expected: Any
+    side: str = "output"
+    method: str = "forward"  # whose source line the delta cites
+
+
+def check_vision(
+    vision: VisionSpec, model: Any, parts: VLMParts, trace: VisionTrace
+) -> tuple[Delta, ...]:
+    import torch
+
+    tower_path = f"{parts.base}.{parts.tower}"
+    projector_path = f"{parts.base}.{parts.projector}"
+    text_path = f"{parts.base}.{parts.language_model}"
+    tower = model.get_submodule(tower_path)
+    weight = _weights(tower)
+    run = VitRun(vision.tower, weight)
+    projector = model.get_submodule(projector_path)
+    project = _projector(vision, projector)
+    try:
+        with torch.no_grad():
+            stages = _stages(vision, run, project, trace, tower_path, projector_path, text_path)
+    except Exception as exc:  # the spec cannot even run on these weights: it does not fit
+        return (
+            Delta(
+                "the vision spec does not fit the HF model",
+                type(tower).__name__,
+                f"{type(exc).__name__}: {exc}",
+            ),
+        )
+    return tuple(_delta(model, s) for s in stages if _differs(s))
+
+
+def _stages(
+    vision: VisionSpec,
+    run: VitRun,
+    project: Callable[[Any], Any],
+    trace: VisionTrace,
+    tower_path: str,
+    projector_path: str,
+    text_path: str,
+) -> list[_Stage]:
+    tower = vision.tower
+    states = trace.hidden_states
+    layers = f"{tower_path}.{tower.name_of('layers')}"
+    first = tower.name_of("pre_norm") if tower.pre_norm else tower.name_of("patch")
+    stages = [
+        _Stage(f"{tower_path}.{first}", run.pre_norm(run.embed(trace.pixel_values)), states[0])
+    ]
+    stages += [
+        _Stage(f"{layers}.{i}", run.layer(i, states[i]), states[i + 1])
+        for i in range(tower.num_layers)
+    ]
+    if vision.select.post_norm and trace.post_normed is not None:
+        stages.append(
+            _Stage(
+                f"{tower_path}.{tower.name_of('post_norm')}",
+                run.post_norm(states[-1]),
+                trace.post_normed,
+            )
+        )
+    stages.append(
+        _Stage(
+            projector_path,
+            select(vision, run, states),
+            trace.projector_in,
+            side="input",
+            method="get_image_features",
+        )
+    )
+    stages.append(_Stage(projector_path, project(trace.projector_in), trace.projector_out))
+    stages.append(
+        _Stage(
+            text_path,
+            merge(vision, trace.text_embeddings, trace.input_ids, trace.projector_out),
+            trace.merged,
+            side="input",
+            method="get_placeholder_mask",
+        )
+    )
+    features = project(select(vision, run, run.states(trace.pixel_values)))
+    stages.append(_Stage(projector_path, features, trace.projector_out))
+    return stages
+
+
+class VitRun:
+    """The ViT tower, computed from its spec with ``weight(name)`` giving its tensors."""
+
+    def __init__(self, spec: VitTowerSpec, weight: Callable[[str], Any]) -> None:
+        self.spec = spec
+        self.weight = weight
+
+    def embed(self, pixels: Any) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        s = self.spec
+        patch = s.name_of("patch")
+        bias = self.weight(f"{patch}.bias") if s.patch_bias else None
+        x = F.conv2d(pixels, self.weight(f"{patch}.weight"), bias, stride=s.patch_size)
+        x = x.flatten(2).transpose(1, 2)
+        if s.class_token:
+            cls = self.weight(s.name_of("class_embedding")).expand(x.shape[0], 1, -1)
+            x = torch.cat([cls, x], dim=1)
+        table = self.weight(f"{s.name_of('positions')}.weight")
+        return x + table[: x.shape[1]]
+
+    def pre_norm(self, x: Any) -> Any:
+        return self._norm(self.spec.name_of("pre_norm"), x) if self.spec.pre_norm else x
+
+    def post_norm(self, x: Any) -> Any:
+        return self._norm(self.spec.name_of("post_norm"), x)
+
+    def states(self, pixels: Any) -> list[Any]:
+        """The hidden states as HF lists them: the encoder's input, then each layer's output."""
+        states = [self.pre_norm(self.embed(pixels))]
+        for i in range(self.spec.num_layers):
+            states.append(self.layer(i, states[-1]))
+        return states
+
+    def layer(self, index: int, x: Any) -> Any:
+        s = self.spec
+        prefix = f"{s.name_of('layers')}.{index}."
+        norm = dict(s.norm.names)
+        h = x + self._attention(
+            prefix + s.name_of("attention"), self._norm(prefix + norm["attn_in"], x)
+        )
+        return h + self._mlp(prefix + s.name_of("mlp"), self._norm(prefix + norm["mlp_in"], h))
+
+    def _norm(self, name: str, x: Any) -> Any:
+        import torch.nn.functional as F
+
+        s = self.spec.norm
+        bias = self.weight(f"{name}.bias") if s.bias else None
+        return F.layer_norm(x, x.shape[-1:], self.weight(f"{name}.weight"), bias, s.eps)
+
+    def _linear(self, name: str, x: Any, bias: bool) -> Any:
+        import torch.nn.functional as F
+
+        return F.linear(
+            x, self.weight(f"{name}.weight"), self.weight(f"{name}.bias") if bias else None
+        )
+
+    def _attention(self, name: str, x: Any) -> Any:
+        a = self.spec.attention
+        batch, seq, _ = x.shape
+
+        def heads(projection: str, bias: bool) -> Any:
+            out = self._linear(f"{name}.{projection}", x, bias)
+            return out.view(batch, seq, a.num_heads, a.head_dim).transpose(1, 2)
+
+        q, k, v = heads("q_proj", a.q_bias), heads("k_proj", a.k_bias), heads("v_proj", a.v_bias)
+        scores = (q @ k.transpose(-1, -2)) * a.scale
+        out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, seq, -1)
+        return self._linear(f"{name}.{self.spec.name_of('o_proj')}", out, a.o_bias)
+
+    def _mlp(self, name: str, x: Any) -> Any:
+        from transformers.activations import ACT2FN
+
+        m = self.spec.mlp
+        up, down = m.projections
+        hidden = ACT2FN[m.activation](self._linear(f"{name}.{up}", x, m.bias))
+        return self._linear(f"{name}.{down}", hidden, m.bias)
+
+
+def select(vision: VisionSpec, run: VitRun, states: Any) -> Any:
+    import torch
+
+    s = vision.select
+    picked = [run.post_norm(states[-1])] if s.post_norm else [states[i] for i in s.layers]
+    if s.drop_class_token:
+        picked = [p[:, 1:] for p in picked]
+    return torch.cat(picked, dim=-1)
+
+
+def merge(vision: VisionSpec, embeddings: Any, input_ids: Any, features: Any) -> Any:
+    """Placeholder rows replaced by feature rows, in reading order over the batch."""
+    placeholders = input_ids == vision.merge.image_token_id
+    rows = features.reshape(-1, features.shape[-1]).shape[0]
+    if int(placeholders.sum()) != rows:
+        raise ValueError(
+            f"{int(placeholders.sum())} placeholders of token {vision.merge.image_token_id} "
+            f"for {rows} feature rows"
+        )
+    merged = embeddings.clone()
+    merged[placeholders] = features.reshape(-1, features.shape[-1]).to(merged.dtype)
+    return merged
+
+
+def _projector(vision: VisionSpec, projector: Any) -> Callable[[Any], Any]:
+    import torch.nn.functional as F
+    from transformers.activations import ACT2FN
+
+    weight = _weights(projector)
+
+    def project(x: Any) -> Any:
+        for step in vision.projector.steps:
+            if step.op == "linear":
+                bias = weight(f"{step.name}.bias") if step.bias else None
+                x = F.linear(x, weight(f"{step.name}.weight"), bias)
+            elif step.op == "layer_norm":
+                x = F.layer_norm(
+                    x,
+                    x.shape[-1:],
+                    weight(f"{step.name}.weight"),
+                    weight(f"{step.name}.bias"),
+                    step.eps,
+                )
+            else:
+                x = ACT2FN[step.activation](x)
+        return x
+
+    return project
+
+
+def _weights(module: Any) -> Callable[[str], Any]:
+    tensors = dict(module.named_parameters())
+    return tensors.__getitem__
+
+
+def _differs(stage: _Stage) -> bool:
+    if stage.expected is None:
+        return False
+    if stage.got.shape != stage.expected.shape:
+        return True
+    return float((stage.got - stage.expected).abs().max()) > TOLERANCE
+
+
+def _delta(model: Any, stage: _Stage) -> Delta:
+    module = model.get_submodule(stage.module)
+    owner = module if stage.method == "forward" else model.base_model
+    where = source_location(getattr(type(owner), stage.method, None)) or stage.module
+    if stage.got.shape != stage.expected.shape:
+        detail = f"shape {tuple(stage.got.shape)} against HF's {tuple(stage.expected.shape)}"
+    else:
+        detail = f"max abs {float((stage.got - stage.expected).abs().max()):.2g}"
+    what = (
+        f"{type(module).__name__} computes something the vision spec does not describe"
+        if stage.side == "output"
+        else f"{type(module).__name__} receives something the vision spec does not describe"
+    )
+    return Delta(
+        what,
+        where,
+        f"{stage.module} ({stage.side}): {detail}",
+    )

@@ -1,0 +1,103 @@
+"""Find a tiny VLM's parts (tower, projector, language model, head) and where each lives on disk.
+
+Parts are found by what they are, not by their names: the tower is the sub-model built from
+``vision_config``, the language model the one built from ``text_config``, the projector the one
+other child with weights. On-disk prefixes are found by matching every saved tensor to the
+parameter it holds (the tiny weights are random, so values identify them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.errors import UnsupportedFeatureError
+
+
+@dataclass(frozen=True)
+class VLMParts:
+    base: str  # the VLM's base model attribute (model)
+    tower: str  # attribute names on the base model
+    projector: str
+    language_model: str
+    head: str  # on the VLM itself (lm_head)
+
+    def module(self, model: Any, part: str) -> Any:
+        if part == "head":
+            return model.get_submodule(self.head)
+        return model.get_submodule(f"{self.base}.{getattr(self, part)}")
+
+
+def find_parts(model: Any, hf_config: Any) -> VLMParts:
+    base_name = model.base_model_prefix
+    base = getattr(model, base_name)
+    by_config = {"tower": hf_config.vision_config, "language_model": hf_config.text_config}
+    found: dict[str, str] = {}
+    others = []
+    for name, child in base.named_children():
+        role = next((r for r, c in by_config.items() if getattr(child, "config", None) is c), None)
+        if role:
+            found[role] = name
+        elif any(True for _ in child.parameters()):
+            others.append(name)
+    missing = [r for r in by_config if r not in found]
+    if missing or len(others) != 1:
+        raise UnsupportedFeatureError(
+            f"{type(base).__name__} is not a tower, one projector and a language model "
+            f"(children {', '.join(n for n, _ in base.named_children())}): onboard reads "
+            "vision-language models of that shape so far"
+        )
+    head = model.get_output_embeddings()
+    head_name = next(n for n, m in model.named_modules() if m is head)
+    return VLMParts(base_name, found["tower"], others[0], found["language_model"], head_name)
+
+
+def disk_prefixes(
+    model: Any, parts: VLMParts, saved: dict[str, Any]
+) -> tuple[tuple[str, str], ...]:
+    """Role -> on-disk prefix (text, lm_head, tower, projector): each saved tensor is matched to
+    the parameter with its value whose name it ends with; a part whose tensors do not share one
+    prefix is refused."""
+    memory = {n: p.detach() for n, p in model.named_parameters()}
+    roots = {
+        "text": f"{parts.base}.{parts.language_model}.",
+        "lm_head": f"{parts.head}.",
+        "tower": f"{parts.base}.{parts.tower}.",
+        "projector": f"{parts.base}.{parts.projector}.",
+    }
+    prefixes: dict[str, set[str]] = {role: set() for role in roots}
+    for disk_name, tensor in saved.items():
+        for name, value in memory.items():
+            role = next((r for r, root in roots.items() if name.startswith(root)), None)
+            relative = name[len(roots[role]) :] if role else ""
+            if (
+                role
+                and disk_name.endswith(relative)
+                and value.shape == tensor.shape
+                and value.equal(tensor)
+            ):
+                prefixes[role].add(disk_name[: len(disk_name) - len(relative)])
+                break
+    for role, found in prefixes.items():
+        if len(found) != 1:
+            raise UnsupportedFeatureError(
+                f"the checkpoint keeps the {role} under {len(found)} prefixes ({sorted(found)})"
+            )
+    return tuple((role, found.pop()) for role, found in prefixes.items())
+
+
+_PREFIX_CHANGE = re.compile(r"^\^(\w+)\\\.\(\.\+\)\$$")
+
+
+def published_aliases(tower: Any, tower_prefix: str) -> tuple[tuple[str, str], ...]:
+    """(published, saved) prefixes: transformers 5 drops a wrapper level the published
+    checkpoints keep (CLIP's ``vision_model.``) and says so in its conversion mapping."""
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+
+    aliases = []
+    for transform in get_checkpoint_conversion_mapping(type(tower).__name__) or ():
+        for pattern in getattr(transform, "source_patterns", ()):
+            if match := _PREFIX_CHANGE.match(pattern):
+                aliases.append((f"{tower_prefix}{match.group(1)}.", tower_prefix))
+    return tuple(aliases)

@@ -1,0 +1,80 @@
+"""The vision spec at the real model's sizes.
+
+The readers read structure from the tiny VLM and the check runs the spec on it, so both see tiny
+sizes. What the spec records is the real model: each size is read back from the real config
+through the key the tiny one came from, and every width the projector holds is mapped from the
+tiny width it was to the real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from onboard.vision import ProjectorSpec, VisionSpec, VitTowerSpec
+
+
+def at_real_sizes(vision: VisionSpec, tiny: Any, real: Any) -> VisionSpec:
+    tower = _tower(vision.tower, real.vision_config)
+    widths = _widths(vision, tiny, real)
+    return dataclasses.replace(
+        vision,
+        towers=dataclasses.replace(vision.towers, vit=tower),
+        projector=_projector(vision.projector, widths),
+        merge=dataclasses.replace(vision.merge, image_token_id=int(real.image_token_id)),
+    )
+
+
+def _tower(tower: VitTowerSpec, config: Any) -> VitTowerSpec:
+    keys = dict(tower.keys)
+
+    def real(field: str) -> Any:
+        return getattr(config, keys[field])
+
+    heads = real("num_heads")
+    head_dim = real("hidden_size") // heads
+    attention = tower.attention
+    default_scale = attention.scale == attention.head_dim**-0.5
+    return dataclasses.replace(
+        tower,
+        hidden_size=real("hidden_size"),
+        num_layers=real("num_layers"),
+        image_size=real("image_size"),
+        patch_size=real("patch_size"),
+        num_channels=real("num_channels"),
+        attention=dataclasses.replace(
+            attention,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            scale=head_dim**-0.5 if default_scale else attention.scale,
+        ),
+        mlp=dataclasses.replace(
+            tower.mlp, intermediate_size=real("intermediate_size"), activation=real("activation")
+        ),
+        norm=dataclasses.replace(tower.norm, eps=float(real("norm_eps"))),
+    )
+
+
+def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
+    """Tiny width -> real width for each width a projector reads or writes."""
+    layers = len(vision.select.layers)
+    pairs = {
+        tiny.vision_config.hidden_size * layers: real.vision_config.hidden_size * layers,
+        tiny.text_config.hidden_size: real.text_config.hidden_size,
+    }
+    if len(pairs) != 2:
+        raise ValueError("the tiny vision and text widths coincide")
+    return pairs
+
+
+def _projector(projector: ProjectorSpec, widths: dict[int, int]) -> ProjectorSpec:
+    steps = tuple(
+        dataclasses.replace(
+            step,
+            in_features=widths.get(step.in_features, step.in_features),
+            out_features=widths.get(step.out_features, step.out_features),
+        )
+        for step in projector.steps
+    )
+    return dataclasses.replace(projector, steps=steps)

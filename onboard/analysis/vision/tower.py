@@ -1,0 +1,259 @@
+"""Read a ViT tower (CLIP, SigLIP and their copies) from the tiny HF tower module.
+
+The structure is read from what the module holds and the order it calls its parts in: one patch
+convolution, a class token and a position table beside it, norms called before the first layer
+(pre) or after the last (post), and in each layer two norms, an attention with q/k/v/output
+linears and a two-linear MLP. Sizes come from ``vision_config`` with their keys. Anything else
+(a second convolution, 2-D RoPE, a patch merger) is not a ViT of this kind: refused at the
+tower's class line, so no generator emits a tower it would get wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.probe import source_location
+from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
+from onboard.source import SourceFile
+from onboard.spec import Delta, Evidence
+from onboard.vision import VitTowerSpec
+
+_SIZE_KEYS = {
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "image_size": "image_size",
+    "patch_size": "patch_size",
+    "num_channels": "num_channels",
+    "num_heads": "num_attention_heads",
+    "intermediate_size": "intermediate_size",
+    "activation": "hidden_act",
+    "norm_eps": "layer_norm_eps",
+}
+_QKV = ("q_proj", "k_proj", "v_proj")
+
+
+@dataclass(frozen=True)
+class TowerReading:
+    spec: VitTowerSpec | None
+    evidence: tuple[tuple[str, tuple[Evidence, ...]], ...]
+    deltas: tuple[Delta, ...] = ()
+
+
+def read_vit(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
+    try:
+        return _read(tower, config, files)
+    except _NotVit as exc:
+        where = source_location(type(tower).forward) or type(tower).__name__
+        what = f"vision tower {type(tower).__name__} is not a ViT onboard reads ({exc})"
+        return TowerReading(None, (), (Delta(what, where, _SUPPORTED),))
+
+
+_SUPPORTED = (
+    "onboard reads ViT towers with a patch convolution and learned positions (CLIP, SigLIP) so far"
+)
+
+
+class _NotVit(Exception):
+    pass
+
+
+def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
+    import torch.nn as nn
+
+    patch_name, patch = _only(tower, nn.Conv2d, "patch convolution")
+    embeddings_name = patch_name.rpartition(".")[0]
+    embeddings = tower.get_submodule(embeddings_name) if embeddings_name else tower
+    class_name, positions_name = _embedding_parts(embeddings, config.hidden_size)
+    layers_name = _layers(tower, config.num_hidden_layers)
+    order = _call_order(tower, config)
+    # The tower's own norms; a pooling head's (SigLIP's head.layernorm) are the head's
+    norms = [n for n in order if n and "." not in n]
+    first = order.index(f"{layers_name}.0")
+    last = order.index(f"{layers_name}.{config.num_hidden_layers - 1}")
+    pre = [n for n in norms if order.index(n) < first]
+    post = [n for n in norms if order.index(n) > last]
+    if len(pre) > 1 or len(post) > 1:
+        raise _NotVit(f"norms {pre} before and {post} after the layers")
+    head = _pooling_head(tower, order, embeddings_name, layers_name, norms)
+    layer = tower.get_submodule(f"{layers_name}.0")
+    attention_name, attention = _child_with_linears(layer, 4, "attention")
+    mlp_name, mlp = _child_with_linears(layer, 2, "MLP")
+    layer_norms = [n for n, m in layer.named_children() if isinstance(m, nn.LayerNorm)]
+    if len(layer_norms) != 2:
+        raise _NotVit(f"{len(layer_norms)} norms in an encoder layer")
+    linears = [n for n, m in attention.named_children() if isinstance(m, nn.Linear)]
+    if not set(_QKV) <= set(linears):
+        raise _NotVit(f"attention projections {linears}")
+    (o_name,) = [n for n in linears if n not in _QKV]
+    fc = [n for n, m in mlp.named_children() if isinstance(m, nn.Linear)]
+    heads = config.num_attention_heads
+    head_dim = config.hidden_size // heads
+    norm_module = layer.get_submodule(layer_norms[0])
+    attention_spec = AttentionSpec(
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=head_dim,
+        q_bias=attention.q_proj.bias is not None,
+        k_bias=attention.k_proj.bias is not None,
+        v_bias=attention.v_proj.bias is not None,
+        o_bias=getattr(attention, o_name).bias is not None,
+        qk_norm="none",
+        scale=float(getattr(attention, "scale", head_dim**-0.5)),
+    )
+    up = getattr(mlp, fc[0])
+    mlp_spec = MLPSpec(
+        kind="plain",
+        activation=config.hidden_act,
+        bias=up.bias is not None,
+        intermediate_size=up.out_features,
+        projections=tuple(fc),
+        width_expr="config.intermediate_size",
+    )
+    norm_spec = NormSpec(
+        kind="layer",
+        eps=float(norm_module.eps),
+        weight_offset=0.0,
+        placement="pre",
+        names=(("attn_in", layer_norms[0]), ("mlp_in", layer_norms[1])),
+        eps_key="layer_norm_eps",
+        bias=norm_module.bias is not None,
+    )
+    names = {
+        "patch": patch_name,
+        "positions": f"{_dotted(embeddings_name)}{positions_name}",
+        "layers": layers_name,
+        "attention": attention_name,
+        "mlp": mlp_name,
+        "o_proj": o_name,
+    }
+    if class_name:
+        names["class_embedding"] = f"{_dotted(embeddings_name)}{class_name}"
+    if pre:
+        names["pre_norm"] = pre[0]
+    if post:
+        names["post_norm"] = post[0]
+    if head:
+        names["head"] = head
+    spec = VitTowerSpec(
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        image_size=config.image_size,
+        patch_size=config.patch_size,
+        num_channels=config.num_channels,
+        patch_bias=patch.bias is not None,
+        class_token=class_name is not None,
+        pre_norm=bool(pre),
+        post_norm=bool(post),
+        attention=attention_spec,
+        mlp=mlp_spec,
+        norm=norm_spec,
+        names=tuple(sorted(names.items())),
+        keys=tuple((f, k) for f, k in _SIZE_KEYS.items() if hasattr(config, k)),
+    )
+    return TowerReading(spec, _evidence(tower, spec, config, files))
+
+
+def _pooling_head(
+    tower: Any, order: list[str], embeddings: str, layers: str, norms: list[str]
+) -> str | None:
+    """A child with weights besides the embeddings, the encoder and the norms: SigLIP's
+    attention-pooling head, whose output (pooler_output) no VLM reads. Anything else is not a
+    ViT of this kind."""
+    parts = {embeddings.split(".")[0], layers.split(".")[0], *norms}
+    others = [
+        n for n, m in tower.named_children() if n not in parts and any(True for _ in m.parameters())
+    ]
+    if len(others) > 1:
+        raise _NotVit(f"modules {others} besides the encoder")
+    return others[0] if others else None
+
+
+def _only(module: Any, kind: type, what: str) -> tuple[str, Any]:
+    found = [(n, m) for n, m in module.named_modules() if isinstance(m, kind)]
+    if len(found) != 1:
+        raise _NotVit(f"{len(found)} modules that could be its {what}")
+    return found[0]
+
+
+def _embedding_parts(embeddings: Any, hidden: int) -> tuple[str | None, str]:
+    """The class token (a ``[hidden]`` parameter, if any) and the position table."""
+    import torch.nn as nn
+
+    own = [(n, p) for n, p in embeddings.named_parameters(recurse=False)]
+    class_token = [n for n, p in own if tuple(p.shape) == (hidden,)]
+    if len(own) != len(class_token) or len(class_token) > 1:
+        raise _NotVit(f"embedding parameters {[n for n, _ in own]}")
+    tables = [n for n, m in embeddings.named_children() if isinstance(m, nn.Embedding)]
+    if len(tables) != 1:
+        raise _NotVit(f"{len(tables)} position tables")
+    return (class_token[0] if class_token else None), tables[0]
+
+
+def _layers(tower: Any, count: int) -> str:
+    import torch.nn as nn
+
+    lists = [n for n, m in tower.named_modules() if isinstance(m, nn.ModuleList)]
+    matching = [n for n in lists if len(tower.get_submodule(n)) == count]
+    if len(matching) != 1:
+        raise _NotVit(f"no single list of {count} encoder layers")
+    return matching[0]
+
+
+def _child_with_linears(layer: Any, count: int, what: str) -> tuple[str, Any]:
+    import torch.nn as nn
+
+    found = [
+        (n, m)
+        for n, m in layer.named_children()
+        if sum(isinstance(c, nn.Linear) for c in m.children()) == count
+    ]
+    if len(found) != 1:
+        raise _NotVit(f"no single {what} with {count} linears in an encoder layer")
+    return found[0]
+
+
+def _call_order(tower: Any, config: Any) -> list[str]:
+    """Names of the tower's modules in the order a forward first calls them."""
+    import torch
+
+    order: list[str] = []
+    handles = []
+    for name, module in tower.named_modules():
+
+        def hook(_module: Any, _args: Any, name: str = name) -> None:
+            if name not in order:
+                order.append(name)
+
+        handles.append(module.register_forward_pre_hook(hook))
+    size = config.image_size
+    try:
+        with torch.no_grad():
+            tower(torch.zeros(1, config.num_channels, size, size))
+    finally:
+        for handle in handles:
+            handle.remove()
+    norms = {n for n, m in tower.named_modules() if isinstance(m, torch.nn.LayerNorm)}
+    layers = {n for n in order if n.count(".") and n.rsplit(".", 1)[-1].isdigit()}
+    return [n for n in order if n in norms or n in layers or n == ""]
+
+
+def _dotted(name: str) -> str:
+    return f"{name}." if name else ""
+
+
+def _evidence(
+    tower: Any, spec: VitTowerSpec, config: Any, files: Sequence[SourceFile]
+) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    where = source_location(type(tower).forward) or type(tower).__name__
+    found = [
+        (
+            f"vision.tower.{field}",
+            (Evidence("config", f"config.json:vision_config.{key}", repr(getattr(config, key))),),
+        )
+        for field, key in spec.keys
+    ]
+    names = ", ".join(f"{role}={name}" for role, name in spec.names)
+    found.append(("vision.tower.names", (Evidence("probe", where, names),)))
+    return tuple(found)

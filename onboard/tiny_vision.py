@@ -1,0 +1,62 @@
+"""Shrink a vision-language config: the text side as ``tiny.shrink_config`` shrinks it, the tower
+to a narrow one that keeps its depth, its patch size and its structure.
+
+The tower keeps every layer: the feature layer (``vision_feature_layer = -2``) indexes them, and
+a shallower tower would select a different one. Narrow layers of a 16-patch image cost little.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+TINY_VISION_HIDDEN = 32
+TINY_VISION_HEADS = 4
+TINY_VISION_INTERMEDIATE = 64
+TINY_PATCHES_PER_SIDE = 4  # 16 patches: 16 image tokens per image
+
+
+def shrink_vlm_config(
+    config: Mapping[str, Any], tiny_text: Mapping[str, Any], hf_config: Any
+) -> dict[str, Any]:
+    """A tiny config.json dict for the VLM ``config`` whose text side is ``tiny_text``.
+
+    The image token moves into the tiny vocabulary, on an id no other special token uses.
+    """
+    tiny = copy.deepcopy(dict(config))
+    tiny["text_config"] = dict(tiny_text)
+    tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
+    vocab = int(tiny_text["vocab_size"])
+    if "vocab_size" in tiny:
+        tiny["vocab_size"] = vocab
+    taken = {v for k, v in tiny_text.items() if k.endswith("token_id") and isinstance(v, int)}
+    for key in ("pad_token_id",):
+        if isinstance(tiny.get(key), int) and tiny[key] >= vocab:
+            tiny[key] = tiny_text.get(key, 0)
+    key = image_token_key(hf_config)
+    tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
+    return tiny
+
+
+def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str, Any]:
+    tiny = dict(vision)
+    real = hf_config.vision_config
+    tiny.update(
+        hidden_size=TINY_VISION_HIDDEN,
+        intermediate_size=TINY_VISION_INTERMEDIATE,
+        num_attention_heads=TINY_VISION_HEADS,
+        image_size=real.patch_size * TINY_PATCHES_PER_SIDE,
+        num_hidden_layers=real.num_hidden_layers,
+    )
+    if "model_type" not in tiny:
+        tiny["model_type"] = real.model_type
+    return tiny
+
+
+def image_token_key(hf_config: Any) -> str:
+    """The config.json key of the image placeholder token: HF code reads ``image_token_id``,
+    which LLaVA's config class aliases to ``image_token_index``."""
+    return dict(getattr(type(hf_config), "attribute_map", {})).get(
+        "image_token_id", "image_token_id"
+    )

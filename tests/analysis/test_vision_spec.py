@@ -1,0 +1,212 @@
+"""VLMs: the tower, the feature selection, the projector and the merge are read, cited at the
+real sizes, and proved against the tiny HF model by the vision check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from onboard.analysis import analyse
+from onboard.analysis.features import feature_values
+from onboard.analysis.vision import _read_vision
+from onboard.analysis.vision.check import TOLERANCE, check_vision, merge
+from onboard.analysis.vision.parts import find_parts
+from onboard.analysis.vision.trace import trace_vlm
+from onboard.hf_config import make_hf_config
+from onboard.source import load_source
+from onboard.tiny_model import build_tiny_model, perturb
+from tests.analyses import analysis_of
+from tests.hub_cache import fixture_config
+
+LLAVA = "llava-hf/llava-1.5-7b-hf"
+
+
+def _real() -> dict:
+    return json.loads(fixture_config(LLAVA).read_text())
+
+
+def _analyse(tmp_path: Path, **changes) -> object:
+    config = _real()
+    vision = changes.pop("vision_config", {})
+    config.update(changes)
+    config["vision_config"].update(vision)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return analyse(load_source(str(tmp_path)))
+
+
+def test_llava_reads_a_clip_tower_layer_minus_two_and_an_mlp_projector() -> None:
+    spec = analysis_of(LLAVA).spec
+    real = _real()
+    assert spec.kind == "vlm"
+    assert spec.unresolved == ()
+    vision = spec.vision
+    tower = vision.tower
+    assert vision.towers.kind == "vit"
+    assert (tower.hidden_size, tower.num_layers, tower.image_size, tower.patch_size) == (
+        real["vision_config"]["hidden_size"],
+        real["vision_config"]["num_hidden_layers"],
+        real["vision_config"]["image_size"],
+        real["vision_config"]["patch_size"],
+    )
+    assert tower.attention.num_heads == real["vision_config"]["num_attention_heads"]
+    assert tower.attention.scale == (1024 // 16) ** -0.5
+    assert tower.mlp.activation == "quick_gelu"  # CLIP's default, nothing in config.json
+    assert tower.class_token and tower.pre_norm and not tower.patch_bias
+    assert vision.select.layers == (real["vision_feature_layer"],)
+    assert vision.select.drop_class_token  # strategy "default"
+    assert not vision.select.post_norm
+    assert vision.select.layer_key == "vision_feature_layer"
+    assert [(s.op, s.in_features, s.out_features) for s in vision.projector.steps] == [
+        ("linear", 1024, 4096),
+        ("activation", 0, 0),
+        ("linear", 4096, 4096),
+    ]
+    assert vision.projector.steps[1].activation == real["projector_hidden_act"]
+    assert vision.projector.activation_key == "projector_hidden_act"
+    assert vision.merge.image_token_id == real["image_token_index"]
+    assert vision.merge.image_token_key == "image_token_index"
+    assert spec.text.hidden_size == 4096  # the backbone is Llama's, from text_config
+    assert dict(vision.prefixes) == {
+        "text": "language_model.model.",
+        "lm_head": "language_model.lm_head.",
+        "tower": "vision_tower.",
+        "projector": "multi_modal_projector.",
+    }
+    # Published LLaVA checkpoints keep CLIP's vision_model. level; transformers 5 drops it
+    assert vision.published_aliases == (("vision_tower.vision_model.", "vision_tower."),)
+    assert {n.split(".")[0] for n, _ in vision.tensors} == {"vision_tower", "multi_modal_projector"}
+
+
+def test_llava_features_cite_the_config_and_the_model() -> None:
+    analysis = analysis_of(LLAVA)
+    values = feature_values(analysis.spec)
+    assert values["vision.projector"] == "linear>gelu>linear"
+    assert values["vision.feature_layers"] == "-2"
+    cited = {e.where for key, items in analysis.spec.evidence for e in items if "vision" in key}
+    assert "config.json:vision_feature_layer" in cited
+    assert "config.json:vision_feature_select_strategy" in cited
+
+
+def test_the_text_only_catalogue_has_no_vision_rows() -> None:
+    assert not any(
+        k.startswith("vision.") for k in feature_values(analysis_of("Qwen/Qwen3-0.6B").spec)
+    )
+
+
+def test_flags_switched_on_are_read_from_what_the_model_does(tmp_path: Path) -> None:
+    spec = _analyse(
+        tmp_path,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        projector_hidden_act="silu",
+        multimodal_projector_bias=False,
+    ).spec
+    assert spec.unresolved == ()
+    assert spec.vision.select.layers == (-1,)
+    assert not spec.vision.select.drop_class_token
+    assert spec.vision.projector.steps[1].activation == "silu"
+    assert not any(s.bias for s in spec.vision.projector.steps)
+
+
+def test_several_feature_layers_are_concatenated(tmp_path: Path) -> None:
+    spec = _analyse(tmp_path, vision_feature_layer=[-2, -5]).spec
+    assert spec.unresolved == ()
+    assert spec.vision.select.layers == (-2, -5)
+    assert spec.vision.projector.steps[0].in_features == 2 * 1024
+
+
+def test_a_siglip_tower_has_no_class_token_and_no_pre_norm(tmp_path: Path) -> None:
+    spec = _analyse(
+        tmp_path,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        vision_config={"model_type": "siglip_vision_model", "image_size": 384},
+    ).spec
+    assert spec.unresolved == ()
+    tower = spec.vision.tower
+    assert not tower.class_token and not tower.pre_norm and tower.patch_bias
+    assert tower.mlp.activation == "gelu_pytorch_tanh"
+
+
+def test_a_tower_of_another_kind_is_refused_at_its_line(tmp_path: Path) -> None:
+    spec = _analyse(tmp_path, vision_config={"model_type": "pixtral", "image_size": 56}).spec
+    assert spec.vision is None
+    (delta,) = spec.unresolved
+    assert "PixtralVisionModel" in delta.what
+    assert delta.where.startswith("modeling_pixtral.py:")
+
+
+@cache
+def _tiny_llava():
+    spec = analysis_of(LLAVA)
+    config = make_hf_config(spec.tiny.config)
+    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
+    vision, _, deltas = _read_vision(model, config)
+    assert deltas == ()
+    parts = find_parts(model, config)
+    return vision, model, parts, trace_vlm(model, parts, config, "post_layernorm")
+
+
+def _sabotaged(**changes) -> tuple:
+    vision, model, parts, trace = _tiny_llava()
+    return check_vision(dataclasses.replace(vision, **changes), model, parts, trace)
+
+
+def test_the_check_fails_on_the_wrong_feature_layer() -> None:
+    vision = _tiny_llava()[0]
+    deltas = _sabotaged(select=dataclasses.replace(vision.select, layers=(-3,)))
+    assert any("receives" in d.what and "modeling_llava.py" in d.where for d in deltas)
+
+
+def test_the_check_fails_on_a_swapped_projector_activation() -> None:
+    vision = _tiny_llava()[0]
+    steps = tuple(
+        dataclasses.replace(s, activation="silu") if s.op == "activation" else s
+        for s in vision.projector.steps
+    )
+    deltas = _sabotaged(projector=dataclasses.replace(vision.projector, steps=steps))
+    assert any("LlavaMultiModalProjector computes" in d.what for d in deltas)
+
+
+def test_the_check_fails_on_an_image_token_off_by_one() -> None:
+    vision = _tiny_llava()[0]
+    token = vision.merge.image_token_id - 1
+    (delta,) = _sabotaged(merge=dataclasses.replace(vision.merge, image_token_id=token))
+    assert "0 placeholders" in delta.detail
+
+
+def test_the_check_fails_on_a_swapped_tower_activation() -> None:
+    vision = _tiny_llava()[0]
+    tower = dataclasses.replace(
+        vision.tower, mlp=dataclasses.replace(vision.tower.mlp, activation="gelu")
+    )
+    deltas = _sabotaged(towers=dataclasses.replace(vision.towers, vit=tower))
+    # every layer is blamed where its class computes, then the features they feed
+    layers = [d for d in deltas if "CLIPEncoderLayer" in d.what]
+    assert len(layers) == vision.tower.num_layers
+    assert all(d.where.startswith("modeling_clip.py:") for d in layers)
+
+
+def test_reusing_row_zeros_features_for_row_one_changes_the_merge() -> None:
+    """The trace's two rows hold different images, so a merge that gives every row the first
+    row's features (mobius' LLaVA embedding) cannot match HF's."""
+    vision, _, _, trace = _tiny_llava()
+    reused = trace.projector_out[:1].expand_as(trace.projector_out)
+    wrong = merge(vision, trace.text_embeddings, trace.input_ids, reused)
+    right = merge(vision, trace.text_embeddings, trace.input_ids, trace.projector_out)
+    assert float((right - trace.merged).abs().max()) <= TOLERANCE
+    assert float((wrong - trace.merged).abs().max()) > 100 * TOLERANCE
+
+
+@pytest.mark.parametrize("target", ["mobius", "automodel"])
+def test_targets_refuse_the_vision_side_by_name(target: str) -> None:
+    from onboard.targets.base import load_target
+
+    loaded = load_target(target)
+    library = loaded.open_library(None)
+    proposal = loaded.propose(analysis_of(LLAVA).spec, library, treat_as_new=True)
+    assert any("vision" in b or "vlm" in b for b in proposal.blockers)
