@@ -15,6 +15,12 @@ TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
 TINY_VISION_INTERMEDIATE = 64
 TINY_PATCHES_PER_SIDE = 4  # 16 patches: 16 image tokens per image
+# Image tokens per image, where the projector pools patches down to a count (Gemma 3): a 2 x 2
+# grid pooled from the 4 x 4 patches
+_TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
+TINY_TOKENS_PER_IMAGE = 4
+# Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
+_TEXT_WIDTH_KEYS = ("projection_dim",)
 
 
 def shrink_vlm_config(
@@ -27,6 +33,15 @@ def shrink_vlm_config(
     tiny = copy.deepcopy(dict(config))
     tiny["text_config"] = dict(tiny_text)
     tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
+    text_width = hf_config.text_config.hidden_size
+    for key in _TEXT_WIDTH_KEYS:
+        if getattr(hf_config.vision_config, key, None) == text_width:
+            tiny["vision_config"][key] = tiny_text["hidden_size"]
+        if key in tiny and tiny[key] == text_width:  # PaliGemma restates it at the top
+            tiny[key] = tiny_text["hidden_size"]
+    for key in _TOKENS_PER_IMAGE_KEYS:
+        if getattr(hf_config, key, None):
+            tiny[key] = TINY_TOKENS_PER_IMAGE
     vocab = int(tiny_text["vocab_size"])
     if "vocab_size" in tiny:
         tiny["vocab_size"] = vocab

@@ -125,6 +125,10 @@ class MergeSpec:
     image_token_key: str  # config.json key (image_token_index)
     image_token_attr: str = "image_token_id"  # the attribute HF code reads
     positions: Literal["text"] = "text"
+    # The text's embedding scale (``TextDecoderSpec.embedding_scale``) applies to the token rows
+    # before the merge, inside the embedding (Gemma's in transformers 5), so image features are
+    # not scaled; False: no scale, or a decoder that scales whatever it is given
+    scaled_before_merge: bool = False
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ def test_llava_reads_a_clip_tower_layer_minus_two_and_an_mlp_projector() -> None
     assert vision.projector.activation_key == "projector_hidden_act"
     assert vision.merge.image_token_id == real["image_token_index"]
     assert vision.merge.image_token_key == "image_token_index"
+    assert not vision.merge.scaled_before_merge
     assert spec.text.hidden_size == 4096  # the backbone is Llama's, from text_config
     assert dict(vision.prefixes) == {
         "text": "language_model.model.",
@@ -210,3 +211,48 @@ def test_targets_refuse_the_vision_side_by_name(target: str) -> None:
     library = loaded.open_library(None)
     proposal = loaded.propose(analysis_of(LLAVA).spec, library, treat_as_new=True)
     assert any("vision" in b or "vlm" in b for b in proposal.blockers)
+
+
+def _default(tmp_path: Path, model_type: str):
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type).to_dict()
+    (tmp_path / "config.json").write_text(json.dumps(config, default=str))
+    return load_source(str(tmp_path))
+
+
+def test_paligemma_reads_the_post_normed_last_state_and_a_linear_projector(
+    tmp_path: Path,
+) -> None:
+    spec = analyse(_default(tmp_path, "paligemma")).spec
+    assert spec.unresolved == ()
+    assert spec.vision.select.post_norm and not spec.vision.select.drop_class_token
+    assert [s.op for s in spec.vision.projector.steps] == ["linear"]
+    # Gemma's embedding scales token rows itself: the image features enter unscaled
+    assert spec.text.embedding_scale == "sqrt_hidden"
+    assert spec.vision.merge.scaled_before_merge
+
+
+@pytest.mark.parametrize(
+    ("model_type", "what", "where"),
+    [
+        ("gemma3", "AvgPool2d", "modeling_gemma3.py:"),  # patches pooled to mm_tokens_per_image
+        ("llava_next", "does not run", "modeling_llava_next.py:"),  # tiles, needs image_sizes
+        ("aya_vision", "AyaVisionMultiModalProjector computes", "modeling_aya_vision.py:"),
+    ],
+)
+def test_what_is_not_read_yet_is_named_at_its_line(
+    tmp_path: Path, model_type: str, what: str, where: str
+) -> None:
+    spec = analyse(_default(tmp_path, model_type)).spec
+    assert spec.unresolved
+    assert what in spec.unresolved[0].what
+    assert spec.unresolved[0].where.startswith(where)
+
+
+def test_a_backbone_that_is_no_causal_lm_is_refused_by_name() -> None:
+    from onboard.errors import UnsupportedFeatureError
+
+    source = load_source(str(fixture_config("Qwen/Qwen2.5-VL-3B-Instruct")))
+    with pytest.raises(UnsupportedFeatureError, match="qwen2_5_vl_text has no causal-LM class"):
+        analyse(source)

@@ -52,6 +52,7 @@ def analyse_vlm(
             f"{source.model_type} is a vlm model whose text backbone is {backbone}: onboard "
             "reads vision-language models over dense and MoE decoders so far"
         )
+    _require_causal_backbone(source, hf_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
@@ -78,6 +79,22 @@ def analyse_vlm(
     return Analysis(spec, classification, TinyConfig(tiny, text.tiny.layer_indices), text.probe)
 
 
+def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
+    """The backbone is analysed as a causal LM: one that exists only inside its VLM (Qwen2.5-VL's
+    text model, with its multimodal RoPE) is refused by name."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    text_type = hf_config.text_config.model_type
+    if text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        from onboard.errors import UnsupportedFeatureError
+
+        raise UnsupportedFeatureError(
+            f"{source.model_type}'s text backbone {text_type} has no causal-LM class in "
+            "transformers (it runs only inside its VLM): onboard reads VLMs whose text backbone "
+            "is a causal LM so far"
+        )
+
+
 def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
     """The text backbone as a causal LM source: its config (the composite's flags that HF's
     text config inherits filled in) and the backbone type's own HF source."""
@@ -87,6 +104,26 @@ def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
         text.setdefault("tie_word_embeddings", source.config["tie_word_embeddings"])
     return dataclasses.replace(
         source, config=text, hf_files=transformers_source_files(text["model_type"])
+    )
+
+
+def _scaled_before_merge(language_model: Any, trace: Any) -> bool:
+    """Whether the embedding module itself scales token rows (its output is not its table's)."""
+    table = language_model.get_input_embeddings().weight
+    return not bool((table[trace.input_ids] == trace.text_embeddings).all())
+
+
+def _did_not_run(model: Any, exc: Exception) -> Delta:
+    from onboard.analysis.probe import source_location
+
+    base = model.base_model
+    where = source_location(type(base).get_image_features) or type(base).__name__
+    return Delta(
+        f"{type(model).__name__} does not run on one image per row of pixel_values "
+        "[images, channels, size, size] with its placeholders in the prompt",
+        where,
+        f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
+        "reads VLMs that take plain image batches so far (no tiling, image sizes or grids)",
     )
 
 
@@ -102,8 +139,14 @@ def _read_vision(
     if tower.spec is None:
         return None, (), tower.deltas
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
-    trace = trace_vlm(model, parts, config, post)
-    select = read_select(trace, config, tower.spec.class_token)
+    try:
+        trace = trace_vlm(model, parts, config, post)
+    except Exception as exc:  # the model wants inputs a plain image batch does not give
+        return None, tower.evidence, (_did_not_run(model, exc),)
+    from onboard.analysis.probe import source_location
+
+    selecting = source_location(type(model.base_model).get_image_features)
+    select = read_select(trace, config, tower.spec.class_token, selecting or "get_image_features")
     files = transformers_source_files(config.model_type)
     projector = read_projector(
         parts.projector, parts.module(model, "projector"), trace.projector_in, config, files
@@ -112,7 +155,11 @@ def _read_vision(
     if select.spec is None or projector.spec is None:
         return None, tower.evidence, deltas
     key = image_token_key(config)
-    merge = MergeSpec(image_token_id=config.image_token_id, image_token_key=key)
+    merge = MergeSpec(
+        image_token_id=config.image_token_id,
+        image_token_key=key,
+        scaled_before_merge=_scaled_before_merge(parts.module(model, "language_model"), trace),
+    )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)
     vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))

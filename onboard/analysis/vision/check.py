@@ -24,7 +24,7 @@ TOLERANCE = 1e-5  # fp32; the right spec matches to ~1e-7
 @dataclass(frozen=True)
 class _Stage:
     module: str  # the HF module path whose input or output is compared, relative to the VLM
-    got: Any
+    compute: Callable[[], Any]  # the spec's value, computed when the stage is checked
     expected: Any
     side: str = "output"
     method: str = "forward"  # whose source line the delta cites
@@ -35,26 +35,24 @@ def check_vision(
 ) -> tuple[Delta, ...]:
     import torch
 
-    tower_path = f"{parts.base}.{parts.tower}"
-    projector_path = f"{parts.base}.{parts.projector}"
-    text_path = f"{parts.base}.{parts.language_model}"
-    tower = model.get_submodule(tower_path)
-    weight = _weights(tower)
-    run = VitRun(vision.tower, weight)
-    projector = model.get_submodule(projector_path)
-    project = _projector(vision, projector)
-    try:
-        with torch.no_grad():
-            stages = _stages(vision, run, project, trace, tower_path, projector_path, text_path)
-    except Exception as exc:  # the spec cannot even run on these weights: it does not fit
-        return (
-            Delta(
-                "the vision spec does not fit the HF model",
-                type(tower).__name__,
-                f"{type(exc).__name__}: {exc}",
-            ),
-        )
-    return tuple(_delta(model, s) for s in stages if _differs(s))
+    paths = {
+        "tower": f"{parts.base}.{parts.tower}",
+        "projector": f"{parts.base}.{parts.projector}",
+        "text": f"{parts.base}.{parts.language_model}",
+    }
+    run = VitRun(vision.tower, _weights(model.get_submodule(paths["tower"])))
+    project = _projector(vision, model.get_submodule(paths["projector"]))
+    deltas = []
+    with torch.no_grad():
+        for stage in _stages(vision, run, project, trace, paths):
+            try:
+                got = stage.compute()
+            except Exception as exc:  # the spec does not even run on these weights here
+                deltas.append(_delta(model, stage, f"{type(exc).__name__}: {exc}"))
+                continue
+            if detail := _difference(got, stage.expected):
+                deltas.append(_delta(model, stage, detail))
+    return tuple(deltas)
 
 
 def _stages(
@@ -62,50 +60,51 @@ def _stages(
     run: VitRun,
     project: Callable[[Any], Any],
     trace: VisionTrace,
-    tower_path: str,
-    projector_path: str,
-    text_path: str,
+    paths: dict[str, str],
 ) -> list[_Stage]:
     tower = vision.tower
     states = trace.hidden_states
-    layers = f"{tower_path}.{tower.name_of('layers')}"
+    pixels = trace.pixel_values
+    layers = f"{paths['tower']}.{tower.name_of('layers')}"
     first = tower.name_of("pre_norm") if tower.pre_norm else tower.name_of("patch")
     stages = [
-        _Stage(f"{tower_path}.{first}", run.pre_norm(run.embed(trace.pixel_values)), states[0])
+        _Stage(f"{paths['tower']}.{first}", lambda: run.pre_norm(run.embed(pixels)), states[0])
     ]
     stages += [
-        _Stage(f"{layers}.{i}", run.layer(i, states[i]), states[i + 1])
+        _Stage(f"{layers}.{i}", lambda i=i: run.layer(i, states[i]), states[i + 1])
         for i in range(tower.num_layers)
     ]
     if vision.select.post_norm and trace.post_normed is not None:
         stages.append(
             _Stage(
-                f"{tower_path}.{tower.name_of('post_norm')}",
-                run.post_norm(states[-1]),
+                f"{paths['tower']}.{tower.name_of('post_norm')}",
+                lambda: run.post_norm(states[-1]),
                 trace.post_normed,
             )
         )
-    stages.append(
+    stages += [
         _Stage(
-            projector_path,
-            select(vision, run, states),
+            paths["projector"],
+            lambda: select(vision, run, states),
             trace.projector_in,
             side="input",
             method="get_image_features",
-        )
-    )
-    stages.append(_Stage(projector_path, project(trace.projector_in), trace.projector_out))
-    stages.append(
+        ),
+        _Stage(paths["projector"], lambda: project(trace.projector_in), trace.projector_out),
         _Stage(
-            text_path,
-            merge(vision, trace.text_embeddings, trace.input_ids, trace.projector_out),
+            paths["text"],
+            lambda: merge(vision, trace.text_embeddings, trace.input_ids, trace.projector_out),
             trace.merged,
             side="input",
             method="get_placeholder_mask",
-        )
-    )
-    features = project(select(vision, run, run.states(trace.pixel_values)))
-    stages.append(_Stage(projector_path, features, trace.projector_out))
+        ),
+        # the whole chain from the pixels: stages right alone but wired wrong fail here
+        _Stage(
+            paths["projector"],
+            lambda: project(select(vision, run, run.states(pixels))),
+            trace.projector_out,
+        ),
+    ]
     return stages
 
 
@@ -244,29 +243,20 @@ def _weights(module: Any) -> Callable[[str], Any]:
     return tensors.__getitem__
 
 
-def _differs(stage: _Stage) -> bool:
-    if stage.expected is None:
-        return False
-    if stage.got.shape != stage.expected.shape:
-        return True
-    return float((stage.got - stage.expected).abs().max()) > TOLERANCE
+def _difference(got: Any, expected: Any) -> str | None:
+    if got.shape != expected.shape:
+        return f"shape {tuple(got.shape)} against HF's {tuple(expected.shape)}"
+    worst = float((got - expected).abs().max())
+    return f"max abs {worst:.2g}" if worst > TOLERANCE else None
 
 
-def _delta(model: Any, stage: _Stage) -> Delta:
+def _delta(model: Any, stage: _Stage, detail: str) -> Delta:
     module = model.get_submodule(stage.module)
     owner = module if stage.method == "forward" else model.base_model
     where = source_location(getattr(type(owner), stage.method, None)) or stage.module
-    if stage.got.shape != stage.expected.shape:
-        detail = f"shape {tuple(stage.got.shape)} against HF's {tuple(stage.expected.shape)}"
-    else:
-        detail = f"max abs {float((stage.got - stage.expected).abs().max()):.2g}"
     what = (
         f"{type(module).__name__} computes something the vision spec does not describe"
         if stage.side == "output"
         else f"{type(module).__name__} receives something the vision spec does not describe"
     )
-    return Delta(
-        what,
-        where,
-        f"{stage.module} ({stage.side}): {detail}",
-    )
+    return Delta(what, where, f"{stage.module} ({stage.side}): {detail}")

@@ -79,6 +79,9 @@ def disk_prefixes(
             ):
                 prefixes[role].add(disk_name[: len(disk_name) - len(relative)])
                 break
+    head, embeddings = model.get_output_embeddings(), model.get_input_embeddings()
+    if not prefixes["lm_head"] and head.weight is embeddings.weight:
+        del prefixes["lm_head"]  # tied: the head is the embeddings, saved once
     for role, found in prefixes.items():
         if len(found) != 1:
             raise UnsupportedFeatureError(

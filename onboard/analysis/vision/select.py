@@ -24,7 +24,9 @@ class SelectReading:
     deltas: tuple[Delta, ...] = ()
 
 
-def read_select(trace: VisionTrace, config: Any, class_token: bool) -> SelectReading:
+def read_select(
+    trace: VisionTrace, config: Any, class_token: bool, where: str = "get_image_features"
+) -> SelectReading:
     states = trace.hidden_states
     claimed = getattr(config, _LAYER_KEY, None)
     layer_lists = [tuple(claimed)] if isinstance(claimed, list | tuple) else []
@@ -45,7 +47,7 @@ def read_select(trace: VisionTrace, config: Any, class_token: bool) -> SelectRea
         (
             Delta(
                 "the projector reads tower features onboard cannot find among the tower's states",
-                "get_image_features",
+                where,
                 "no hidden state (with or without the class token) nor the post-normed last "
                 "state matches the projector's input",
             ),
