@@ -11,6 +11,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from onboard.errors import UnsupportedFeatureError
+
 TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
 TINY_VISION_INTERMEDIATE = 64
@@ -54,9 +56,19 @@ def shrink_vlm_config(
     return tiny
 
 
+_VIT_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "patch_size", "image_size")
+
+
 def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str, Any]:
     tiny = dict(vision)
     real = hf_config.vision_config
+    missing = [k for k in _VIT_KEYS if not isinstance(getattr(real, k, None), int)]
+    if missing:
+        raise UnsupportedFeatureError(
+            f"{hf_config.model_type}'s vision tower config {type(real).__name__} has no "
+            f"{', '.join(missing)}: onboard reads ViT towers sized by "
+            f"{', '.join(_VIT_KEYS)} so far"
+        )
     tiny.update(
         hidden_size=TINY_VISION_HIDDEN,
         intermediate_size=TINY_VISION_INTERMEDIATE,

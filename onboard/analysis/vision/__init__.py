@@ -44,6 +44,7 @@ def analyse_vlm(
     analyse_text: Callable[[ModelSource, Classification], Analysis],
 ) -> Analysis:
     hf_config = make_hf_config(source.config)
+    _require_sub_configs(source, hf_config)
     backbone = classification.text_backbone
     if backbone not in _TEXT_KINDS:
         from onboard.errors import UnsupportedFeatureError
@@ -77,6 +78,20 @@ def analyse_vlm(
         unresolved=text.spec.unresolved + deltas,
     )
     return Analysis(spec, classification, TinyConfig(tiny, text.tiny.layer_indices), text.probe)
+
+
+def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
+    missing = [
+        key for key in ("text_config", "vision_config") if getattr(hf_config, key, None) is None
+    ]
+    if missing:
+        from onboard.errors import UnsupportedFeatureError
+
+        raise UnsupportedFeatureError(
+            f"{source.model_type} is a vlm model without {' or '.join(missing)} "
+            f"({type(hf_config).__name__}): onboard reads VLMs with a text and a vision "
+            "sub-config so far"
+        )
 
 
 def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:

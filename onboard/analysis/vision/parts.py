@@ -31,7 +31,12 @@ class VLMParts:
 
 def find_parts(model: Any, hf_config: Any) -> VLMParts:
     base_name = model.base_model_prefix
-    base = getattr(model, base_name)
+    base = getattr(model, base_name, None)
+    if base is None:
+        raise UnsupportedFeatureError(
+            f"{type(model).__name__} holds its tower and language model itself, not under "
+            f"{base_name!r}: onboard reads VLMs with a base model (LLaVA's layout) so far"
+        )
     by_config = {"tower": hf_config.vision_config, "language_model": hf_config.text_config}
     found: dict[str, str] = {}
     others = []
