@@ -256,3 +256,20 @@ def test_a_backbone_that_is_no_causal_lm_is_refused_by_name() -> None:
     source = load_source(str(fixture_config("Qwen/Qwen2.5-VL-3B-Instruct")))
     with pytest.raises(UnsupportedFeatureError, match="qwen2_5_vl_text has no causal-LM class"):
         analyse(source)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "message"),
+    [
+        ("internvl", "InternVLVisionConfig has no patch_size, image_size"),
+        ("llama4", "holds its tower and language model itself"),
+        ("fuyu", "without vision_config"),
+    ],
+)
+def test_vlms_of_other_shapes_are_refused_by_name(
+    tmp_path: Path, model_type: str, message: str
+) -> None:
+    from onboard.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        analyse(_default(tmp_path, model_type))
