@@ -18,7 +18,7 @@ def module_name(model_type: str) -> str:
 
 
 def class_prefix(architecture: str, model_type: str) -> str:
-    stem = re.sub(r"(ForCausalLM|LMHeadModel|Model)$", "", architecture)
+    stem = re.sub(r"(ForCausalLM|ForConditionalGeneration|LMHeadModel|Model)$", "", architecture)
     if not stem or not stem.isidentifier():
         stem = "".join(part.capitalize() for part in re.split(r"\W|_", model_type) if part)
     return stem if stem[:1].isalpha() else f"Model{stem}"

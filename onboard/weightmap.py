@@ -41,6 +41,9 @@ class WeightMapProof:
     # Parameters the conversion fills with zeros, from no checkpoint tensor (the o_proj biases of
     # layers HF gives none): they hold no weight, so nothing can be dropped into them
     zeros: tuple[str, ...] = ()
+    # Checkpoint tensors the HF model computes with but never reads the result of (a VLM
+    # tower's layers past the selected state), which the target leaves out, by name
+    unread: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -48,8 +51,14 @@ class WeightMapProof:
 
     def summary(self) -> str:
         zeros = f" ({len(self.zeros)} set to zero)" if self.zeros else ""
+        unread = (
+            f"; {len(self.unread)} left out that HF's model never reads either"
+            if self.unread
+            else ""
+        )
         return (
-            f"{self.checkpoint_tensors} checkpoint tensors -> {self.parameters} parameters{zeros}"
+            f"{self.checkpoint_tensors} checkpoint tensors -> {self.parameters} parameters"
+            f"{zeros}{unread}"
         )
 
 
@@ -60,12 +69,15 @@ def prove(
     *,
     expected_name: Callable[[str], str | Collection[str]] | None = None,
     derived_ok: Collection[str] = (),
+    unread: Collection[str] = (),
 ) -> WeightMapProof:
     """Run ``convert`` on fingerprinted tensors shaped like ``checkpoint`` and check the result.
 
     ``expected_name`` maps a checkpoint key to the parameter it should fill, or the parameters a
     split fills (when the target knows its own renames); ``derived_ok`` lists converted names
-    that may be left over because the conversion derives them (a tied ``lm_head.weight``).
+    that may be left over because the conversion derives them (a tied ``lm_head.weight``);
+    ``unread`` lists checkpoint keys the HF model never reads the result of, which may go unused
+    (any other unused key is a problem).
     """
     import torch
 
@@ -116,7 +128,8 @@ def prove(
         found = torch.cat(seen[index]) if seen[index] else torch.empty(0, dtype=torch.float64)
         distinct = int(found.unique().numel())
         if distinct == 0:
-            problems.append(f"{key} is not used")
+            if key not in unread:
+                problems.append(f"{key} is not used")
         elif distinct < sizes[index]:
             problems.append(
                 f"{key}: only {distinct} of its {sizes[index]} values reach a parameter"
@@ -130,6 +143,7 @@ def prove(
         rows=_rows(keys, placements, problems),
         zeros=tuple(zeros),
         problems=tuple(dict.fromkeys(problems)),
+        unread=tuple(k for i, k in enumerate(keys) if k in unread and not seen[i]),
     )
 
 

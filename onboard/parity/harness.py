@@ -99,7 +99,7 @@ def run_scenarios(
     ref_step, got_step, error = _both(reference, candidate, lambda r: r.prefill(prompt))
     if error:
         return (Check("prefill", provider, Status.FAIL, detail=error),)
-    checks = [_logits_check("prefill", provider, ref_step.logits, got_step.logits)]
+    checks = [logits_check("prefill", provider, ref_step.logits, got_step.logits)]
     checks += _cache_checks(provider, ref_step, got_step, compare_kv)
     checks += _decode_checks(reference, candidate, prompt, ref_step, got_step)
     checks += _padding_checks(reference, candidate, vocab_size)
@@ -141,7 +141,7 @@ def _decode_checks(
             ref_step = reference.decode(ref_step, batch)
             got_step = candidate.decode(got_step, batch)
         except Exception as exc:  # a candidate that cannot decode fails the check, never crashes
-            checks.append(Check("decode", provider, Status.FAIL, detail=_error(exc)))
+            checks.append(Check("decode", provider, Status.FAIL, detail=error_text(exc)))
             break
         metrics.append(Metrics.compare(ref_step.logits, got_step.logits))
         state_diffs += _state_diffs(f"decode {step + 1}", ref_step, got_step)
@@ -170,7 +170,7 @@ def _padding_checks(reference: Runner, candidate: Runner, vocab_size: int) -> li
             continue
         valid = batch.attention_mask.astype(bool)
         checks.append(
-            _logits_check(name, provider, ref_pad.logits[valid], got_pad.logits[valid], "batch 2")
+            logits_check(name, provider, ref_pad.logits[valid], got_pad.logits[valid], "batch 2")
         )
     return checks
 
@@ -180,15 +180,15 @@ def _both(reference: Runner, candidate: Runner, call: Any) -> tuple[Any, Any, st
     try:
         got = call(candidate)
     except Exception as exc:  # reported as a failing check with the error, not a traceback
-        return ref, None, _error(exc)
+        return ref, None, error_text(exc)
     return ref, got, ""
 
 
-def _error(exc: Exception) -> str:
+def error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
-def _logits_check(
+def logits_check(
     name: str, provider: str, ref: np.ndarray, got: np.ndarray, detail: str = ""
 ) -> Check:
     try:

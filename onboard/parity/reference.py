@@ -14,18 +14,17 @@ from typing import Any
 import numpy as np
 
 from onboard.checkpoint import tensors
-from onboard.errors import UnsupportedFeatureError
 from onboard.parity.harness import Batch, LayerStates, Step, split_cache
 from onboard.tiny_model import build_tiny_model, perturb
 
 
 def build_reference(hf_config: Any, *, seed: int = 0, device: str = "cpu") -> Any:
-    if getattr(hf_config, "vision_config", None) is not None:
-        raise UnsupportedFeatureError(
-            f"parity for a vision-language model ({hf_config.model_type}) is not built yet; "
-            "`onboard inspect` reads its vision side and checks it against transformers"
-        )
-    return perturb(build_tiny_model(hf_config, seed=seed), seed=seed + 1).to(device)
+    """The tiny HF model, every parameter perturbed: a causal LM, or a VLM when the config has a
+    vision side."""
+    vlm = getattr(hf_config, "vision_config", None) is not None
+    auto_class = "AutoModelForImageTextToText" if vlm else "AutoModelForCausalLM"
+    model = build_tiny_model(hf_config, seed=seed, auto_class=auto_class)
+    return perturb(model, seed=seed + 1).to(device)
 
 
 def saved_checkpoint(model: Any) -> dict[str, Any]:

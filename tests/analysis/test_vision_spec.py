@@ -203,14 +203,23 @@ def test_reusing_row_zeros_features_for_row_one_changes_the_merge() -> None:
     assert float((wrong - trace.merged).abs().max()) > 100 * TOLERANCE
 
 
-@pytest.mark.parametrize("target", ["mobius", "automodel"])
-def test_targets_refuse_the_vision_side_by_name(target: str) -> None:
+def _blockers(target: str, spec) -> tuple[str, ...]:
     from onboard.targets.base import load_target
 
     loaded = load_target(target)
-    library = loaded.open_library(None)
-    proposal = loaded.propose(analysis_of(LLAVA).spec, library, treat_as_new=True)
-    assert any("vision" in b or "vlm" in b for b in proposal.blockers)
+    return loaded.propose(spec, loaded.open_library(None), treat_as_new=True).blockers
+
+
+def test_automodel_refuses_the_vision_side_by_name() -> None:
+    assert any("vlm model" in b for b in _blockers("automodel", analysis_of(LLAVA).spec))
+
+
+def test_mobius_generates_llava_and_names_what_it_cannot_build_on(tmp_path: Path) -> None:
+    assert _blockers("mobius", analysis_of(LLAVA).spec) == ()
+    siglip = analyse(_default(tmp_path, "paligemma")).spec
+    blockers = _blockers("mobius", siglip)
+    assert any("CLIPVisionModel only" in b for b in blockers)
+    assert any("post-normed last state" in b for b in blockers)
 
 
 def _default(tmp_path: Path, model_type: str):

@@ -67,15 +67,15 @@ class MobiusTarget:
         return _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
 
     def model_class_in(self, path: Path) -> str:
-        """The last ``*CausalLMModel`` class the module defines (read, not imported)."""
+        """The last ``*MultiModalModel`` class the module defines (a VLM), else the last
+        ``*CausalLMModel`` (read, not imported)."""
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError) as exc:
             raise BadInputError(f"{path} cannot be read as Python: {exc}") from None
-        names = [
-            n.name
-            for n in tree.body
-            if isinstance(n, ast.ClassDef) and n.name.endswith("CausalLMModel")
+        classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+        names = [n for n in classes if n.endswith("MultiModalModel")] or [
+            n for n in classes if n.endswith("CausalLMModel")
         ]
         if not names:
             raise BadInputError(f"{path} defines no *CausalLMModel class")
@@ -94,6 +94,8 @@ class MobiusTarget:
         from onboard.targets.mobius.parity import run_parity
 
         _use_library(library)
+        if analysis.spec.vision is not None:
+            return _vision_parity(analysis, proposal, generated)
         if generated is not None:
             path, class_name = generated
             module_class = getattr(_import_file(path), class_name)
@@ -126,6 +128,28 @@ class MobiusTarget:
             compare_kv=analysis.spec.text.attention.mla is None,
             expected_name=expected_name,
         )
+
+
+def _vision_parity(
+    analysis: Analysis, proposal: Proposal, generated: tuple[Path, str] | None
+) -> ParityReport:
+    from onboard.targets.mobius.vision import unread_tensors
+    from onboard.targets.mobius.vision_parity import run_vision_parity
+
+    if generated is not None:
+        path, class_name = generated
+        module_class = getattr(_import_file(path), class_name)
+    elif proposal.already_supported is not None:
+        variant = proposal.already_supported
+        module_class = getattr(importlib.import_module("mobius.models"), variant.class_name)
+    else:
+        raise OnboardError("nothing to check: no generated module and no registered class")
+    return run_vision_parity(
+        module_class,
+        analysis.tiny.config,
+        model_type=analysis.spec.model_type,
+        unread=tuple(unread_tensors(analysis.spec)),
+    )
 
 
 def _renamed(

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
+from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     ArchitectureSpec,
@@ -25,6 +26,7 @@ from onboard.targets.mobius.mixers import HYBRID_TASK, MixerDesign, mixer_design
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
+from onboard.targets.mobius.vision import VLM_TASK, VisionDesign, design_vision
 from onboard.token_mixers import is_attention
 
 TEXT_FEATURES = frozenset(
@@ -231,6 +233,7 @@ class ModelDesign:
     # Statements over the HF config assigning ``width``: a generated _mlp_width(config) (LFM2)
     mlp_width_code: str | None = None
     task: str | None = None  # the class's default task when not text generation (hybrids)
+    vision: VisionDesign | None = None  # a VLM: the vision-language parts around the text model
 
     @property
     def preprocesses(self) -> bool:
@@ -249,6 +252,11 @@ class ModelDesign:
 
     @property
     def model_class(self) -> str:
+        """The class the registry names: the VLM's when there is a vision side."""
+        return self.vision.model_class if self.vision else self.causal_lm_class
+
+    @property
+    def causal_lm_class(self) -> str:
         return f"{self.prefix}CausalLMModel"
 
     @property
@@ -302,6 +310,14 @@ def design_model(
         )
     module = module_name(name or spec.model_type)
     renames = _renames(spec, text_design)
+    vision = design_vision(spec, prefix)
+    if vision is not None and text_design is not None:
+        raise UnsupportedFeatureError(
+            f"{spec.model_type}'s text backbone needs generated layers "
+            f"({'; '.join(text_design.reasons[:2])}): the generated VLM decoder runs mobius' "
+            "TextModel on embeddings only so far"
+        )
+    changes += vision.changes if vision else ()
     return ModelDesign(
         model_type=spec.model_type,
         module=module,
@@ -326,7 +342,8 @@ def design_model(
         lm_head_bias=spec.text.lm_head_bias,
         zero_o_biases=spec.text.attention.last_layer_o_bias is not None,
         mlp_width_code=spec.text.mlp.width_code,
-        task=HYBRID_TASK if text_design and text_design.mixers else None,
+        task=VLM_TASK if vision else HYBRID_TASK if text_design and text_design.mixers else None,
+        vision=vision,
         base_prefix=spec.weights.base_prefix,
         top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),
         transposed=tuple(

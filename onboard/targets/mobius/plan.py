@@ -127,8 +127,9 @@ def _shared_edits(
         edits[f"src/mobius/{MODELS_INIT}"] = (init, "export the model class")
         registry = _read(library, REGISTRY)
         registry = add_from_import(registry, "mobius.models", cls)
+        task = f', task="{design.task}"' if design.vision else ""
         registry = upsert_dict_entry(
-            registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls})"
+            registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls}{task})"
         )
         if spec.source.origin != "local" and "/" in spec.source.model_id:
             registry = upsert_dict_entry(

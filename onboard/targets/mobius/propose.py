@@ -9,6 +9,7 @@ from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.mixers import MOBIUS_LABELS, UNRENDERED
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
+from onboard.targets.mobius.vision import vision_blockers
 
 TEXT_TASKS = (None, "text-generation")
 SUPPORTED_ROPE = frozenset({"default", "linear", "dynamic", "llama3", "longrope", "yarn"})
@@ -97,11 +98,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "mobius Attention has one attn_qkv_bias flag"
         )
     found += _mixer_blockers(text)
-    if spec.vision is not None:
-        found.append(
-            f"vision tower, projector and merge of {spec.source.architecture} (vision.*): the "
-            "mobius generator writes the text decoder only so far"
-        )
+    found += vision_blockers(spec, generated_text=False)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")

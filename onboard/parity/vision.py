@@ -1,0 +1,204 @@
+"""The parity scenarios of a vision-language model, shared by every target.
+
+A batch of two rows, each with its own image between different text, so a candidate that gives
+the second row the first row's features fails; the checks compare the image features, the merged
+embeddings, the prefill logits, three decode steps (text only, feeding the reference's argmax
+and the caches back) and a prompt with no image at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from onboard.parity.harness import DECODE_STEPS, error_text, logits_check
+from onboard.parity.report import Check, Metrics, Status
+
+IMAGES = 2  # one per row
+TEXT_BEFORE = (3, 6)  # text tokens before each row's placeholders; the rest come after
+ROW_TEXT = 8  # text tokens per row
+
+
+@dataclass(frozen=True)
+class VisionBatch:
+    pixel_values: np.ndarray | None  # [images, channels, size, size]; None: text only
+    input_ids: np.ndarray  # [B, S] int64
+    attention_mask: np.ndarray  # [B, past + S] int64
+    position_ids: np.ndarray  # [B, S] int64
+
+
+@dataclass(frozen=True)
+class VisionStep:
+    logits: np.ndarray  # [B, S, vocab]
+    features: np.ndarray | None = None  # [image tokens, hidden], prefill with images only
+    embeddings: np.ndarray | None = None  # [B, S, hidden], what the text model received
+    state: Any = None  # what the runner needs to continue decoding
+
+
+class VisionRunner(Protocol):
+    provider: str
+
+    def prefill(self, batch: VisionBatch) -> VisionStep: ...
+
+    def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep: ...
+
+
+def image_batch(
+    vocab_size: int, image_token: int, per_image: int, channels: int, size: int, seed: int = 3
+) -> VisionBatch:
+    rng = np.random.default_rng(seed)
+    pixels = rng.standard_normal((IMAGES, channels, size, size)).astype(np.float32)
+    rows = []
+    for before in TEXT_BEFORE:
+        text = _text(rng, vocab_size, image_token, ROW_TEXT)
+        rows.append([*text[:before], *[image_token] * per_image, *text[before:]])
+    ids = np.array(rows, dtype=np.int64)
+    return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0))
+
+
+def text_batch(vocab_size: int, image_token: int, seed: int = 4) -> VisionBatch:
+    ids = np.array([_text(np.random.default_rng(seed), vocab_size, image_token, 9)])
+    return VisionBatch(None, ids, np.ones_like(ids), _positions(ids.shape, 0))
+
+
+def next_batch(previous: VisionBatch, logits: np.ndarray) -> VisionBatch:
+    """One decode step: the reference's argmax, one position on."""
+    tokens = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+    past = previous.attention_mask.shape[1]
+    mask = np.ones((tokens.shape[0], past + 1), dtype=np.int64)
+    return VisionBatch(None, tokens, mask, _positions(tokens.shape, past))
+
+
+def run_vision_scenarios(
+    reference: VisionRunner, candidate: VisionRunner, batch: VisionBatch, text: VisionBatch
+) -> tuple[Check, ...]:
+    provider = candidate.provider
+    try:
+        ref, got = reference.prefill(batch), candidate.prefill(batch)
+    except Exception as exc:  # the candidate cannot run: one failed check says why
+        return (Check("prefill", provider, Status.FAIL, detail=error_text(exc)),)
+    checks = [
+        _tensor_check("image-features", provider, ref.features, got.features),
+        _tensor_check("merged-embeddings", provider, ref.embeddings, got.embeddings),
+        logits_check("prefill", provider, ref.logits, got.logits, "two rows, an image each"),
+    ]
+    checks.append(_decode_check(reference, candidate, batch, ref, got))
+    try:
+        ref_text, got_text = reference.prefill(text), candidate.prefill(text)
+        checks.append(logits_check("text-only", provider, ref_text.logits, got_text.logits))
+    except Exception as exc:
+        checks.append(Check("text-only", provider, Status.FAIL, detail=error_text(exc)))
+    return tuple(checks)
+
+
+def _decode_check(
+    reference: VisionRunner,
+    candidate: VisionRunner,
+    batch: VisionBatch,
+    ref: VisionStep,
+    got: VisionStep,
+) -> Check:
+    """Text-only decode steps on the prefill's caches, feeding the reference's argmax."""
+    provider = candidate.provider
+    metrics: list[Metrics] = []
+    for step in range(DECODE_STEPS):
+        batch = next_batch(batch, ref.logits)
+        try:
+            ref, got = reference.decode(ref, batch), candidate.decode(got, batch)
+            metrics.append(Metrics.compare(ref.logits, got.logits))
+        except Exception as exc:  # a candidate that cannot decode fails the check
+            detail = f"step {step + 1}: {error_text(exc)}"
+            return Check("decode", provider, Status.FAIL, detail=detail)
+    worst = max(metrics, key=lambda m: m.max_abs)
+    status = Status.PASS if all(m.passes() for m in metrics) else Status.FAIL
+    return Check("decode", provider, status, worst, f"{DECODE_STEPS} steps after the images")
+
+
+def _tensor_check(name: str, provider: str, ref: Any, got: Any) -> Check:
+    if ref is None or got is None:
+        return Check(name, provider, Status.FAIL, detail="not produced")
+    try:
+        metrics = Metrics.compare(ref, got)
+    except ValueError as exc:
+        return Check(name, provider, Status.FAIL, detail=str(exc))
+    status = Status.PASS if metrics.passes(logits=False) else Status.FAIL
+    return Check(name, provider, status, metrics)
+
+
+def _text(rng: np.random.Generator, vocab_size: int, image_token: int, count: int) -> list[int]:
+    high = max(2, min(vocab_size - 1, 200))
+    tokens = rng.integers(1, high, size=count * 2)
+    return [int(t) for t in tokens if t != image_token][:count]
+
+
+def _positions(shape: tuple[int, ...], start: int) -> np.ndarray:
+    return np.broadcast_to(np.arange(start, start + shape[1], dtype=np.int64), shape).copy()
+
+
+class HFVisionRunner:
+    """The tiny HF VLM: image features from ``get_image_features``, the merged embeddings the
+    language model receives, logits and its cache."""
+
+    provider = "transformers"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def prefill(self, batch: VisionBatch) -> VisionStep:
+        import torch
+
+        captured: dict[str, Any] = {}
+        text_model = self.model.base_model.language_model
+
+        def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+            captured["embeddings"] = kwargs.get("inputs_embeds")
+
+        pixels = torch.from_numpy(batch.pixel_values) if batch.pixel_values is not None else None
+        handle = text_model.register_forward_pre_hook(keep, with_kwargs=True)
+        try:
+            with torch.no_grad():
+                features = None
+                if pixels is not None:
+                    per_image = self.model.get_image_features(pixel_values=pixels).pooler_output
+                    features = torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image]).numpy()
+                out = self.model(
+                    input_ids=torch.from_numpy(batch.input_ids),
+                    pixel_values=pixels,
+                    attention_mask=torch.from_numpy(batch.attention_mask),
+                    position_ids=torch.from_numpy(batch.position_ids),
+                    use_cache=True,
+                )
+        finally:
+            handle.remove()
+        embeddings = captured.get("embeddings")
+        return VisionStep(
+            out.logits.numpy(),
+            features,
+            embeddings.numpy() if embeddings is not None else None,
+            out.past_key_values,
+        )
+
+    def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
+        import torch
+
+        with torch.no_grad():
+            out = self.model(
+                input_ids=torch.from_numpy(batch.input_ids),
+                attention_mask=torch.from_numpy(batch.attention_mask),
+                position_ids=torch.from_numpy(batch.position_ids),
+                past_key_values=previous.state,
+                use_cache=True,
+            )
+        return VisionStep(out.logits.numpy(), state=out.past_key_values)
+
+
+def tokens_per_image(model: Any, channels: int, size: int) -> int:
+    import torch
+
+    with torch.no_grad():
+        features = model.get_image_features(
+            pixel_values=torch.zeros(1, channels, size, size)
+        ).pooler_output
+    return int(features[0].reshape(-1, features[0].shape[-1]).shape[0])

@@ -1,0 +1,272 @@
+"""The vision side of a VLM for mobius: what its ``vision-language`` task builds from the spec.
+
+The task builds three graphs from one module: ``vision_encoder`` (pixels to projected features),
+``embedding`` (token embeddings with the features in the placeholders' rows) and ``decoder``
+(the text model on embeddings, with its KV cache). mobius' own pieces are used where they compute
+what HF does: ``CLIPVisionModel`` with an integer feature layer (it never post-norms hidden
+states). The projector and the merge are generated: mobius' LLaVA projector fixes its activation,
+and its embedding restarts the feature count on every row, so a batch's second row gets the first
+row's image (hybrid notes, section 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onboard.spec import ArchitectureSpec
+from onboard.vision import ProjectorStep, VisionSpec, VitTowerSpec
+
+VLM_TASK = "vision-language"
+
+
+@dataclass(frozen=True)
+class ProjectorLayer:
+    """One projector step as the generated module writes it: a Linear with config widths, or
+    an activation."""
+
+    name: str
+    activation: str | None  # None: a Linear
+    in_expr: str = ""
+    out_expr: str = ""
+    bias_expr: str = ""
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    """A field the VLM config class adds, read from the composite HF config (``top``)."""
+
+    name: str
+    annotation: str
+    default: str
+    expr: str  # over ``top``, the composite config
+    why: str
+
+
+@dataclass(frozen=True)
+class VisionDesign:
+    prefix: str
+    tower_attribute: str  # vision_tower
+    projector_attribute: str  # multi_modal_projector
+    layers: tuple[ProjectorLayer, ...]
+    fields: tuple[ConfigField, ...]
+    text_prefix: str  # on-disk prefixes of the text model and its head (language_model.model.)
+    head_prefix: str | None  # None: tied to the embeddings
+    tower_prefix: str
+    projector_prefix: str
+    published_levels: tuple[str, ...]  # levels published checkpoints add under the tower
+    image_token_key: str
+    changes: tuple[str, ...]
+
+    @property
+    def config_class(self) -> str:
+        return f"{self.prefix}MultiModalConfig"
+
+    @property
+    def model_class(self) -> str:
+        return f"{self.prefix}MultiModalModel"
+
+    @property
+    def encoder_class(self) -> str:
+        return f"{self.prefix}VisionEncoder"
+
+    @property
+    def projector_class(self) -> str:
+        return f"{self.prefix}MultiModalProjector"
+
+    @property
+    def embedding_class(self) -> str:
+        return f"{self.prefix}Embedding"
+
+    @property
+    def decoder_class(self) -> str:
+        return f"{self.prefix}Decoder"
+
+
+def vision_blockers(spec: ArchitectureSpec, generated_text: bool) -> list[str]:
+    """What the generator cannot write for this vision side, each with where it was seen."""
+    vision = spec.vision
+    if vision is None:
+        return []
+    found = []
+    tower = vision.tower
+    if not _clip_shaped(tower):
+        found.append(
+            f"{vision.towers.kind} tower without CLIP's class token, pre-norm, bias-free patch "
+            "convolution and biased layers (vision.tower): the generator builds on mobius' "
+            "CLIPVisionModel only so far"
+        )
+    if vision.select.post_norm or len(vision.select.layers) != 1:
+        read = "the post-normed last state" if vision.select.post_norm else "several layers"
+        found.append(
+            f"features from {read} (vision.select): mobius' CLIPVisionModel returns one hidden "
+            "state, never post-normed"
+        )
+    if any(step.op == "layer_norm" for step in vision.projector.steps):
+        found.append("a layer norm inside the projector (vision.projector)")
+    widths = _widths(vision.projector.steps)
+    if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths):
+        found.append("a projector width that is neither the tower's nor the text's")
+    text = spec.text
+    if text.embedding_scale != "none" or text.scales:
+        found.append(
+            "a text embedding or logits scale (text.embedding_scale, text.scales): the decoder "
+            "takes merged embeddings, and where HF scales them is not generated yet"
+        )
+    if generated_text or text.final_logit_softcap is not None or text.lm_head_bias:
+        found.append(
+            "a text model other than mobius' TextModel (generated layers, soft-capped or biased "
+            "head): the generated decoder runs mobius' TextModel on embeddings"
+        )
+    return found
+
+
+def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
+    vision = spec.vision
+    if vision is None:
+        return None
+    prefixes = dict(vision.prefixes)
+    projector = vision.projector
+    return VisionDesign(
+        prefix=prefix,
+        tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
+        projector_attribute=prefixes["projector"].rstrip(".").split(".")[-1],
+        layers=tuple(
+            _layer(vision, spec.text.hidden_size, step, projector.bias_key)
+            for step in projector.steps
+        ),
+        fields=_fields(vision),
+        text_prefix=prefixes["text"],
+        head_prefix=prefixes.get("lm_head"),
+        tower_prefix=prefixes["tower"],
+        projector_prefix=prefixes["projector"],
+        published_levels=tuple(
+            published.removeprefix(saved) for published, saved in vision.published_aliases
+        ),
+        image_token_key=vision.merge.image_token_key,
+        changes=_changes(vision),
+    )
+
+
+def _clip_shaped(tower: VitTowerSpec) -> bool:
+    a = tower.attention
+    return (
+        tower.class_token
+        and tower.pre_norm
+        and not tower.patch_bias
+        and a.q_bias
+        and a.k_bias
+        and a.v_bias
+        and a.o_bias
+        and a.scale == a.head_dim**-0.5
+        and tower.mlp.bias
+        and tower.norm.bias
+        and dict(tower.names).get("o_proj") == "out_proj"
+        and tower.mlp.projections == ("fc1", "fc2")
+    )
+
+
+def _widths(steps: tuple[ProjectorStep, ...]) -> list[int]:
+    return [w for s in steps if s.op == "linear" for w in (s.in_features, s.out_features)]
+
+
+def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
+    """The config expression of a projector width: the tower's (times the layers it reads)
+    or the text's."""
+    layers = len(vision.select.layers)
+    if width == vision.tower.hidden_size * layers:
+        return "config.vision.hidden_size" + (f" * {layers}" if layers > 1 else "")
+    return "config.hidden_size" if width == text_hidden else None
+
+
+def _layer(
+    vision: VisionSpec, text_hidden: int, step: ProjectorStep, bias_key: str | None
+) -> ProjectorLayer:
+    if step.op == "activation":
+        return ProjectorLayer(step.name, step.activation)
+    return ProjectorLayer(
+        step.name,
+        None,
+        in_expr=_width_expr(vision, text_hidden, step.in_features) or "",
+        out_expr=_width_expr(vision, text_hidden, step.out_features) or "",
+        bias_expr=f"config.{bias_key}" if bias_key else str(step.bias),
+    )
+
+
+def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
+    select = vision.select
+    activation = next(s for s in vision.projector.steps if s.op == "activation").activation
+    bias = next(s.bias for s in vision.projector.steps if s.op == "linear")
+    key = vision.projector.activation_key
+    bias_key = vision.projector.bias_key
+    return (
+        ConfigField(
+            "vision_feature_layer",
+            "int",
+            str(select.layers[0]),
+            f"top.{select.layer_key}" if select.layer_key else str(select.layers[0]),
+            "the hidden state the projector reads (index into the tower's hidden states)",
+        ),
+        ConfigField(
+            "drop_class_token",
+            "bool",
+            str(select.drop_class_token),
+            f'top.{select.strategy_key} == "default"'
+            if select.strategy_key
+            else str(select.drop_class_token),
+            "the class token's feature is dropped before the projector",
+        ),
+        ConfigField(
+            "projector_hidden_act",
+            "str",
+            f'"{activation}"',
+            f"top.{key}" if key else f'"{activation}"',
+            "the projector's activation",
+        ),
+        ConfigField(
+            "multimodal_projector_bias",
+            "bool",
+            str(bias),
+            f"top.{bias_key}" if bias_key else str(bias),
+            "the projector's linears add a bias",
+        ),
+    )
+
+
+def _changes(vision: VisionSpec) -> tuple[str, ...]:
+    select = vision.select
+    kept = "without" if select.drop_class_token else "with"
+    steps = " -> ".join(
+        s.activation if s.op == "activation" else s.name for s in vision.projector.steps
+    )
+    return (
+        f"vision features: hidden state {select.layers[0]} of the tower, {kept} the class token",
+        f"projector: {steps}",
+        "image features fill the placeholder tokens in reading order over the whole batch",
+    )
+
+
+def unread_tensors(spec: ArchitectureSpec) -> dict[str, str]:
+    """Checkpoint tensors HF's VLM computes with but never reads the result of, each with why:
+    tower layers past the selected hidden state, a post norm the selection skips, a pooling
+    head. The generated graph leaves them out; the weight proof lists them by name."""
+    vision = spec.vision
+    if vision is None:
+        return {}
+    tower = vision.tower
+    prefix = dict(vision.prefixes)["tower"]
+    states = tower.num_layers + 1
+    needed = max(i % states for i in vision.select.layers)
+    layers = tower.name_of("layers")
+    unread = {}
+    for name, _ in vision.tensors:
+        relative = name.removeprefix(prefix)
+        if relative.startswith(f"{layers}."):
+            index = int(relative.removeprefix(f"{layers}.").split(".")[0])
+            if index >= needed:
+                unread[name] = f"tower layer {index} comes after hidden state {needed}"
+        elif tower.post_norm and relative.startswith(f"{tower.name_of('post_norm')}."):
+            if not vision.select.post_norm:
+                unread[name] = "the post norm: the projector reads a hidden state before it"
+        elif "head" in dict(tower.names) and relative.startswith(f"{tower.name_of('head')}."):
+            unread[name] = "the tower's pooling head, whose output no VLM reads"
+    return unread

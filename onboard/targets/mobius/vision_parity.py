@@ -1,0 +1,202 @@
+"""Parity of a mobius vision-language class: three graphs built, weights proved, run in onnxruntime.
+
+The ``vision-language`` task builds ``vision_encoder``, ``embedding`` and ``decoder`` from one
+module; their initializer names keep the part's prefix, so one weight proof covers all three.
+Checkpoint tensors HF's VLM never reads the result of (tower layers past the selected state, a
+post norm the selection skips) may be left out, by name, and the proof lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onboard.hf_config import make_hf_config
+from onboard.parity.reference import build_reference, saved_checkpoint
+from onboard.parity.report import Check, ParityReport, Status
+from onboard.parity.vision import (
+    HFVisionRunner,
+    VisionBatch,
+    VisionStep,
+    image_batch,
+    run_vision_scenarios,
+    text_batch,
+    tokens_per_image,
+)
+from onboard.targets.mobius.parity import (
+    EXECUTION_PROVIDERS,
+    _first_line,
+    _past_inputs,
+    _quiet_mobius,
+    _versions,
+    _weights_check,
+    _zeros,
+    scratch_dir,
+)
+from onboard.weightmap import WeightMapProof, prove
+
+PARTS = ("vision_encoder", "embedding", "decoder")
+
+
+def run_vision_parity(
+    module_class: type,
+    tiny_config: Mapping[str, Any],
+    *,
+    model_type: str,
+    unread: Collection[str] = (),
+) -> ParityReport:
+    start = time.perf_counter()
+    checks: list[Check] = []
+    proof: WeightMapProof | None = None
+    hf_config = make_hf_config(tiny_config)
+    reference = build_reference(hf_config)
+    checkpoint = saved_checkpoint(reference)
+    vision = hf_config.vision_config
+    per_image = tokens_per_image(reference, vision.num_channels, vision.image_size)
+    text = hf_config.text_config
+    batch = image_batch(
+        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
+    )
+    prompt = text_batch(text.vocab_size, hf_config.image_token_id)
+    for provider in EXECUTION_PROVIDERS:
+        with scratch_dir() as workdir:
+            try:
+                sessions, provider_proof = _build(
+                    module_class, hf_config, checkpoint, provider, Path(workdir), unread
+                )
+            except _WeightsFailed as exc:
+                checks.append(_weights_check(provider, exc.proof))
+                proof = proof or exc.proof
+                continue
+            except Exception as exc:  # the graph does not build or load: a failed check
+                detail = f"{type(exc).__name__}: {_first_line(exc)}"
+                checks.append(Check("build", provider, Status.FAIL, detail=detail))
+                continue
+            proof = proof or provider_proof
+            checks.append(_weights_check(provider, provider_proof))
+            candidate = OnnxVisionRunner(provider, sessions, text.hidden_size)
+            checks += run_vision_scenarios(HFVisionRunner(reference), candidate, batch, prompt)
+    return ParityReport(
+        target="mobius",
+        model_type=model_type,
+        model_class=module_class.__name__,
+        checks=tuple(checks),
+        weights=proof,
+        bugs=(),
+        versions=_versions(),
+        seconds=time.perf_counter() - start,
+    )
+
+
+class _WeightsFailed(Exception):
+    def __init__(self, proof: WeightMapProof) -> None:
+        super().__init__(proof.summary())
+        self.proof = proof
+
+
+def _build(
+    module_class: type,
+    hf_config: Any,
+    checkpoint: Mapping[str, Any],
+    provider: str,
+    workdir: Path,
+    unread: Collection[str],
+) -> tuple[dict[str, Any], WeightMapProof]:
+    import mobius
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from mobius._config_resolver import _config_from_hf
+
+    config = _config_from_hf(
+        hf_config.text_config, parent_config=hf_config, module_class=module_class
+    )
+    config = dataclasses.replace(config, dtype=ir.DataType.FLOAT)
+    module = module_class(config)
+    with _quiet_mobius():
+        package = mobius.build_from_module(
+            module, config, module_class.default_task, execution_provider=provider
+        )
+    # Read before apply_weights, which folds transposes into new initializers.
+    parameters = {
+        name: tuple(int(d) for d in value.shape)
+        for part in PARTS
+        for name, value in package[part].graph.initializers.items()
+        if value.const_value is None
+    }
+    proof = prove(
+        {k: tuple(v.shape) for k, v in checkpoint.items()},
+        module.preprocess_weights,
+        parameters,
+        unread=unread,
+    )
+    if not proof.ok:
+        raise _WeightsFailed(proof)
+    with _quiet_mobius():
+        package.apply_weights(module.preprocess_weights(dict(checkpoint)))
+        package.save(str(workdir), progress_bar=False, check_weights=False)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sessions = {
+        part: ort.InferenceSession(
+            str(workdir / part / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        for part in PARTS
+    }
+    return sessions, proof
+
+
+class OnnxVisionRunner:
+    """The three sessions chained as a host runs them: features, merged embeddings, decoder."""
+
+    def __init__(self, provider: str, sessions: Mapping[str, Any], hidden_size: int) -> None:
+        self.provider = provider
+        self.sessions = sessions
+        self.hidden_size = hidden_size
+        decoder = sessions["decoder"]
+        self._inputs = {i.name for i in decoder.get_inputs()}
+        self._outputs = [o.name for o in decoder.get_outputs()]
+        self._past = _past_inputs({i.name: i for i in decoder.get_inputs()})
+
+    def prefill(self, batch: VisionBatch) -> VisionStep:
+        features = None
+        if batch.pixel_values is not None:
+            (features,) = self.sessions["vision_encoder"].run(
+                None, {"pixel_values": batch.pixel_values}
+            )
+        rows = batch.input_ids.shape[0]
+        empty = tuple(
+            {name: _zeros(shape, rows) for name, shape in layer.items()} for layer in self._past
+        )
+        return self._run(batch, features, empty)
+
+    def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
+        return self._run(batch, None, previous.state)
+
+    def _run(self, batch: VisionBatch, features: Any, past: Any) -> VisionStep:
+        image_features = (
+            features if features is not None else np.zeros((0, self.hidden_size), np.float32)
+        )
+        (embeddings,) = self.sessions["embedding"].run(
+            None, {"input_ids": batch.input_ids, "image_features": image_features}
+        )
+        feeds = {
+            "inputs_embeds": embeddings,
+            "attention_mask": batch.attention_mask,
+            "position_ids": batch.position_ids,
+        }
+        for i, layer in enumerate(past):
+            feeds.update({f"past_key_values.{i}.{name}": value for name, value in layer.items()})
+        feeds = {k: v for k, v in feeds.items() if k in self._inputs}
+        results = dict(
+            zip(self._outputs, self.sessions["decoder"].run(self._outputs, feeds), strict=True)
+        )
+        present = tuple(
+            {name: results[f"present.{i}.{name}"] for name in layer}
+            for i, layer in enumerate(self._past)
+        )
+        return VisionStep(results["logits"], features, embeddings, present)
