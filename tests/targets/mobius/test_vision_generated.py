@@ -1,0 +1,153 @@
+"""LLaVA (CLIP tower, MLP projector, Llama text) regenerated into mobius' vision-language task.
+
+Parity compares the image features, the merged embeddings, a batch of two rows with their own
+images, three decode steps and a text-only prompt; a generated module that reuses the first row's
+features, reads the wrong hidden state, swaps the projector's activation or marks the wrong
+placeholder fails it. mobius' own LLaVAModel fails it too (its weights never load).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onboard.codegen import lint_python
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius import TARGET
+from tests.hub_cache import fixture_config
+
+LLAVA = "llava-hf/llava-1.5-7b-hf"
+CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
+
+
+def _new(out: Path, model: Path | None = None, **options):
+    source = model or fixture_config(LLAVA).parent
+    return onboard_new(NewOptions(model=str(source), out=out, treat_as_new=True, **options))
+
+
+def test_llava_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    result = _new(tmp_path / "out")
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    for provider in ("default", "cpu"):
+        checks = {c.name: c for c in report.checks if c.provider == provider}
+        assert set(checks) == CHECKS
+        assert all(c.status is Status.PASS for c in checks.values())
+    # the tower's last layer and its post norm: HF computes them and never reads the result
+    unread = report.weights.unread
+    assert len(unread) == 18
+    assert all(".layers.23." in n or "post_layernorm" in n for n in unread)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name) == ""
+    assert 'default_task = "vision-language"' in text
+    assert "vision_feature_layer=top.vision_feature_layer" in text
+    assert 'drop_class_token=top.vision_feature_select_strategy == "default"' in text
+    assert "projector_hidden_act=top.projector_hidden_act" in text
+    patch = (result.root / "onboard.patch").read_text()
+    assert 'ModelRegistration(LlavaMultiModalModel, task="vision-language")' in patch
+
+
+def _sabotaged(tmp_path: Path, old: str, new: str) -> dict:
+    """The generated module with one line broken, through parity."""
+    result = _new(tmp_path / "out", parity=False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new, 1))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+    return {c.name: c.status for c in report.checks if c.provider == "default"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "failing"),
+    [
+        # mobius' own LLaVA embedding: the feature count restarts on every row
+        (
+            "row = op.Sub(op.CumSum(flat, op.Constant(value_int=0)), op.Constant(value_int=1))\n"
+            "        row = op.Reshape(op.Clip(row, op.Constant(value_int=0)), op.Shape(input_ids))",
+            "row = op.Sub(op.CumSum(op.Cast(is_image, to=ir.DataType.INT64), "
+            "op.Constant(value_int=1)), op.Constant(value_int=1))\n"
+            "        row = op.Clip(row, op.Constant(value_int=0))",
+            "merged-embeddings",
+        ),
+        (
+            "vision_feature_layer=top.vision_feature_layer,",
+            "vision_feature_layer=top.vision_feature_layer + 1,",
+            "image-features",
+        ),
+        (
+            "projector_hidden_act=top.projector_hidden_act,",
+            'projector_hidden_act="silu",',
+            "image-features",
+        ),
+        (
+            "self._image_token_id = config.image_token_id",
+            "self._image_token_id = config.image_token_id - 1",
+            "merged-embeddings",
+        ),
+    ],
+    ids=["row-zero-features-reused", "feature-layer", "projector-activation", "image-token"],
+)
+def test_a_wrong_vision_side_fails_parity(
+    tmp_path: Path, old: str, new: str, failing: str
+) -> None:
+    checks = _sabotaged(tmp_path, old, new)
+    assert checks["weights"] is Status.PASS
+    assert checks[failing] is Status.FAIL
+    assert checks["prefill"] is Status.FAIL
+
+
+def test_flags_switched_on_are_followed(tmp_path: Path) -> None:
+    """Layer -1 with the class token kept, a silu projector without biases: still zero edits."""
+    config = json.loads(fixture_config(LLAVA).read_text())
+    config.update(
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        projector_hidden_act="silu",
+        multimodal_projector_bias=False,
+    )
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    result = _new(tmp_path / "out", model=model)
+    assert result.parity is not None and result.parity.passed, [
+        c.to_dict() for c in result.parity.failures
+    ]
+    assert len(result.parity.weights.unread) == 2  # only the post norm, every layer is read
+
+
+def test_mobius_own_llava_model_loads_no_weights(tmp_path: Path) -> None:
+    """Hybrid notes M1: LLaVAModel renames nothing, so no checkpoint tensor reaches its graphs."""
+    result = onboard_new(NewOptions(model=str(fixture_config(LLAVA).parent), out=tmp_path))
+    assert result.proposal.already_supported is not None
+    report = result.parity
+    assert report is not None and not report.passed
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert "fills no parameter" in weights.detail
+
+
+def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path) -> None:
+    """Only what HF never reads may be left out: one layer less leaves layer 22 unused."""
+    result = _new(tmp_path / "out", parity=False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    module.write_text(
+        text.replace(
+            "vision_feature_layer=top.vision_feature_layer,",
+            "vision_feature_layer=top.vision_feature_layer - 1,",
+        )
+    )
+    report = TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert "vision_tower.encoder.layers.22." in weights.detail
+    assert "is not used" in weights.detail
