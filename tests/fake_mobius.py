@@ -22,6 +22,21 @@ CAUSAL_LM_CONFIGS: list[tuple[str, dict, bool]] = [
         True,
     ),
 ]
+
+_TINY_VISION = VisionConfig(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    image_size=28,
+    patch_size=14,
+    norm_eps=1e-6,
+)
+
+VL_CONFIGS: list[tuple[str, dict, bool]] = [
+    # --- LLaVA family (vision-language, 3-model split) ---
+    ("llava", {"vision": _TINY_VISION, "image_token_id": 32000}, True),
+]
 '''
 
 

@@ -23,6 +23,7 @@ from onboard.codemods import (
 from onboard.errors import TargetRepoError
 from onboard.plan import FileChange, Plan
 from onboard.provenance import header_for
+from onboard.render import generated_before
 from onboard.spec import ArchitectureSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
@@ -32,6 +33,9 @@ MODELS_INIT = "models/__init__.py"
 REGISTRY = "_registry.py"
 TEST_CONFIGS = "tests/_test_configs.py"
 CASES_DIR = "testdata/cases/causal-lm"
+VL_CASES_DIR = "testdata/cases/vision-language"
+# mobius' tiny vision config for the vision-language build tests (tests/_test_configs.py)
+TINY_VISION = "_TINY_VISION"
 
 
 def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:
@@ -57,7 +61,9 @@ def plan_files(
     command: str,
 ) -> Plan:
     module_path = f"src/mobius/models/{design.module}.py"
-    case_path = f"{CASES_DIR}/{design.module}.yaml"
+    if out is None:
+        _refuse_replacing_library_module(library, design)
+    case_path = f"{VL_CASES_DIR if design.vision else CASES_DIR}/{design.module}.yaml"
     owned = [
         FileChange(module_path, model_module(design, spec, command), True, "model and config"),
         FileChange(
@@ -93,6 +99,7 @@ def plan_files(
         d=design,
         proposal=proposal,
         entry=dedented(entry),
+        config_list=test_config_list(design),
         patch_files=sorted(shared),
         stamp=STAMP,
         command=command,
@@ -105,6 +112,17 @@ def plan_files(
     return Plan(
         "mobius", design.model_type, tuple(changes), tuple(notes), module_path, design.model_class
     )
+
+
+def _refuse_replacing_library_module(library: Library, design: ModelDesign) -> None:
+    """A checkout's own module of that name (mobius' llava.py serves 27 registry keys) is never
+    replaced: only a module onboard wrote there before is."""
+    existing = library.package_dir / "models" / f"{design.module}.py"
+    if existing.is_file() and not generated_before(library.root, design.model_type):
+        raise TargetRepoError(
+            f"{existing} is the library's own module, which onboard would replace; pass "
+            f"--name to write {design.model_type} under another module name"
+        )
 
 
 def _read(library: Library, relative: str) -> str:
@@ -141,8 +159,19 @@ def _shared_edits(
     return edits
 
 
+def test_config_list(design: ModelDesign) -> str:
+    """The list of tests/_test_configs.py the model's entry belongs in."""
+    return "VL_CONFIGS" if design.vision else "CAUSAL_LM_CONFIGS"
+
+
 def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     """The ``(model_type, overrides, is_representative)`` tuple for tests/_test_configs.py."""
+    if design.vision and spec.vision:
+        body = (
+            f'"_config_cls": {design.vision.config_class}, "vision": {TINY_VISION}, '
+            f'"image_token_id": {spec.vision.merge.image_token_id}'
+        )
+        return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
     overrides: dict[str, object] = {}
     attention = spec.text.attention
     if attention.qk_norm != "none":
@@ -215,10 +244,11 @@ def _test_config_change(
     path = library.root / TEST_CONFIGS
     text = path.read_text(encoding="utf-8")
     try:
-        if needs_own_config_class(design):
-            text = add_from_import(text, f"mobius.models.{design.module}", design.config_class)
+        config_class = design.vision.config_class if design.vision else design.config_class
+        if design.vision or needs_own_config_class(design):
+            text = add_from_import(text, f"mobius.models.{design.module}", config_class)
         text = upsert_tuple_in_list(
-            text, "CAUSAL_LM_CONFIGS", design.model_type, test_config_entry(design, spec)
+            text, test_config_list(design), design.model_type, test_config_entry(design, spec)
         )
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit {TEST_CONFIGS}: {exc.message}") from None

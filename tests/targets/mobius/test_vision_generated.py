@@ -94,9 +94,7 @@ def _sabotaged(tmp_path: Path, old: str, new: str) -> dict:
     ],
     ids=["row-zero-features-reused", "feature-layer", "projector-activation", "image-token"],
 )
-def test_a_wrong_vision_side_fails_parity(
-    tmp_path: Path, old: str, new: str, failing: str
-) -> None:
+def test_a_wrong_vision_side_fails_parity(tmp_path: Path, old: str, new: str, failing: str) -> None:
     checks = _sabotaged(tmp_path, old, new)
     assert checks["weights"] is Status.PASS
     assert checks[failing] is Status.FAIL
@@ -151,3 +149,30 @@ def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path
     assert weights.status is Status.FAIL
     assert "vision_tower.encoder.layers.22." in weights.detail
     assert "is not used" in weights.detail
+
+
+def test_a_checkout_keeps_its_own_llava_module(mobius_repo: Path) -> None:
+    """mobius' llava.py serves 27 registry keys: regenerating llava never replaces it."""
+    from onboard.errors import TargetRepoError
+    from tests.fake_mobius import tree_snapshot
+
+    source = str(fixture_config(LLAVA).parent)
+    before = tree_snapshot(mobius_repo)
+    with pytest.raises(TargetRepoError, match=r"models/llava\.py is the library's own module"):
+        onboard_new(NewOptions(model=source, repo=mobius_repo, treat_as_new=True, parity=False))
+    assert tree_snapshot(mobius_repo) == before
+    # (parity imports mobius from the checkout, which a test process that imported the installed
+    # one cannot: the command line does it, as README's real-checkout run shows)
+    onboard_new(
+        NewOptions(
+            model=source, repo=mobius_repo, treat_as_new=True, name="llava_clip", parity=False
+        )
+    )
+    registry = (mobius_repo / "src/mobius/_registry.py").read_text()
+    assert '"llava": ModelRegistration(LlavaClipMultiModalModel, task="vision-language")' in (
+        registry
+    )
+    configs = (mobius_repo / "tests/_test_configs.py").read_text()
+    assert "from mobius.models.llava_clip import LlavaClipMultiModalConfig" in configs
+    assert '"_config_cls": LlavaClipMultiModalConfig' in configs
+    assert (mobius_repo / "testdata/cases/vision-language/llava_clip.yaml").is_file()
