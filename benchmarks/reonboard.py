@@ -1,4 +1,4 @@
-"""Re-onboard every causal-LM model type both transformers and mobius know (a benchmark).
+"""Re-onboard every causal-LM and VLM model type both transformers and mobius know (a benchmark).
 
 For each type: a config (the real fixture when tests/fixtures/hub has one, else transformers'
 default config), then `onboard new --treat-as-new` into a temporary folder, in one process.
@@ -119,12 +119,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
 
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
 
     from onboard.targets.mobius.registry import open_library
 
     keys = {v.key for v in open_library(None).variants}
-    types = sorted(t for t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if t in keys)
+    known = {*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES}
+    types = sorted(t for t in known if t in keys)
     if args.only:
         types = [t for t in types if t in args.only.split(",")]
     fixtures = fixture_configs()
@@ -151,6 +155,12 @@ def main() -> None:
         for r in hybrids:
             cause = r.get("detail", "") if r["status"] != "pass" else ", ".join(r.get("xfail", []))
             print(f"  {r['model_type']:<18} {r['kind']:<10} {r['status']:<24} {cause[:150]}")
+    vlms = [r for r in rows if r.get("kind") == "vlm"]
+    if vlms:
+        print("\nvision-language types (status, root cause):")
+        for r in vlms:
+            cause = r.get("detail", "") if r["status"] != "pass" else ", ".join(r.get("xfail", []))
+            print(f"  {r['model_type']:<18} {r['status']:<24} {cause[:150]}")
     statuses = Counter(r["status"] for r in rows)
     print(f"all {len(rows)} types: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
     if args.json:

@@ -7,9 +7,11 @@ isort order, then ``ruff format``.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,34 @@ import jinja2
 from onboard.errors import OnboardError
 
 LINE_LENGTH = 100
+
+
+@dataclass(frozen=True)
+class CodeStyle:
+    """The target library's ruff settings that decide how generated code is laid out: its line
+    length, and the packages isort files as first party (the library's own, in their block)."""
+
+    line_length: int = LINE_LENGTH
+    first_party: tuple[str, ...] = ()
+    # pydocstyle convention the library lints docstrings with (google), None: not linted
+    docstrings: str | None = None
+    ignore: tuple[str, ...] = ()  # rules the library switches off (mobius: E501)
+
+    def ruff_args(self) -> list[str]:
+        args = ["--line-length", str(self.line_length)]
+        if self.first_party:
+            names = ", ".join(f'"{name}"' for name in self.first_party)
+            args += ["--config", f"lint.isort.known-first-party = [{names}]"]
+        if self.docstrings:
+            args += ["--config", f'lint.pydocstyle.convention = "{self.docstrings}"']
+        return args
+
+    def lint_rules(self) -> str:
+        """The rules ``lint_python`` checks: the common ones, and docstrings where the library
+        lints them (except missing docstrings and mood, which mobius ignores too)."""
+        return "E,F,W,I,B,UP,SIM" + (
+            ",D2,D3,D400,D402,D403,D404,D405,D41" if self.docstrings else ""
+        )
 
 
 def templates_dir() -> Path:
@@ -31,7 +61,8 @@ def templates_dir() -> Path:
 
 
 @cache
-def environment() -> jinja2.Environment:
+def environment(line_length: int = LINE_LENGTH) -> jinja2.Environment:
+    """The templates' environment; the wrapping filters fit ``line_length``."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         trim_blocks=True,
@@ -40,30 +71,39 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
     )
-    env.filters["comment"] = _comment
+    env.filters["comment"] = functools.partial(_comment, line_length=line_length)
     env.filters["role"] = _role
     env.filters["tuple_literal"] = lambda items: repr(tuple(items))
-    env.filters["bullet"] = _bullet
+    env.filters["bullet"] = functools.partial(_bullet, line_length=line_length)
     env.filters["has_role"] = lambda names, role: role in dict(names)
-    env.filters["paragraph"] = _paragraph
+    env.filters["paragraph"] = functools.partial(_paragraph, line_length=line_length)
     return env
 
 
-def render_template(name: str, **context: Any) -> str:
-    return environment().get_template(name).render(**context)
+def render_template(name: str, *, style: CodeStyle = CodeStyle(), **context: Any) -> str:
+    return environment(style.line_length).get_template(name).render(**context)
 
 
-def format_python(source: str, *, filename: str = "generated.py") -> str:
-    """Prune unused imports, sort imports and format with ruff; raise if the result has errors."""
+def format_python(
+    source: str, *, filename: str = "generated.py", style: CodeStyle = CodeStyle()
+) -> str:
+    """Prune unused imports, sort imports and format with ruff in the target's ``style``; raise
+    if the result has errors."""
     fixed = _ruff(
-        ["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"], source, filename
+        ["check", "--fix", "--select", "F401,I", "--quiet", "--exit-zero"], source, filename, style
     )
-    return _ruff(["format", "--quiet"], fixed, filename)
+    return _ruff(["format", "--quiet"], fixed, filename, style)
 
 
-def lint_python(source: str, *, filename: str = "generated.py", select: Iterable[str] = ()) -> str:
-    """ruff's findings for ``source`` (empty when clean)."""
-    rules = ",".join(select) or "E,F,W,I,B,UP,SIM"
+def lint_python(
+    source: str,
+    *,
+    filename: str = "generated.py",
+    select: Iterable[str] = (),
+    style: CodeStyle = CodeStyle(),
+) -> str:
+    """ruff's findings for ``source`` in the target's ``style`` (empty when clean)."""
+    rules = ",".join(select) or style.lint_rules()
     result = subprocess.run(
         [
             _ruff_bin(),
@@ -71,8 +111,9 @@ def lint_python(source: str, *, filename: str = "generated.py", select: Iterable
             "--isolated",
             "--select",
             rules,
-            "--line-length",
-            str(LINE_LENGTH),
+            "--ignore",
+            ",".join(("D417", *style.ignore)),
+            *style.ruff_args(),
             "--output-format",
             "concise",
             "--stdin-filename",
@@ -87,14 +128,13 @@ def lint_python(source: str, *, filename: str = "generated.py", select: Iterable
     return "" if result.returncode == 0 else (result.stdout + result.stderr).strip()
 
 
-def _ruff(args: list[str], source: str, filename: str) -> str:
+def _ruff(args: list[str], source: str, filename: str, style: CodeStyle) -> str:
     result = subprocess.run(
         [
             _ruff_bin(),
             *args,
             "--isolated",
-            "--line-length",
-            str(LINE_LENGTH),
+            *style.ruff_args(),
             "--stdin-filename",
             filename,
             "-",
@@ -118,24 +158,24 @@ def _ruff_bin() -> str:
     return str(find_ruff_bin())
 
 
-def _comment(text: str, indent: int = 0) -> str:
+def _comment(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) -> str:
     """``text`` as ``#`` comment lines that fit the line length (first line unindented)."""
     pad = " " * indent
     lines = textwrap.wrap(
         " ".join(str(text).split()),
-        width=LINE_LENGTH - indent - 2,
+        width=line_length - indent - 2,
         break_on_hyphens=False,
         break_long_words=False,
     )
     return f"\n{pad}".join(f"# {line}" for line in lines) or "#"
 
 
-def _bullet(text: str, indent: int = 0) -> str:
+def _bullet(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) -> str:
     """A Markdown-style ``- item`` wrapped to the line length, continuation lines aligned."""
     pad = " " * indent
     return textwrap.fill(
         " ".join(str(text).split()),
-        width=LINE_LENGTH - 4,
+        width=line_length - 4,
         initial_indent=f"{pad}- ",
         subsequent_indent=f"{pad}  ",
         break_on_hyphens=False,
@@ -143,12 +183,12 @@ def _bullet(text: str, indent: int = 0) -> str:
     )
 
 
-def _paragraph(text: str, indent: int = 0) -> str:
+def _paragraph(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) -> str:
     """Prose wrapped to the line length at ``indent`` (for docstrings)."""
     pad = " " * indent
     return textwrap.fill(
         " ".join(str(text).split()),
-        width=LINE_LENGTH - 4,
+        width=line_length - 4,
         initial_indent=pad,
         subsequent_indent=pad,
         break_on_hyphens=False,

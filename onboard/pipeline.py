@@ -109,6 +109,21 @@ def _trust_remote_code(source: ModelSource, options: NewOptions, root: Path) -> 
     return None
 
 
+def _conflict(paths: tuple[str, ...], root: Path, model_type: str) -> str:
+    """Why a file stops the run: onboard wrote it and someone edited it since, or it is the
+    library's own (mobius' llava.py serves other model types too)."""
+    if generated_before(root, model_type):
+        return (
+            f"{', '.join(paths)} changed by hand since onboard wrote them; re-run with --force "
+            "to overwrite"
+        )
+    return (
+        f"{', '.join(paths)} already exist and onboard never wrote them (the library's own); "
+        "re-run with --name to write the model under another module name, or --force to "
+        "replace them"
+    )
+
+
 def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> NewResult:
     clock = _Clock(progress)
     target = load_target(options.target)
@@ -152,10 +167,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
     plan = replace(plan, remote_code=analysis.spec.source.remote_files)
     preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
     if preview.conflicts and not (options.force or options.dry_run):
-        raise ConflictError(
-            f"{', '.join(preview.conflicts)} changed by hand since onboard wrote them; "
-            "re-run with --force to overwrite"
-        )
+        raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))
 
     report = None
     refused = None

@@ -9,10 +9,16 @@ from pathlib import Path
 def default_config_dir(model_type: str, root: Path, **overrides) -> Path:
     """A checkpoint folder whose config.json is transformers' default config for ``model_type``."""
     from transformers import CONFIG_MAPPING
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
 
     config = CONFIG_MAPPING[model_type]().to_dict()
-    config["architectures"] = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]]
+    architectures = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    config["architectures"] = [
+        architectures or MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type]
+    ]
     config.update(overrides)
     folder = root / model_type
     folder.mkdir(parents=True, exist_ok=True)

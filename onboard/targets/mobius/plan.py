@@ -12,7 +12,7 @@ import difflib
 from pathlib import Path
 
 from onboard import STAMP
-from onboard.codegen import format_python, render_template
+from onboard.codegen import CodeStyle, format_python, render_template
 from onboard.codemods import (
     CodemodError,
     add_from_import,
@@ -23,7 +23,6 @@ from onboard.codemods import (
 from onboard.errors import TargetRepoError
 from onboard.plan import FileChange, Plan
 from onboard.provenance import header_for
-from onboard.render import generated_before
 from onboard.spec import ArchitectureSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
@@ -32,6 +31,9 @@ from onboard.tiny import TINY_SLIDING_WINDOW
 MODELS_INIT = "models/__init__.py"
 REGISTRY = "_registry.py"
 TEST_CONFIGS = "tests/_test_configs.py"
+# mobius' pyproject.toml: line-length 95 (E501 ignored: a long path in a comment stays), google
+# docstrings; its own package is first party
+STYLE = CodeStyle(line_length=95, first_party=("mobius",), docstrings="google", ignore=("E501",))
 CASES_DIR = "testdata/cases/causal-lm"
 VL_CASES_DIR = "testdata/cases/vision-language"
 # mobius' tiny vision config for the vision-language build tests (tests/_test_configs.py)
@@ -46,9 +48,13 @@ def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> s
         or (text and (text.custom_layer or text.overrides_forward))
     )
     source = render_template(
-        "mobius/model.py.j2", d=design, header=header_for(spec, command), graph_code=graph_code
+        "mobius/model.py.j2",
+        style=STYLE,
+        d=design,
+        header=header_for(spec, command),
+        graph_code=graph_code,
     )
-    return format_python(source, filename=f"{design.module}.py")
+    return format_python(source, filename=f"{design.module}.py", style=STYLE)
 
 
 def plan_files(
@@ -61,8 +67,6 @@ def plan_files(
     command: str,
 ) -> Plan:
     module_path = f"src/mobius/models/{design.module}.py"
-    if out is None:
-        _refuse_replacing_library_module(library, design)
     case_path = f"{VL_CASES_DIR if design.vision else CASES_DIR}/{design.module}.yaml"
     owned = [
         FileChange(module_path, model_module(design, spec, command), True, "model and config"),
@@ -112,17 +116,6 @@ def plan_files(
     return Plan(
         "mobius", design.model_type, tuple(changes), tuple(notes), module_path, design.model_class
     )
-
-
-def _refuse_replacing_library_module(library: Library, design: ModelDesign) -> None:
-    """A checkout's own module of that name (mobius' llava.py serves 27 registry keys) is never
-    replaced: only a module onboard wrote there before is."""
-    existing = library.package_dir / "models" / f"{design.module}.py"
-    if existing.is_file() and not generated_before(library.root, design.model_type):
-        raise TargetRepoError(
-            f"{existing} is the library's own module, which onboard would replace; pass "
-            f"--name to write {design.model_type} under another module name"
-        )
 
 
 def _read(library: Library, relative: str) -> str:
@@ -224,7 +217,7 @@ def _formatted_element(element: str) -> str:
     Continuation lines keep the list's 4-space item indent, so the codemod can insert the text
     as is; ``dedented`` gives the stand-alone form.
     """
-    formatted = format_python(f"_ = [\n    {element},\n]\n")
+    formatted = format_python(f"_ = [\n    {element},\n]\n", style=STYLE)
     lines = formatted.splitlines()[1:-1]
     return "\n".join([lines[0].removeprefix("    "), *lines[1:]]).removesuffix(",")
 

@@ -10,6 +10,7 @@ from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.plan import STYLE
 from tests.analyses import DENSE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
@@ -55,7 +56,7 @@ def test_treat_as_new_parity_passes(repo_id: str, tmp_path: Path) -> None:
     assert xfails <= {"T8"}
     assert result.rendered is not None and result.rendered.changed
     module = result.root / result.plan.model_file
-    assert lint_python(module.read_text(), filename=module.name) == ""
+    assert lint_python(module.read_text(), filename=module.name, style=STYLE) == ""
 
 
 def test_gemma3_cpu_failure_is_confirmed_as_mobius_bug_t8(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_qk_norms_after_rope_get_a_generated_attention(tmp_path: Path) -> None:
     assert result.parity.passed and all(c.status is not Status.XFAIL for c in result.parity.checks)
     text = (result.root / result.plan.model_file).read_text()
     assert "class HunYuanDenseV1Attention(Attention)" in text
-    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+    assert lint_python(text, filename=Path(result.plan.model_file).name, style=STYLE) == ""
 
 
 def test_gpt_neox_without_parallel_residual_is_sequential(tmp_path: Path) -> None:
@@ -300,7 +301,7 @@ def test_moe_treat_as_new_parity_passes(source: str, kind: str, tmp_path: Path) 
     experts = [row for row in report.weights.rows if row.group.endswith("experts")]
     assert experts and all(row.placed == row.checkpoint for row in experts)
     module = result.root / result.plan.model_file
-    assert lint_python(module.read_text(), filename=module.name) == ""
+    assert lint_python(module.read_text(), filename=module.name, style=STYLE) == ""
 
 
 def test_a_router_inside_its_gate_and_an_ungated_shared_mlp(tmp_path: Path) -> None:
@@ -333,7 +334,7 @@ def test_moe_layers_by_interval_with_a_correction_bias_kept_elsewhere(tmp_path: 
     assert report.weights.ok and not [c for c in report.checks if c.status is Status.XFAIL]
     text = (result.root / result.plan.model_file).read_text()
     assert "config.moe_layer_start_index <= index <= end" in text
-    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+    assert lint_python(text, filename=Path(result.plan.model_file).name, style=STYLE) == ""
 
 
 def test_a_sparsemixer_router_is_generated(tmp_path: Path) -> None:
@@ -346,7 +347,7 @@ def test_a_sparsemixer_router_is_generated(tmp_path: Path) -> None:
     text = (result.root / result.plan.model_file).read_text()
     assert "def _sparsemixer(self, op: OpBuilder, logits: ir.Value)" in text
     assert "router_jitter_noise=config.router_jitter_noise" in text
-    assert lint_python(text, filename=Path(result.plan.model_file).name) == ""
+    assert lint_python(text, filename=Path(result.plan.model_file).name, style=STYLE) == ""
 
 
 def test_swapped_experts_are_caught_before_parity(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
 from onboard.targets.mobius import plan as mobius_plan
+from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 
@@ -39,7 +40,7 @@ def test_lfm2_onboards_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     )
     module = result.root / result.plan.model_file
     text = module.read_text()
-    assert lint_python(text, filename=module.name) == ""
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
     assert 'default_task = "hybrid-text-generation"' in text
     assert "short_conv_kernel=config.conv_L_cache" in text
     assert "intermediate_size=_mlp_width(config)" in text

@@ -17,6 +17,7 @@ from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
 
 LLAVA = "llava-hf/llava-1.5-7b-hf"
@@ -42,7 +43,7 @@ def test_llava_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     assert all(".layers.23." in n or "post_layernorm" in n for n in unread)
     module = result.root / result.plan.model_file
     text = module.read_text()
-    assert lint_python(text, filename=module.name) == ""
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
     assert 'default_task = "vision-language"' in text
     assert "vision_feature_layer=top.vision_feature_layer" in text
     assert 'drop_class_token=top.vision_feature_select_strategy == "default"' in text
@@ -153,12 +154,12 @@ def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path
 
 def test_a_checkout_keeps_its_own_llava_module(mobius_repo: Path) -> None:
     """mobius' llava.py serves 27 registry keys: regenerating llava never replaces it."""
-    from onboard.errors import TargetRepoError
+    from onboard.errors import ConflictError
     from tests.fake_mobius import tree_snapshot
 
     source = str(fixture_config(LLAVA).parent)
     before = tree_snapshot(mobius_repo)
-    with pytest.raises(TargetRepoError, match=r"models/llava\.py is the library's own module"):
+    with pytest.raises(ConflictError, match=r"models/llava\.py already exist and onboard never"):
         onboard_new(NewOptions(model=source, repo=mobius_repo, treat_as_new=True, parity=False))
     assert tree_snapshot(mobius_repo) == before
     # (parity imports mobius from the checkout, which a test process that imported the installed

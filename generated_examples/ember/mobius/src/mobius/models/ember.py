@@ -1,15 +1,15 @@
 # Copyright (c) Microsoft Corporation.
 # Licensed under the MIT License.
 #
-# onboard 0.1.0: generated from tests/fixtures/remote/ember-tiny (revision unknown), remote code
-# configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py sha256:5b7a2b95ab46e1c2
-# (transformers 5.18.0).
+# onboard 0.1.0: generated from tests/fixtures/remote/ember-tiny (revision unknown), remote
+# code configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py
+# sha256:5b7a2b95ab46e1c2 (transformers 5.18.0).
 # Closest mobius class: Gemma2CausalLMModel (registry key gemma2).
 # Regenerate: onboard new tests/fixtures/remote/ember-tiny --target mobius
 
 """Ember causal language model.
 
-Same as :class:`~mobius.models.gemma.Gemma2CausalLMModel` except:
+Like :class:`~mobius.models.gemma.Gemma2CausalLMModel`, with the changes listed below.
 
 - norms before and after attention and the MLP (modeling_ember.py:262)
 - embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from onnxscript import OpBuilder, nn
+
 from mobius._configs import ArchitectureConfig, Gemma2Config
 from mobius.components import (
     MLP,
@@ -32,7 +34,6 @@ from mobius.components import (
 )
 from mobius.models.base import TextModel
 from mobius.models.gemma import Gemma2CausalLMModel, GemmaScaledWordEmbedding
-from onnxscript import OpBuilder, nn
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -40,10 +41,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class EmberConfig(Gemma2Config):
-    """Ember config: mobius' extraction, with every graph-changing flag set explicitly.
+    """Ember config, with every graph-changing flag set explicitly.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
-    is read from the HF config here, or fixed where the HF source fixes it.
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
     """
 
     @classmethod
@@ -120,7 +121,7 @@ class EmberDecoderLayer(nn.Module):
 
 
 class EmberTextModel(TextModel):
-    """Same as :class:`~mobius.models.base.TextModel` except:
+    """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
     - norms before and after attention and the MLP (modeling_ember.py:262)
     - embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)

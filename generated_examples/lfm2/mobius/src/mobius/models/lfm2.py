@@ -8,10 +8,10 @@
 
 """Lfm2 causal language model.
 
-Same as :class:`~mobius.models.base.CausalLMModel` except:
+Like :class:`~mobius.models.base.CausalLMModel`, with the changes listed below.
 
-- short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2 inputs as
-  state (modeling_lfm2.py:333)
+- short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2 inputs
+  as state (modeling_lfm2.py:333)
 - q_norm / k_norm over each head before RoPE (modeling_lfm2.py:225)
 
 Replicates HuggingFace's ``Lfm2ForCausalLM``.
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
+
+from onnxscript import OpBuilder, nn
 
 from mobius._configs import ArchitectureConfig, CausalLMConfig
 from mobius._weight_utils import rename_weight_keys
@@ -33,7 +35,6 @@ from mobius.components import (
 )
 from mobius.components._common import INT64_MAX
 from mobius.models.base import CausalLMModel, TextModel
-from onnxscript import OpBuilder, nn
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -54,10 +55,10 @@ def _mlp_width(config) -> int:
 
 @dataclasses.dataclass
 class Lfm2Config(CausalLMConfig):
-    """Lfm2 config: mobius' extraction, with every graph-changing flag set explicitly.
+    """Lfm2 config, with every graph-changing flag set explicitly.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
-    is read from the HF config here, or fixed where the HF source fixes it.
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
     """
 
     short_conv_kernel: int = 3
@@ -190,10 +191,10 @@ class Lfm2ShortConvDecoderLayer(nn.Module):
 
 
 class Lfm2TextModel(TextModel):
-    """Same as :class:`~mobius.models.base.TextModel` except:
+    """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
-    - short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2 inputs as
-      state (modeling_lfm2.py:333)
+    - short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2
+      inputs as state (modeling_lfm2.py:333)
     """
 
     def __init__(self, config: ArchitectureConfig):

@@ -1,8 +1,8 @@
 # Copyright (c) Microsoft Corporation.
 # Licensed under the MIT License.
 #
-# onboard 0.1.0: generated from llava-hf/llava-1.5-7b-hf (revision unknown), transformers 5.18.0
-# modeling_llava.py sha256:e5cb54d23a718bf7.
+# onboard 0.1.0: generated from llava-hf/llava-1.5-7b-hf (revision unknown), transformers
+# 5.18.0 modeling_llava.py sha256:e5cb54d23a718bf7.
 # Closest mobius class: CausalLMModel (registry key llama).
 # Regenerate: onboard new llava-hf/llava-1.5-7b-hf --target mobius --treat-as-new
 
@@ -23,19 +23,20 @@ import dataclasses
 
 import onnx_ir as ir
 import torch
+from onnxscript import OpBuilder, nn
+
 from mobius._configs import ArchitectureConfig, CausalLMConfig
 from mobius.components import Embedding, Linear, get_activation
 from mobius.models.base import CausalLMModel
 from mobius.models.clip import ClipVisionConfigView, CLIPVisionModel
-from onnxscript import OpBuilder, nn
 
 
 @dataclasses.dataclass
 class LlavaConfig(CausalLMConfig):
-    """Llava config: mobius' extraction, with every graph-changing flag set explicitly.
+    """Llava config, with every graph-changing flag set explicitly.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
-    is read from the HF config here, or fixed where the HF source fixes it.
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
     """
 
     @classmethod
@@ -79,8 +80,8 @@ class LlavaCausalLMModel(CausalLMModel):
 class LlavaMultiModalConfig(LlavaConfig):
     """Llava config with the vision side's choices, read from the composite HF config.
 
-    mobius fills ``vision`` (sizes, ``image_token_id``) from ``vision_config``; the fields below
-    are the ones it does not read.
+    mobius fills ``vision`` (sizes, ``image_token_id``) from ``vision_config``; the fields
+    below are the ones it does not read.
     """
 
     vision_feature_layer: int = -2
@@ -166,14 +167,20 @@ class LlavaEmbedding(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.embed_tokens = Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = Embedding(
+            config.vocab_size, config.hidden_size, config.pad_token_id
+        )
         self._image_token_id = config.image_token_id
         self._hidden_size = config.hidden_size
 
-    def forward(self, op: OpBuilder, input_ids: ir.Value, image_features: ir.Value) -> ir.Value:
+    def forward(
+        self, op: OpBuilder, input_ids: ir.Value, image_features: ir.Value
+    ) -> ir.Value:
         embeddings = self.embed_tokens(op, input_ids)
         is_image = op.Equal(input_ids, op.Constant(value_int=self._image_token_id))
-        flat = op.Reshape(op.Cast(is_image, to=ir.DataType.INT64), op.Constant(value_ints=[-1]))
+        flat = op.Reshape(
+            op.Cast(is_image, to=ir.DataType.INT64), op.Constant(value_ints=[-1])
+        )
         row = op.Sub(op.CumSum(flat, op.Constant(value_int=0)), op.Constant(value_int=1))
         row = op.Reshape(op.Clip(row, op.Constant(value_int=0)), op.Shape(input_ids))
         # One zero row past the features keeps Gather valid when there are none (decode steps).
@@ -223,7 +230,9 @@ class LlavaMultiModalModel(nn.Module):
         self.vision_encoder = LlavaVisionEncoder(config)
         self.embedding = LlavaEmbedding(config)
 
-    def preprocess_weights(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def preprocess_weights(
+        self, state_dict: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         """Checkpoint names to the three graphs' (only this top-level method runs)."""
         text, tower, result = {}, {}, {}
         for name, tensor in state_dict.items():

@@ -8,7 +8,7 @@
 
 """Qwen3 causal language model.
 
-Same as :class:`~mobius.models.base.CausalLMModel` except:
+Like :class:`~mobius.models.base.CausalLMModel`, with the changes listed below.
 
 - q_norm / k_norm over each head before RoPE (modeling_qwen3.py:237)
 
@@ -25,10 +25,10 @@ from mobius.models.base import CausalLMModel
 
 @dataclasses.dataclass
 class Qwen3Config(CausalLMConfig):
-    """Qwen3 config: mobius' extraction, with every graph-changing flag set explicitly.
+    """Qwen3 config, with every graph-changing flag set explicitly.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
-    is read from the HF config here, or fixed where the HF source fixes it.
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
     """
 
     @classmethod

@@ -8,11 +8,12 @@
 
 """Qwen3Moe causal language model.
 
-Same as :class:`~mobius.models.moe.Qwen2MoECausalLMModel` except:
+Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed below.
 
 - 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe of
   model.layers.0.mlp router (Qwen3MoeTopKRouter))
-- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real model)
+- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
+  model)
 - q_norm / k_norm over each head before RoPE (modeling_qwen3_moe.py:147)
 
 Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING
+
+from onnxscript import OpBuilder, nn
 
 from mobius._configs import ArchitectureConfig, CausalLMConfig
 from mobius.components import (
@@ -33,7 +36,6 @@ from mobius.components import (
 )
 from mobius.models.base import TextModel
 from mobius.models.moe import Qwen2MoECausalLMModel
-from onnxscript import OpBuilder, nn
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -41,10 +43,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Qwen3MoeConfig(CausalLMConfig):
-    """Qwen3Moe config: mobius' extraction, with every graph-changing flag set explicitly.
+    """Qwen3Moe config, with every graph-changing flag set explicitly.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each one
-    is read from the HF config here, or fixed where the HF source fixes it.
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
     """
 
     mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
@@ -82,8 +84,8 @@ class Qwen3MoeConfig(CausalLMConfig):
             num_experts_per_tok=config.num_experts_per_tok,
             # width of each expert (probe of model.layers.0.mlp.experts.gate_up_proj)
             moe_intermediate_size=config.moe_intermediate_size,
-            # renormalise the top-k weights from config.norm_topk_prob (probe of model.layers.0.mlp
-            # router (Qwen3MoeTopKRouter))
+            # renormalise the top-k weights from config.norm_topk_prob (probe of
+            # model.layers.0.mlp router (Qwen3MoeTopKRouter))
             norm_topk_prob=bool(config.norm_topk_prob),
             # layers kept dense (probe of meta-device build of the real model)
             mlp_only_layers=list(config.mlp_only_layers or []),
@@ -97,7 +99,7 @@ class Qwen3MoeConfig(CausalLMConfig):
 
 
 def _split_fused_experts(state_dict):
-    """``experts.gate_up_proj [E, 2I, H]`` and ``experts.down_proj [E, H, I]`` -> one per expert."""
+    """``experts.gate_up_proj [E, 2I, H]``, ``experts.down_proj [E, H, I]``: one per expert."""
     result = {}
     for name, tensor in state_dict.items():
         if name.endswith(".experts.gate_up_proj"):
@@ -169,10 +171,10 @@ class Qwen3MoeDecoderLayer(nn.Module):
 
 
 class Qwen3MoeTextModel(TextModel):
-    """Same as :class:`~mobius.models.base.TextModel` except:
+    """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
-    - 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe of
-      model.layers.0.mlp router (Qwen3MoeTopKRouter))
+    - 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe
+      of model.layers.0.mlp router (Qwen3MoeTopKRouter))
     - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
       model)
     """
