@@ -149,6 +149,7 @@ def _vision_parity(
         analysis.tiny.config,
         model_type=analysis.spec.model_type,
         unread=tuple(unread_tensors(analysis.spec)),
+        generated=generated is not None,
     )
 
 

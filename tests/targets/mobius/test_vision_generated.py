@@ -130,6 +130,9 @@ def test_mobius_own_llava_model_loads_no_weights(tmp_path: Path) -> None:
     weights = next(c for c in report.checks if c.name == "weights")
     assert weights.status is Status.FAIL
     assert "fills no parameter" in weights.detail
+    (bug,) = report.bugs
+    assert bug.id == "hybrid M1"
+    assert "0 placed" in bug.evidence
 
 
 def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path) -> None:
