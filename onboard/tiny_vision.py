@@ -17,6 +17,8 @@ TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
 TINY_VISION_INTERMEDIATE = 64
 TINY_PATCHES_PER_SIDE = 4  # 16 patches: 16 image tokens per image
+# The tiny tower keeps every real layer, so a tower deeper than any published one is refused
+MAX_TOWER_LAYERS = 64
 # Image tokens per image, where the projector pools patches down to a count (Gemma 3): a 2 x 2
 # grid pooled from the 4 x 4 patches
 _TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
@@ -63,6 +65,12 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
     tiny = dict(vision)
     real = hf_config.vision_config
     missing = [k for k in _VIT_KEYS if not isinstance(getattr(real, k, None), int)]
+    if not missing and not 0 < real.num_hidden_layers <= MAX_TOWER_LAYERS:
+        raise UnsupportedFeatureError(
+            f"{hf_config.model_type}'s vision tower has {real.num_hidden_layers} layers: the tiny "
+            f"model keeps every tower layer, and onboard reads towers of 1 to "
+            f"{MAX_TOWER_LAYERS} layers"
+        )
     if missing:
         raise UnsupportedFeatureError(
             f"{hf_config.model_type}'s vision tower config {type(real).__name__} has no "

@@ -282,3 +282,12 @@ def test_vlms_of_other_shapes_are_refused_by_name(
 
     with pytest.raises(UnsupportedFeatureError, match=message):
         analyse(_default(tmp_path, model_type))
+
+
+@pytest.mark.parametrize("layers", [0, 10_000])
+def test_a_tower_of_no_or_absurdly_many_layers_is_refused(tmp_path: Path, layers: int) -> None:
+    """The tiny tower keeps every real layer: a hostile depth must not build a huge model."""
+    from onboard.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError, match=f"tower has {layers} layers"):
+        _analyse(tmp_path, vision_config={"num_hidden_layers": layers})
