@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from onboard.pipeline import NewResult
     from onboard.source import ModelSource
     from onboard.targets.base import Proposal
+    from onboard.vision import VisionSpec
 
 STATUS_STYLE = {
     Status.PASS: "green",
@@ -67,6 +68,8 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
         + (f", {text.moe.num_experts} experts top-{text.moe.top_k}" if text.moe else "")
         + "[/]"
     )
+    if spec.vision is not None:
+        console.print(f"[dim]{_vision_summary(spec.vision)}[/]")
     table = Table(title="features", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("feature", style="cyan", no_wrap=True)
     table.add_column("value")
@@ -85,6 +88,23 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
             console.print(f"  - {delta.what} at {delta.where}{detail}", markup=False)
     if analysis.review is not None:
         print_review(analysis, console)
+
+
+def _vision_summary(vision: VisionSpec) -> str:
+    tower, select = vision.tower, vision.select
+    read = (
+        "the post-normed last state"
+        if select.post_norm
+        else "hidden state " + ", ".join(str(i) for i in select.layers)
+    )
+    kept = "without" if select.drop_class_token else "with"
+    steps = ">".join(s.activation if s.op == "activation" else s.op for s in vision.projector.steps)
+    return (
+        f"vision: {vision.towers.kind} tower, hidden {tower.hidden_size}, {tower.num_layers} "
+        f"layers, image {tower.image_size} / patch {tower.patch_size} ({tower.num_patches} "
+        f"patches); features: {read}, {kept} the class token; projector {steps}; placeholder "
+        f"config.{vision.merge.image_token_key} = {vision.merge.image_token_id}"
+    )
 
 
 def print_review(analysis: Analysis, console: Console) -> None:

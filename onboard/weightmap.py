@@ -22,6 +22,9 @@ Shape = tuple[int, ...]
 # A layer's index: the name's first numeric part (model.layers.3., GPT-2's transformer.h.3.)
 _LAYER = re.compile(r"\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
+# Where VLM checkpoints keep the vision side (LLaVA's layout)
+_TOWERS = ("vision_tower.", "vision_model.")
+_PROJECTORS = ("multi_modal_projector.",)
 
 
 @dataclass(frozen=True)
@@ -164,9 +167,14 @@ def _missing_experts(parameters: Mapping[str, Shape]) -> list[str]:
 
 def _group(key: str, placed: Collection[str] = ()) -> str:
     """``placed``: the parameters ``key`` fills (fused experts saved 3-D fill every expert's)."""
+    tower = key.startswith(_TOWERS)  # a VLM's vision tower: its layers are not the text's
     layer = _LAYER.search(key)
     if not layer:
-        return "embeddings, final norm and head"
+        return (
+            "vision tower and projector"
+            if tower or key.startswith(_PROJECTORS)
+            else ("embeddings, final norm and head")
+        )
     parts = key.split(layer.group(0), 1)[1].split(".")
     if _EXPERT.search(key) or any(_EXPERT.search(name) for name in placed):
         part = "experts"
@@ -178,7 +186,7 @@ def _group(key: str, placed: Collection[str] = ()) -> str:
         part = "norms"
     else:
         part = parts[0]
-    return f"layer {layer.group(1)} {part}"
+    return f"{'tower ' if tower else ''}layer {layer.group(1)} {part}"
 
 
 def _rows(
