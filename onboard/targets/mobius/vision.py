@@ -43,6 +43,26 @@ class ConfigField:
 
 
 @dataclass(frozen=True)
+class TowerNames:
+    """Where a generated ViT keeps each part: HF's names, so checkpoint tensors map as they are
+    (the MLP's fc1 / fc2 aside: mobius' FCMLP calls them up_proj / down_proj)."""
+
+    embeddings: str  # embeddings
+    patch: str  # patch_embedding, under embeddings
+    positions: str  # position_embedding, under embeddings
+    class_token: str | None  # class_embedding, under embeddings; None: no class token
+    encoder: str  # encoder
+    layers: str  # layers, under encoder
+    pre_norm: str | None
+    post_norm: str | None  # built only when the selection reads it
+    head: str | None  # a pooling head no VLM reads: its tensors are dropped
+    norms: tuple[str, str]  # layer_norm1, layer_norm2
+    attention: str  # self_attn
+    mlp: str  # mlp
+    mlp_projections: tuple[str, str]  # fc1, fc2
+
+
+@dataclass(frozen=True)
 class VisionDesign:
     prefix: str
     tower_attribute: str  # vision_tower
@@ -56,6 +76,15 @@ class VisionDesign:
     published_levels: tuple[str, ...]  # levels published checkpoints add under the tower
     image_token_key: str
     changes: tuple[str, ...]
+    # A ViT generated from the spec (SigLIP's shape, a post-normed state); None: mobius'
+    # CLIPVisionModel computes it
+    tower: TowerNames | None = None
+    patch_bias: bool = False
+    post_normed: bool = False  # the selected state goes through the post norm
+
+    @property
+    def tower_class(self) -> str:
+        return f"{self.prefix}VisionTransformer"
 
     @property
     def config_class(self) -> str:
@@ -89,17 +118,15 @@ def vision_blockers(spec: ArchitectureSpec, generated_text: bool) -> list[str]:
         return []
     found = []
     tower = vision.tower
-    if not _clip_shaped(tower):
+    if not (_clip_shaped(tower) or _tower_names(tower)) or not _plain_vit(tower):
         found.append(
-            f"{vision.towers.kind} tower without CLIP's class token, pre-norm, bias-free patch "
-            "convolution and biased layers (vision.tower): the generator builds on mobius' "
-            "CLIPVisionModel only so far"
+            f"{vision.towers.kind} tower with a layout the generated ViT does not follow "
+            f"({', '.join(f'{r}={n}' for r, n in tower.names)}; vision.tower.names)"
         )
-    if vision.select.post_norm or len(vision.select.layers) != 1:
-        read = "the post-normed last state" if vision.select.post_norm else "several layers"
+    if len(vision.select.layers) != 1:
         found.append(
-            f"features from {read} (vision.select): mobius' CLIPVisionModel returns one hidden "
-            "state, never post-normed"
+            "features from several layers (vision.select): the generated tower returns one "
+            "hidden state"
         )
     if any(step.op == "layer_norm" for step in vision.projector.steps):
         found.append("a layer norm inside the projector (vision.projector)")
@@ -126,6 +153,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         return None
     prefixes = dict(vision.prefixes)
     projector = vision.projector
+    clip = _clip_shaped(vision.tower) and not vision.select.post_norm
     return VisionDesign(
         prefix=prefix,
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
@@ -144,6 +172,9 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         ),
         image_token_key=vision.merge.image_token_key,
         changes=_changes(vision),
+        tower=None if clip else _tower_names(vision.tower),
+        patch_bias=vision.tower.patch_bias,
+        post_normed=vision.select.post_norm,
     )
 
 
@@ -162,6 +193,55 @@ def _clip_shaped(tower: VitTowerSpec) -> bool:
         and tower.norm.bias
         and dict(tower.names).get("o_proj") == "out_proj"
         and tower.mlp.projections == ("fc1", "fc2")
+    )
+
+
+def _plain_vit(tower: VitTowerSpec) -> bool:
+    """What the generated ViT computes: biased q/k/v/o at head_dim ** -0.5, a biased two-linear
+    MLP, biased LayerNorms."""
+    a = tower.attention
+    return (
+        a.q_bias
+        and a.k_bias
+        and a.v_bias
+        and a.o_bias
+        and a.scale == a.head_dim**-0.5
+        and tower.mlp.kind == "plain"
+        and tower.mlp.bias
+        and len(tower.mlp.projections) == 2
+        and tower.norm.kind == "layer"
+        and tower.norm.bias
+    )
+
+
+def _tower_names(tower: VitTowerSpec) -> TowerNames | None:
+    """The generated ViT's names, when HF's nest as CLIP's and SigLIP's do (embeddings.<x>,
+    <encoder>.<layers>); None otherwise."""
+    names = dict(tower.names)
+    embeddings = {names[r].partition(".")[0] for r in ("patch", "positions") if r in names}
+    if "class_embedding" in names:
+        embeddings.add(names["class_embedding"].partition(".")[0])
+    encoder, _, layers = names["layers"].partition(".")
+    if len(embeddings) != 1 or not layers or "." in layers or names.get("o_proj") != "out_proj":
+        return None
+    (parent,) = embeddings
+    norms = dict(tower.norm.names)
+    return TowerNames(
+        embeddings=parent,
+        patch=names["patch"].partition(".")[2],
+        positions=names["positions"].partition(".")[2],
+        class_token=names["class_embedding"].partition(".")[2]
+        if "class_embedding" in names
+        else None,
+        encoder=encoder,
+        layers=layers,
+        pre_norm=names.get("pre_norm"),
+        post_norm=names.get("post_norm"),
+        head=names.get("head"),
+        norms=(norms["attn_in"], norms["mlp_in"]),
+        attention=names["attention"],
+        mlp=names["mlp"],
+        mlp_projections=(tower.mlp.projections[0], tower.mlp.projections[1]),
     )
 
 

@@ -121,6 +121,55 @@ def test_flags_switched_on_are_followed(tmp_path: Path) -> None:
     assert len(result.parity.weights.unread) == 2  # only the post norm, every layer is read
 
 
+def _siglip_llava(root: Path) -> Path:
+    """LLaVA over a SigLIP tower (no class token, no pre-norm, a biased patch convolution, a
+    pooling head), reading the last hidden state with every token."""
+    config = json.loads(fixture_config(LLAVA).read_text())
+    config.update(vision_feature_layer=-1, vision_feature_select_strategy="full")
+    config["vision_config"] = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 1152,
+        "intermediate_size": 4304,
+        "num_hidden_layers": 27,
+        "num_attention_heads": 16,
+        "image_size": 384,
+        "patch_size": 14,
+    }
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
+def test_a_siglip_tower_is_generated_and_passes(tmp_path: Path) -> None:
+    """mobius has no ViT that computes SigLIP's hidden states (its VisionModel post-norms every
+    token): the tower is generated from the spec."""
+    result = _new(tmp_path / "out", model=_siglip_llava(tmp_path / "model"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    # the post norm and the pooling head: HF computes them and the projector never reads them
+    unread = report.weights.unread
+    assert {n.split(".")[1] for n in unread} == {"post_layernorm", "head"}
+    text = (result.root / result.plan.model_file).read_text()
+    assert lint_python(text, filename="llava.py", style=STYLE) == ""
+    assert "class LlavaVisionTransformer(nn.Module)" in text
+    assert "CLIPVisionModel" not in text
+
+
+def test_a_generated_tower_with_the_wrong_activation_fails(tmp_path: Path) -> None:
+    result = _new(tmp_path / "out", model=_siglip_llava(tmp_path / "model"), parity=False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    old = "activation=vision.hidden_act,"
+    assert old in text
+    module.write_text(text.replace(old, 'activation="quick_gelu",'))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    )
+    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    assert checks["weights"] is Status.PASS
+    assert checks["image-features"] is Status.FAIL
+
+
 def test_mobius_own_llava_model_loads_no_weights(tmp_path: Path) -> None:
     """Hybrid notes M1: LLaVAModel renames nothing, so no checkpoint tensor reaches its graphs."""
     result = onboard_new(NewOptions(model=str(fixture_config(LLAVA).parent), out=tmp_path))
