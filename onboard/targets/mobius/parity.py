@@ -90,7 +90,7 @@ def build(
     config = mobius_config(module_class, hf_config)
     module = module_class(config)
     task = getattr(module_class, "default_task", DEFAULT_TASK)
-    with _quiet_mobius():
+    with quiet_mobius():
         package = mobius.build_from_module(module, config, task, execution_provider=provider)
     graph = package["model"].graph
     # Read before apply_weights, which folds transposes into new initializers (notes, step 8).
@@ -109,11 +109,11 @@ def build(
     )
     converted = module.preprocess_weights(dict(checkpoint))
     memory_layout = _compare_memory_layout(module, converted, memory_state, checkpoint)
-    with _quiet_mobius():
+    with quiet_mobius():
         package.apply_weights(converted)
     out = workdir / provider
     try:
-        with _quiet_mobius():
+        with quiet_mobius():
             package.save(str(out), progress_bar=False, check_weights=False)
         options = ort.SessionOptions()
         options.log_severity_level = 3
@@ -121,7 +121,7 @@ def build(
             str(out / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
     except Exception as exc:  # onnxruntime rejects the graph: report it with the proof
-        raise BuildError(f"{type(exc).__name__}: {_first_line(exc)}", proof) from exc
+        raise BuildError(f"{type(exc).__name__}: {first_line(exc)}", proof) from exc
     return BuiltModel(
         provider, session, proof, memory_layout, type(config).__name__, time.perf_counter() - start
     )
@@ -147,12 +147,12 @@ def _compare_memory_layout(
     return f"values differ for {differ[:3]}" if differ else ""
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else ""
 
 
 @contextmanager
-def _quiet_mobius() -> Iterator[None]:
+def quiet_mobius() -> Iterator[None]:
     loggers = [logging.getLogger(n) for n in ("mobius", "onnxscript", "onnx_ir")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
@@ -180,7 +180,7 @@ class OnnxRunner:
         self.session = built.session
         self._inputs = {i.name: i for i in self.session.get_inputs()}
         self._outputs = [o.name for o in self.session.get_outputs()]
-        self._past = _past_inputs(self._inputs)
+        self._past = past_inputs(self._inputs)
         # GroupQueryAttention derives sequence lengths as sum(mask) - 1: right padding only.
         # Hybrids are padded on the left too: HF zeroes padded positions before they reach a
         # recurrent state, which a mixer that ignores the mask (mobius' own) gets wrong.
@@ -189,7 +189,7 @@ class OnnxRunner:
     def prefill(self, batch: Batch) -> Step:
         batch_size = batch.input_ids.shape[0]
         empty = tuple(
-            {name: _zeros(shape, batch_size) for name, shape in layer.items()}
+            {name: empty_state(shape, batch_size) for name, shape in layer.items()}
             for layer in self._past
         )
         return self._run(batch, empty)
@@ -215,7 +215,7 @@ class OnnxRunner:
         return Step(logits=results["logits"], kv=kv, state=present, states=states)
 
 
-def _past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]], ...]:
+def past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]], ...]:
     """Per layer index, the declared shape of each cache input; ``{}`` for a skipped layer."""
     found: dict[int, dict[str, tuple[Any, ...]]] = {}
     for name, arg in inputs.items():
@@ -225,7 +225,7 @@ def _past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]],
     return tuple(found.get(i, {}) for i in range(max(found, default=-1) + 1))
 
 
-def _zeros(shape: tuple[Any, ...], batch_size: int) -> np.ndarray:
+def empty_state(shape: tuple[Any, ...], batch_size: int) -> np.ndarray:
     """An empty cache: the batch first, no past positions (a symbolic dim), fixed state sizes."""
     dims = [batch_size] + [d if isinstance(d, int) else 0 for d in shape[1:]]
     return np.zeros(dims, np.float32)
@@ -268,7 +268,7 @@ def run_parity(
         checks=tuple(checks),
         weights=proof,
         bugs=tuple(bugs),
-        versions=_versions(),
+        versions=library_versions(),
         seconds=time.perf_counter() - start,
     )
 
@@ -298,13 +298,13 @@ def _provider_checks(
             )
         except BuildError as exc:
             return [
-                _weights_check(provider, exc.proof),
+                weights_check(provider, exc.proof),
                 Check("build", provider, Status.FAIL, detail=str(exc)),
             ], exc.proof
         except Exception as exc:  # any other build error is a failed check, reported, not raised
-            detail = f"{type(exc).__name__}: {_first_line(exc)}"
+            detail = f"{type(exc).__name__}: {first_line(exc)}"
             return [Check("build", provider, Status.FAIL, detail=detail)], None
-        checks = [_weights_check(provider, built.proof)]
+        checks = [weights_check(provider, built.proof)]
         if built.memory_layout:
             detail = f"the in-memory (fused) layout converts differently: {built.memory_layout}"
             checks.append(Check("weights-memory", provider, Status.FAIL, detail=detail))
@@ -314,7 +314,7 @@ def _provider_checks(
     return checks, built.proof
 
 
-def _weights_check(provider: str, proof: WeightMapProof) -> Check:
+def weights_check(provider: str, proof: WeightMapProof) -> Check:
     if proof.ok:
         return Check("weights", provider, Status.PASS, detail=proof.summary())
     shown = "; ".join(proof.problems[:4])
@@ -393,7 +393,7 @@ def _blame_known_bugs(
     return marked, found
 
 
-def _versions() -> tuple[tuple[str, str], ...]:
+def library_versions() -> tuple[tuple[str, str], ...]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = []

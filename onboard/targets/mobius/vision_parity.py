@@ -30,13 +30,13 @@ from onboard.parity.vision import (
 )
 from onboard.targets.mobius.parity import (
     EXECUTION_PROVIDERS,
-    _first_line,
-    _past_inputs,
-    _quiet_mobius,
-    _versions,
-    _weights_check,
-    _zeros,
+    empty_state,
+    first_line,
+    library_versions,
+    past_inputs,
+    quiet_mobius,
     scratch_dir,
+    weights_check,
 )
 from onboard.weightmap import WeightMapProof, prove
 
@@ -73,15 +73,15 @@ def run_vision_parity(
                     module_class, hf_config, checkpoint, provider, Path(workdir), unread
                 )
             except _WeightsFailed as exc:
-                checks.append(_weights_check(provider, exc.proof))
+                checks.append(weights_check(provider, exc.proof))
                 proof = proof or exc.proof
                 continue
             except Exception as exc:  # the graph does not build or load: a failed check
-                detail = f"{type(exc).__name__}: {_first_line(exc)}"
+                detail = f"{type(exc).__name__}: {first_line(exc)}"
                 checks.append(Check("build", provider, Status.FAIL, detail=detail))
                 continue
             proof = proof or provider_proof
-            checks.append(_weights_check(provider, provider_proof))
+            checks.append(weights_check(provider, provider_proof))
             candidate = OnnxVisionRunner(provider, sessions, text.hidden_size)
             checks += run_vision_scenarios(HFVisionRunner(reference), candidate, batch, prompt)
     bugs = () if generated or proof is None else _weights_never_load(module_class, proof)
@@ -92,7 +92,7 @@ def run_vision_parity(
         checks=tuple(checks),
         weights=proof,
         bugs=bugs,
-        versions=_versions(),
+        versions=library_versions(),
         seconds=time.perf_counter() - start,
     )
 
@@ -137,7 +137,7 @@ def _build(
     )
     config = dataclasses.replace(config, dtype=ir.DataType.FLOAT)
     module = module_class(config)
-    with _quiet_mobius():
+    with quiet_mobius():
         package = mobius.build_from_module(
             module, config, module_class.default_task, execution_provider=provider
         )
@@ -156,7 +156,7 @@ def _build(
     )
     if not proof.ok:
         raise _WeightsFailed(proof)
-    with _quiet_mobius():
+    with quiet_mobius():
         package.apply_weights(module.preprocess_weights(dict(checkpoint)))
         package.save(str(workdir), progress_bar=False, check_weights=False)
     options = ort.SessionOptions()
@@ -180,7 +180,7 @@ class OnnxVisionRunner:
         decoder = sessions["decoder"]
         self._inputs = {i.name for i in decoder.get_inputs()}
         self._outputs = [o.name for o in decoder.get_outputs()]
-        self._past = _past_inputs({i.name: i for i in decoder.get_inputs()})
+        self._past = past_inputs({i.name: i for i in decoder.get_inputs()})
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
         features = None
@@ -190,7 +190,8 @@ class OnnxVisionRunner:
             )
         rows = batch.input_ids.shape[0]
         empty = tuple(
-            {name: _zeros(shape, rows) for name, shape in layer.items()} for layer in self._past
+            {name: empty_state(shape, rows) for name, shape in layer.items()}
+            for layer in self._past
         )
         return self._run(batch, features, empty)
 

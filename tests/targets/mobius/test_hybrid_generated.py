@@ -19,6 +19,7 @@ from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
+from tests.targets.mobius.sabotage import parity_with
 
 LFM2 = "LiquidAI/LFM2-1.2B"
 
@@ -53,14 +54,7 @@ def test_lfm2_onboards_into_mobius_with_zero_edits(tmp_path: Path) -> None:
 
 def _sabotaged(tmp_path: Path, old: str, new: str):
     """The generated module with one line broken, through parity."""
-    result = _new(tmp_path / "out", parity=False)
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    assert old in text
-    module.write_text(text.replace(old, new, 1))
-    report = TARGET.parity(
-        result.analysis, result.proposal, (module, result.plan.model_class), result.library
-    )
+    report = parity_with(_new(tmp_path / "out", parity=False), old, new)
     return {c.name: c for c in report.checks if c.provider == "default"}
 
 

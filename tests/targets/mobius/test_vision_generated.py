@@ -16,9 +16,9 @@ import pytest
 from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
-from onboard.targets.mobius import TARGET
 from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
+from tests.targets.mobius.sabotage import parity_with
 
 LLAVA = "llava-hf/llava-1.5-7b-hf"
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
@@ -52,16 +52,9 @@ def test_llava_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     assert 'ModelRegistration(LlavaMultiModalModel, task="vision-language")' in patch
 
 
-def _sabotaged(tmp_path: Path, old: str, new: str) -> dict:
-    """The generated module with one line broken, through parity."""
-    result = _new(tmp_path / "out", parity=False)
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    assert old in text
-    module.write_text(text.replace(old, new, 1))
-    report = TARGET.parity(
-        result.analysis, result.proposal, (module, result.plan.model_class), result.library
-    )
+def _sabotaged(tmp_path: Path, old: str, new: str, model: Path | None = None) -> dict:
+    """The generated module with one line broken, through parity: status per default check."""
+    report = parity_with(_new(tmp_path / "out", model=model, parity=False), old, new)
     return {c.name: c.status for c in report.checks if c.provider == "default"}
 
 
@@ -156,16 +149,12 @@ def test_a_siglip_tower_is_generated_and_passes(tmp_path: Path) -> None:
 
 
 def test_a_generated_tower_with_the_wrong_activation_fails(tmp_path: Path) -> None:
-    result = _new(tmp_path / "out", model=_siglip_llava(tmp_path / "model"), parity=False)
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    old = "activation=vision.hidden_act,"
-    assert old in text
-    module.write_text(text.replace(old, 'activation="quick_gelu",'))
-    report = TARGET.parity(
-        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    checks = _sabotaged(
+        tmp_path,
+        "activation=vision.hidden_act,",
+        'activation="quick_gelu",',
+        model=_siglip_llava(tmp_path / "model"),
     )
-    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
     assert checks["weights"] is Status.PASS
     assert checks["image-features"] is Status.FAIL
 
@@ -186,17 +175,10 @@ def test_mobius_own_llava_model_loads_no_weights(tmp_path: Path) -> None:
 
 def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path) -> None:
     """Only what HF never reads may be left out: one layer less leaves layer 22 unused."""
-    result = _new(tmp_path / "out", parity=False)
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    module.write_text(
-        text.replace(
-            "vision_feature_layer=top.vision_feature_layer,",
-            "vision_feature_layer=top.vision_feature_layer - 1,",
-        )
-    )
-    report = TARGET.parity(
-        result.analysis, result.proposal, (module, result.plan.model_class), result.library
+    report = parity_with(
+        _new(tmp_path / "out", parity=False),
+        "vision_feature_layer=top.vision_feature_layer,",
+        "vision_feature_layer=top.vision_feature_layer - 1,",
     )
     weights = next(c for c in report.checks if c.name == "weights")
     assert weights.status is Status.FAIL
