@@ -91,12 +91,17 @@ class FeatureSelectSpec:
     strategy_key: str | None = None
 
 
-ProjectorOp = Literal["linear", "activation", "layer_norm"]
+ProjectorOp = Literal["linear", "activation", "layer_norm", "rms_norm", "avg_pool", "matmul"]
 
 
 @dataclass(frozen=True)
 class ProjectorStep:
-    """One step of a sequential projector, in the order HF's forward runs it."""
+    """One step of a sequential projector, in the order HF's forward runs it.
+
+    ``avg_pool``: the patch features laid out as their square grid, averaged over ``kernel`` x
+    ``kernel`` blocks (Gemma 3 pools to ``mm_tokens_per_image``); ``matmul``: ``x @ W`` with a
+    bare ``[in, out]`` parameter of the projector; ``rms_norm``: scales by ``weight_offset + w``.
+    """
 
     op: ProjectorOp
     name: str  # HF attribute inside the projector
@@ -104,7 +109,10 @@ class ProjectorStep:
     out_features: int = 0
     bias: bool = False
     activation: str = ""  # HF activation name (op activation)
-    eps: float = 0.0  # op layer_norm
+    eps: float = 0.0  # op layer_norm, rms_norm
+    weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
+    kernel: int = 0  # op avg_pool
+    tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,9 @@ class MergeSpec:
     # before the merge, inside the embedding (Gemma's in transformers 5), so image features are
     # not scaled; False: no scale, or a decoder that scales whatever it is given
     scaled_before_merge: bool = False
+    # Image placeholders attend to the other placeholders of their image in both directions when
+    # the processor passes ``token_type_ids`` (Gemma 3 always does); the text stays causal
+    bidirectional_images: bool = False
 
 
 @dataclass(frozen=True)

@@ -245,10 +245,37 @@ def test_paligemma_reads_the_post_normed_last_state_and_a_linear_projector(
     assert spec.vision.merge.scaled_before_merge
 
 
+def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
+    tmp_path: Path,
+) -> None:
+    _default(tmp_path, "gemma3")
+    config = json.loads((tmp_path / "config.json").read_text())
+    # Gemma 3's published towers: 896 / 14 = 64 patches a side, pooled to 16 x 16 = 256 tokens
+    config["vision_config"].update(image_size=896, patch_size=14)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = analyse(load_source(str(tmp_path))).spec
+    assert spec.unresolved == ()
+    vision = spec.vision
+    steps = vision.projector.steps
+    assert [s.op for s in steps] == ["avg_pool", "rms_norm", "matmul"]
+    assert steps[0].kernel == 4  # at the real sizes, though the tiny tower pools 4 x 4 by 2
+    assert steps[0].tokens_key == "mm_tokens_per_image"
+    real = make_hf_config(config)
+    assert steps[1].weight_offset == 1.0  # Gemma's (1 + w)
+    assert (steps[2].in_features, steps[2].out_features) == (
+        real.vision_config.hidden_size,
+        real.text_config.hidden_size,
+    )
+    assert vision.select.post_norm and vision.merge.scaled_before_merge
+    assert vision.merge.bidirectional_images  # hybrid notes M13: mobius' gemma3 is causal only
+    assert not analysis_of(LLAVA).spec.vision.merge.bidirectional_images
+    blockers = _blockers("mobius", spec)
+    assert any("M13" in b for b in blockers)
+
+
 @pytest.mark.parametrize(
     ("model_type", "what", "where"),
     [
-        ("gemma3", "AvgPool2d", "modeling_gemma3.py:"),  # patches pooled to mm_tokens_per_image
         ("llava_next", "does not run", "modeling_llava_next.py:"),  # tiles, needs image_sizes
         ("aya_vision", "AyaVisionMultiModalProjector computes", "modeling_aya_vision.py:"),
     ],

@@ -128,6 +128,22 @@ def _scaled_before_merge(language_model: Any, trace: Any) -> bool:
     return not bool((table[trace.input_ids] == trace.text_embeddings).all())
 
 
+def _bidirectional_images(model: Any, config: Any, trace: Any) -> bool:
+    """Whether marking the placeholders in ``token_type_ids`` changes the logits: HF then lets
+    each image's tokens see each other both ways (Gemma 3), which a causal mask does not."""
+    import torch
+
+    types = (trace.input_ids == config.image_token_id).long()
+    inputs = {"input_ids": trace.input_ids, "pixel_values": trace.pixel_values}
+    with torch.no_grad():
+        try:
+            marked = model(**inputs, token_type_ids=types).logits
+        except (TypeError, ValueError):  # the model takes no token types
+            return False
+        plain = model(**inputs).logits
+    return not torch.allclose(marked, plain, atol=1e-6)
+
+
 def _did_not_run(model: Any, exc: Exception) -> Delta:
     from onboard.analysis.probe import source_location
 
@@ -174,6 +190,7 @@ def _read_vision(
         image_token_id=config.image_token_id,
         image_token_key=key,
         scaled_before_merge=_scaled_before_merge(parts.module(model, "language_model"), trace),
+        bidirectional_images=_bidirectional_images(model, config, trace),
     )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)
@@ -197,6 +214,18 @@ def _read_vision(
         (
             "vision.merge.image_token_id",
             (Evidence("config", f"config.json:{key}", "image placeholder token"),),
+        ),
+        (
+            "vision.merge.bidirectional_images",
+            (
+                Evidence(
+                    "probe",
+                    "token_type_ids",
+                    "marking the placeholders changes the logits"
+                    if merge.bidirectional_images
+                    else "the mask stays causal",
+                ),
+            ),
         ),
     )
     checked = check_vision(vision, model, parts, trace)

@@ -8,6 +8,7 @@ alone but wired wrong (a feature layer off by one) fail too. Weights are the tin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -213,6 +214,7 @@ def merge(vision: VisionSpec, embeddings: Any, input_ids: Any, features: Any) ->
 
 
 def _projector(vision: VisionSpec, projector: Any) -> Callable[[Any], Any]:
+    import torch
     import torch.nn.functional as F
     from transformers.activations import ACT2FN
 
@@ -231,6 +233,16 @@ def _projector(vision: VisionSpec, projector: Any) -> Callable[[Any], Any]:
                     weight(f"{step.name}.bias"),
                     step.eps,
                 )
+            elif step.op == "rms_norm":
+                scale = step.weight_offset + weight(f"{step.name}.weight")
+                x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
+            elif step.op == "avg_pool":
+                batch, count, width = x.shape
+                side = math.isqrt(count)
+                grid = x.transpose(1, 2).reshape(batch, width, side, side)
+                x = F.avg_pool2d(grid, step.kernel).flatten(2).transpose(1, 2)
+            elif step.op == "matmul":
+                x = x @ weight(step.name)
             else:
                 x = ACT2FN[step.activation](x)
         return x

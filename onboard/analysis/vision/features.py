@@ -40,6 +40,11 @@ VISION_CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ..
     ("vision.post_norm_applied", "vision.select.layers", lambda s: _vision(s).select.post_norm),
     ("vision.projector", "vision.projector", _steps),
     (
+        "vision.image_attention",
+        "vision.merge.bidirectional_images",
+        lambda s: "bidirectional" if _vision(s).merge.bidirectional_images else "causal",
+    ),
+    (
         "vision.image_token",
         "vision.merge.image_token_id",
         lambda s: _vision(s).merge.image_token_key,

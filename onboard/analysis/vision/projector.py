@@ -4,6 +4,7 @@ compute the projector is proved by the check."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,17 @@ def read_projector(
             bias_key = bias_key or _keyword_key(files, type(projector).__name__, leaf_name)
         elif isinstance(leaf, nn.LayerNorm):
             steps.append(ProjectorStep("layer_norm", leaf_name, eps=float(leaf.eps)))
+        elif isinstance(leaf, nn.AvgPool2d) and _square(leaf):
+            kernel = _size(leaf.kernel_size)
+            steps.append(
+                ProjectorStep(
+                    "avg_pool", leaf_name, kernel=kernel, tokens_key=_tokens_key(config, kernel)
+                )
+            )
+        elif (offset := _rms_offset(leaf)) is not None:
+            steps.append(
+                ProjectorStep("rms_norm", leaf_name, eps=float(leaf.eps), weight_offset=offset)
+            )
         elif not any(True for _ in leaf.parameters()):
             activation, activation_key = _activation(leaf, config)
             if activation is None:
@@ -50,6 +62,13 @@ def read_projector(
             steps.append(ProjectorStep("activation", leaf_name, activation=activation))
         else:
             return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
+    # A bare weight of the projector's own (Gemma 3's mm_input_projection_weight) is multiplied
+    # in last; the check proves the order
+    for weight_name, weight in projector.named_parameters(recurse=False):
+        if weight.dim() != 2:
+            return _refused(projector, f"a {weight.dim()}-D parameter {weight_name}")
+        rows, columns = weight.shape
+        steps.append(ProjectorStep("matmul", weight_name, int(rows), int(columns)))
     where = source_location(type(projector).forward) or type(projector).__name__
     evidence.append(Evidence("probe", where, " -> ".join(s.name for s in steps)))
     if activation_key:
@@ -77,6 +96,52 @@ def _called_leaves(projector: Any, features: Any) -> list[tuple[str, Any]]:
         for handle in handles:
             handle.remove()
     return order
+
+
+_TOKENS_KEYS = ("mm_tokens_per_image",)
+
+
+def _tokens_key(config: Any, kernel: int) -> str | None:
+    """The config key whose tokens per image make this pooling kernel."""
+    side = config.vision_config.image_size // config.vision_config.patch_size
+    for key in _TOKENS_KEYS:
+        tokens = getattr(config, key, None)
+        if isinstance(tokens, int) and tokens > 0 and (side // math.isqrt(tokens)) == kernel:
+            return key
+    return None
+
+
+def _square(pool: Any) -> bool:
+    """A pool over square, non-overlapping blocks without padding."""
+    kernel, stride = _size(pool.kernel_size), _size(pool.stride or pool.kernel_size)
+    return kernel == stride and not _size(pool.padding) and not pool.ceil_mode
+
+
+def _size(value: Any) -> int:
+    """One side of a square size (``4`` or ``(4, 4)``); -1 when it is not square."""
+    if isinstance(value, tuple | list):
+        return int(value[0]) if len(set(value)) == 1 else -1
+    return int(value)
+
+
+def _rms_offset(module: Any) -> float | None:
+    """0.0 or 1.0 when ``module`` is an RMS norm scaling by ``offset + weight`` (told by its
+    output on a probe), else None."""
+    import torch
+
+    weights = [p for n, p in module.named_parameters() if n == "weight"]
+    eps = getattr(module, "eps", None)
+    if len(list(module.parameters())) != 1 or len(weights) != 1 or eps is None:
+        return None
+    (weight,) = weights
+    x = torch.linspace(-1.0, 2.0, weight.numel()).reshape(1, -1)
+    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    with torch.no_grad():
+        out = module(x)
+    for offset in (0.0, 1.0):
+        if torch.allclose(out, normed * (offset + weight), atol=1e-6):
+            return offset
+    return None
 
 
 def _activation(module: Any, config: Any) -> tuple[str | None, str | None]:

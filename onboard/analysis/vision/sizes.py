@@ -9,6 +9,7 @@ tiny width it was to the real one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from onboard.vision import ProjectorSpec, VisionSpec, VitTowerSpec
@@ -20,7 +21,7 @@ def at_real_sizes(vision: VisionSpec, tiny: Any, real: Any) -> VisionSpec:
     return dataclasses.replace(
         vision,
         towers=dataclasses.replace(vision.towers, vit=tower),
-        projector=_projector(vision.projector, widths),
+        projector=_projector(vision.projector, widths, real),
         merge=dataclasses.replace(vision.merge, image_token_id=int(real.image_token_id)),
     )
 
@@ -68,13 +69,22 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
     return pairs
 
 
-def _projector(projector: ProjectorSpec, widths: dict[int, int]) -> ProjectorSpec:
+def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> ProjectorSpec:
     steps = tuple(
         dataclasses.replace(
             step,
             in_features=widths.get(step.in_features, step.in_features),
             out_features=widths.get(step.out_features, step.out_features),
+            kernel=_real_kernel(step.kernel, step.tokens_key, real),
         )
         for step in projector.steps
     )
     return dataclasses.replace(projector, steps=steps)
+
+
+def _real_kernel(kernel: int, tokens_key: str | None, real: Any) -> int:
+    """A pooling kernel at the real sizes: the patch grid's side over the tokens' side."""
+    if not kernel or tokens_key is None:
+        return kernel
+    side = real.vision_config.image_size // real.vision_config.patch_size
+    return side // math.isqrt(getattr(real, tokens_key))

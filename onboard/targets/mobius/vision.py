@@ -128,10 +128,20 @@ def vision_blockers(spec: ArchitectureSpec, generated_text: bool) -> list[str]:
             "features from several layers (vision.select): the generated tower returns one "
             "hidden state"
         )
-    if any(step.op == "layer_norm" for step in vision.projector.steps):
-        found.append("a layer norm inside the projector (vision.projector)")
+    unwritten = sorted({s.op for s in vision.projector.steps} - {"linear", "activation"})
+    if unwritten:
+        found.append(
+            f"projector steps {', '.join(unwritten)} (vision.projector): the generated projector "
+            "writes linears and activations so far"
+        )
+    if vision.merge.bidirectional_images:
+        found.append(
+            "image tokens that attend to each other both ways when token_type_ids mark them "
+            "(vision.merge): the generated decoder's mask is causal (mobius' gemma3 decoder is "
+            "causal only: hybrid notes M13)"
+        )
     widths = _widths(vision.projector.steps)
-    if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths):
+    if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths if w):
         found.append("a projector width that is neither the tower's nor the text's")
     text = spec.text
     if text.embedding_scale != "none" or text.scales:
