@@ -14,6 +14,7 @@ from onboard.targets.mobius.plan import STYLE
 from tests.analyses import DENSE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
+from tests.targets.mobius.sabotage import parity_with
 
 
 def _new(repo_id: str, out: Path, **options):
@@ -76,13 +77,7 @@ def _sabotage(repo_id: str, tmp_path: Path, old: str, new: str, *, default_confi
         result = _new_default(repo_id, tmp_path, parity=False)
     else:
         result = _new(repo_id, tmp_path / "out", parity=False)
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    assert old in text
-    module.write_text(text.replace(old, new, 1))
-    return TARGET.parity(
-        result.analysis, result.proposal, (module, result.plan.model_class), result.library
-    )
+    return parity_with(result, old, new)
 
 
 def test_dropped_qk_norm_is_caught_by_the_weight_account(tmp_path: Path) -> None:
