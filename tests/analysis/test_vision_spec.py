@@ -321,3 +321,21 @@ def test_a_tower_of_no_or_absurdly_many_layers_is_refused(tmp_path: Path, layers
 
     with pytest.raises(UnsupportedFeatureError, match=f"tower has {layers} layers"):
         _analyse(tmp_path, vision_config={"num_hidden_layers": layers})
+
+
+def test_vipllava_reads_five_layers_by_its_plural_key_and_a_norm_first_projector(
+    tmp_path: Path,
+) -> None:
+    spec = analyse(_default(tmp_path, "vipllava")).spec
+    assert spec.unresolved == ()
+    select = spec.vision.select
+    real = json.loads((tmp_path / "config.json").read_text())
+    assert select.layers == tuple(real["vision_feature_layers"])
+    assert select.layer_key == "vision_feature_layers"
+    assert select.drop_class_token and select.strategy_key is None  # always drops it
+    steps = spec.vision.projector.steps
+    assert [s.op for s in steps] == ["layer_norm", "linear", "activation", "linear"]
+    assert steps[1].in_features == len(select.layers) * spec.vision.tower.hidden_size
+    blockers = _blockers("mobius", spec)
+    assert any("several layers" in b for b in blockers)
+    assert any("projector steps layer_norm" in b for b in blockers)

@@ -12,7 +12,8 @@ from onboard.analysis.vision.trace import VisionTrace
 from onboard.spec import Delta, Evidence
 from onboard.vision import FeatureSelectSpec
 
-_LAYER_KEY = "vision_feature_layer"
+# VipLlava names it in the plural
+_LAYER_KEYS = ("vision_feature_layer", "vision_feature_layers")
 _STRATEGY_KEY = "vision_feature_select_strategy"
 _MATCH = 1e-6
 
@@ -28,7 +29,7 @@ def read_select(
     trace: VisionTrace, config: Any, class_token: bool, where: str = "get_image_features"
 ) -> SelectReading:
     states = trace.hidden_states
-    claimed = getattr(config, _LAYER_KEY, None)
+    _, claimed = _claimed_layers(config)
     layer_lists = [tuple(claimed)] if isinstance(claimed, list | tuple) else []
     layer_lists += [(i,) for i in range(-len(states), 0)]
     drops = (True, False) if class_token else (False,)
@@ -55,6 +56,15 @@ def read_select(
     )
 
 
+def _claimed_layers(config: Any) -> tuple[str, Any]:
+    """The config key that names the feature layer(s), and its value (None: no such key)."""
+    for key in _LAYER_KEYS:
+        value = getattr(config, key, None)
+        if value is not None:
+            return key, value
+    return _LAYER_KEYS[0], None
+
+
 def _select(states: tuple[Any, ...], layers: tuple[int, ...], drop: bool) -> Any:
     import torch
 
@@ -75,14 +85,14 @@ def _found(spec: FeatureSelectSpec, config: Any) -> SelectReading:
     dropped = "without" if spec.drop_class_token else "with"
     strategy_evidence = [Evidence("probe", "projector input", f"{dropped} the class token")]
     deltas = []
-    claimed = getattr(config, _LAYER_KEY, None)
+    key, claimed = _claimed_layers(config)
     if claimed is not None and not spec.post_norm:
         claimed_layers = tuple(claimed) if isinstance(claimed, list | tuple) else (claimed,)
         if claimed_layers == spec.layers:
-            spec = dataclasses.replace(spec, layer_key=_LAYER_KEY)
-            layers.append(Evidence("config", f"config.json:{_LAYER_KEY}", repr(claimed)))
+            spec = dataclasses.replace(spec, layer_key=key)
+            layers.append(Evidence("config", f"config.json:{key}", repr(claimed)))
         else:
-            deltas.append(_disagrees(_LAYER_KEY, claimed, f"hidden_states{list(spec.layers)}"))
+            deltas.append(_disagrees(key, claimed, f"hidden_states{list(spec.layers)}"))
     strategy = getattr(config, _STRATEGY_KEY, None)
     if strategy is not None:
         if (strategy == "default") == spec.drop_class_token:
