@@ -41,6 +41,15 @@ def build_tiny_model(
     return model.float().eval()
 
 
+def image_tokens(model: Any, pixel_values: Any) -> int:
+    """How many placeholder tokens one image of ``pixel_values`` fills in a tiny VLM."""
+    import torch
+
+    with torch.no_grad():
+        features = model.get_image_features(pixel_values=pixel_values[:1]).pooler_output
+    return int(features[0].reshape(-1, features[0].shape[-1]).shape[0])
+
+
 def perturb(model: Any, *, seed: int = 1) -> Any:
     """Add N(0, PERTURB_STD) noise to every parameter and every saved buffer, deterministically.
 

@@ -21,7 +21,7 @@ TINY_PATCHES_PER_SIDE = 4  # 16 patches: 16 image tokens per image
 MAX_TOWER_LAYERS = 64
 # Image tokens per image, where the projector pools patches down to a count (Gemma 3): a 2 x 2
 # grid pooled from the 4 x 4 patches
-_TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
+TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
 TINY_TOKENS_PER_IMAGE = 4
 # Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
 _TEXT_WIDTH_KEYS = ("projection_dim",)
@@ -43,16 +43,15 @@ def shrink_vlm_config(
             tiny["vision_config"][key] = tiny_text["hidden_size"]
         if key in tiny and tiny[key] == text_width:  # PaliGemma restates it at the top
             tiny[key] = tiny_text["hidden_size"]
-    for key in _TOKENS_PER_IMAGE_KEYS:
+    for key in TOKENS_PER_IMAGE_KEYS:
         if getattr(hf_config, key, None):
             tiny[key] = TINY_TOKENS_PER_IMAGE
     vocab = int(tiny_text["vocab_size"])
     if "vocab_size" in tiny:
         tiny["vocab_size"] = vocab
     taken = {v for k, v in tiny_text.items() if k.endswith("token_id") and isinstance(v, int)}
-    for key in ("pad_token_id",):
-        if isinstance(tiny.get(key), int) and tiny[key] >= vocab:
-            tiny[key] = tiny_text.get(key, 0)
+    if isinstance(tiny.get("pad_token_id"), int) and tiny["pad_token_id"] >= vocab:
+        tiny["pad_token_id"] = tiny_text.get("pad_token_id", 0)
     key = image_token_key(hf_config)
     tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
     return tiny

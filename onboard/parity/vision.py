@@ -192,13 +192,3 @@ class HFVisionRunner:
                 use_cache=True,
             )
         return VisionStep(out.logits.numpy(), state=out.past_key_values)
-
-
-def tokens_per_image(model: Any, channels: int, size: int) -> int:
-    import torch
-
-    with torch.no_grad():
-        features = model.get_image_features(
-            pixel_values=torch.zeros(1, channels, size, size)
-        ).pooler_output
-    return int(features[0].reshape(-1, features[0].shape[-1]).shape[0])

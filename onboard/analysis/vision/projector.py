@@ -14,6 +14,7 @@ from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
+from onboard.tiny_vision import TOKENS_PER_IMAGE_KEYS
 from onboard.vision import ProjectorSpec, ProjectorStep
 
 _ACTIVATION_KEYS = ("projector_hidden_act",)
@@ -98,13 +99,10 @@ def _called_leaves(projector: Any, features: Any) -> list[tuple[str, Any]]:
     return order
 
 
-_TOKENS_KEYS = ("mm_tokens_per_image",)
-
-
 def _tokens_key(config: Any, kernel: int) -> str | None:
     """The config key whose tokens per image make this pooling kernel."""
     side = config.vision_config.image_size // config.vision_config.patch_size
-    for key in _TOKENS_KEYS:
+    for key in TOKENS_PER_IMAGE_KEYS:
         tokens = getattr(config, key, None)
         if isinstance(tokens, int) and tokens > 0 and (side // math.isqrt(tokens)) == kernel:
             return key

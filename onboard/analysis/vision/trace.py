@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
+from onboard.tiny_model import image_tokens
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
 TEXT_AROUND = 3  # text tokens before and after each row's placeholders
@@ -45,7 +46,7 @@ def trace_vlm(model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None
     with torch.no_grad():
         states = tower(pixel_values, output_hidden_states=True).hidden_states
         post = tower.get_submodule(post_norm)(states[-1]) if post_norm else None
-        per_image = _features_per_image(model, pixel_values)
+        per_image = image_tokens(model, pixel_values)
         input_ids = _prompt(hf_config, per_image)
         handles = [
             parts.module(model, "projector").register_forward_hook(keep_projector),
@@ -67,11 +68,6 @@ def trace_vlm(model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None
         captured["merged"],
         text_embeddings,
     )
-
-
-def _features_per_image(model: Any, pixel_values: Any) -> int:
-    features = model.get_image_features(pixel_values=pixel_values[:1]).pooler_output
-    return int(features[0].shape[0])
 
 
 def _prompt(hf_config: Any, per_image: int) -> Any:

@@ -96,9 +96,8 @@ class MobiusTarget:
         _use_library(library)
         if analysis.spec.vision is not None:
             return _vision_parity(analysis, proposal, generated)
+        module_class = _module_class(proposal, generated)
         if generated is not None:
-            path, class_name = generated
-            module_class = getattr(_import_file(path), class_name)
             # The design routes around the base class's own bugs, so only bugs of the execution
             # providers may explain a failure of generated code.
             design = self.design(analysis.spec, proposal)
@@ -112,11 +111,7 @@ class MobiusTarget:
                 experts=analysis.tiny.config.get(moe.count_key, 0) if moe else 0,
             )
         else:
-            variant = proposal.already_supported
-            if variant is None:
-                raise OnboardError("nothing to check: no generated module and no registered class")
-            module_class = getattr(importlib.import_module("mobius.models"), variant.class_name)
-            profile = PROFILES.get(variant.class_name)
+            profile = PROFILES.get(module_class.__name__)
             bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS
             expected_name = None
         return run_parity(
@@ -136,21 +131,24 @@ def _vision_parity(
     from onboard.targets.mobius.vision import unread_tensors
     from onboard.targets.mobius.vision_parity import run_vision_parity
 
-    if generated is not None:
-        path, class_name = generated
-        module_class = getattr(_import_file(path), class_name)
-    elif proposal.already_supported is not None:
-        variant = proposal.already_supported
-        module_class = getattr(importlib.import_module("mobius.models"), variant.class_name)
-    else:
-        raise OnboardError("nothing to check: no generated module and no registered class")
     return run_vision_parity(
-        module_class,
+        _module_class(proposal, generated),
         analysis.tiny.config,
         model_type=analysis.spec.model_type,
         unread=tuple(unread_tensors(analysis.spec)),
         generated=generated is not None,
     )
+
+
+def _module_class(proposal: Proposal, generated: tuple[Path, str] | None) -> type:
+    """The generated (file, class), or the class the library registers for the model type."""
+    if generated is not None:
+        path, class_name = generated
+        return getattr(_import_file(path), class_name)
+    variant = proposal.already_supported
+    if variant is None:
+        raise OnboardError("nothing to check: no generated module and no registered class")
+    return getattr(importlib.import_module("mobius.models"), variant.class_name)
 
 
 def _renamed(

@@ -98,7 +98,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "mobius Attention has one attn_qkv_bias flag"
         )
     found += _mixer_blockers(text)
-    found += vision_blockers(spec, generated_text=False)
+    found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")

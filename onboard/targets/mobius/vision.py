@@ -74,7 +74,6 @@ class VisionDesign:
     tower_prefix: str
     projector_prefix: str
     published_levels: tuple[str, ...]  # levels published checkpoints add under the tower
-    image_token_key: str
     changes: tuple[str, ...]
     # A ViT generated from the spec (SigLIP's shape, a post-normed state); None: mobius'
     # CLIPVisionModel computes it
@@ -111,14 +110,14 @@ class VisionDesign:
         return f"{self.prefix}Decoder"
 
 
-def vision_blockers(spec: ArchitectureSpec, generated_text: bool) -> list[str]:
+def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     """What the generator cannot write for this vision side, each with where it was seen."""
     vision = spec.vision
     if vision is None:
         return []
     found = []
     tower = vision.tower
-    if not (_clip_shaped(tower) or _tower_names(tower)) or not _plain_vit(tower):
+    if not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
         found.append(
             f"{vision.towers.kind} tower with a layout the generated ViT does not follow "
             f"({', '.join(f'{r}={n}' for r, n in tower.names)}; vision.tower.names)"
@@ -149,10 +148,10 @@ def vision_blockers(spec: ArchitectureSpec, generated_text: bool) -> list[str]:
             "a text embedding or logits scale (text.embedding_scale, text.scales): the decoder "
             "takes merged embeddings, and where HF scales them is not generated yet"
         )
-    if generated_text or text.final_logit_softcap is not None or text.lm_head_bias:
+    if text.final_logit_softcap is not None or text.lm_head_bias:
         found.append(
-            "a text model other than mobius' TextModel (generated layers, soft-capped or biased "
-            "head): the generated decoder runs mobius' TextModel on embeddings"
+            "a soft-capped or biased head: the generated decoder runs mobius' TextModel and "
+            "head on embeddings"
         )
     return found
 
@@ -180,7 +179,6 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         published_levels=tuple(
             published.removeprefix(saved) for published, saved in vision.published_aliases
         ),
-        image_token_key=vision.merge.image_token_key,
         changes=_changes(vision),
         tower=None if clip else _tower_names(vision.tower),
         patch_bias=vision.tower.patch_bias,
@@ -189,18 +187,13 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
 
 
 def _clip_shaped(tower: VitTowerSpec) -> bool:
-    a = tower.attention
+    """What mobius' CLIPVisionModel computes and loads: a plain ViT with CLIP's class token,
+    pre-norm, bias-free patch convolution and names."""
     return (
-        tower.class_token
+        _plain_vit(tower)
+        and tower.class_token
         and tower.pre_norm
         and not tower.patch_bias
-        and a.q_bias
-        and a.k_bias
-        and a.v_bias
-        and a.o_bias
-        and a.scale == a.head_dim**-0.5
-        and tower.mlp.bias
-        and tower.norm.bias
         and dict(tower.names).get("o_proj") == "out_proj"
         and tower.mlp.projections == ("fc1", "fc2")
     )

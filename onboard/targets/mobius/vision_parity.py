@@ -26,7 +26,6 @@ from onboard.parity.vision import (
     image_batch,
     run_vision_scenarios,
     text_batch,
-    tokens_per_image,
 )
 from onboard.targets.mobius.parity import (
     EXECUTION_PROVIDERS,
@@ -38,6 +37,7 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
+from onboard.tiny_model import image_tokens
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -53,6 +53,8 @@ def run_vision_parity(
 ) -> ParityReport:
     """``generated``: the class is onboard's output; else the library's own, whose weight map a
     known defect may explain."""
+    import torch
+
     start = time.perf_counter()
     checks: list[Check] = []
     proof: WeightMapProof | None = None
@@ -60,7 +62,9 @@ def run_vision_parity(
     reference = build_reference(hf_config)
     checkpoint = saved_checkpoint(reference)
     vision = hf_config.vision_config
-    per_image = tokens_per_image(reference, vision.num_channels, vision.image_size)
+    per_image = image_tokens(
+        reference, torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
+    )
     text = hf_config.text_config
     batch = image_batch(
         text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
