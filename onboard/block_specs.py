@@ -12,6 +12,16 @@ MLPKind = Literal["gated", "plain", "fused_gate_up"]
 
 
 @dataclass(frozen=True)
+class BlockLayout:
+    """Layers that hold one residual block each, ``x + block(norm(x))`` (NemotronH): the
+    layer's kind says what the block is (attention, a recurrent mixer, an MLP or experts), and
+    every layer names its norm and its block alike, whatever the kind."""
+
+    norm: str  # HF attribute names inside each layer
+    block: str
+
+
+@dataclass(frozen=True)
 class MLASpec:
     """DeepSeek-style multi-head latent attention: low-rank q and kv, a shared RoPE key part."""
 

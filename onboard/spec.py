@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from onboard.block_specs import (
     AttentionSpec,
+    BlockLayout,
     MLPSpec,
     NormSpec,
 )
@@ -26,7 +27,9 @@ from onboard.vision import VisionSpec
 SPEC_VERSION = 1
 
 # Attention kinds, and in hybrids the recurrent kinds of ``token_mixers.MixerKind``
-LayerKind = Literal["full_attention", "sliding_attention", "short_conv", "mamba2", "mamba"]
+LayerKind = Literal[
+    "full_attention", "sliding_attention", "short_conv", "mamba2", "mamba", "mlp", "moe"
+]
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,8 @@ class TextDecoderSpec:
     # label of each such kind (LFM2 says conv for short_conv)
     mixers: TokenMixers = field(default_factory=TokenMixers)
     mixer_labels: tuple[tuple[str, str], ...] = ()  # HF label -> onboard kind
+    # One residual block a layer (NemotronH): its kind in layer_types; None: Llama's two blocks
+    blocks: BlockLayout | None = None
 
     def kind_of_label(self, label: str) -> str:
         """onboard's kind for a layer-type label of the HF config."""
@@ -274,6 +279,14 @@ class TextDecoderSpec:
 
     def is_moe_layer(self, index: int) -> bool:
         return bool(self.mlp_kinds) and self.mlp_kinds[index] == "moe"
+
+    def feed_forward_of(self, kind: str, index: int) -> Literal["dense", "moe"] | None:
+        """What a layer of ``kind`` (onboard's word) at ``index`` mixes channels with: in a
+        block layout the kind says (``mlp`` or ``moe``; none for the others), else the MLP
+        kinds do."""
+        if self.blocks is not None:
+            return {"mlp": "dense", "moe": "moe"}.get(kind)
+        return "moe" if self.is_moe_layer(index) else "dense"
 
     def scale_at(self, site: ScaleSite) -> ScaleSpec | None:
         return next((s for s in self.scales if s.site == site), None)

@@ -16,6 +16,9 @@ from typing import Literal
 # linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
 MixerKind = Literal["short_conv", "mamba2", "mamba"]
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
+# Layers that mix no tokens, only channels: NemotronH's one-block layers of an MLP (``mlp``) or
+# of experts (``moe``), in mobius' words too.
+FEED_FORWARD_KINDS = ("mlp", "moe")
 
 
 @dataclass(frozen=True)
@@ -120,3 +123,7 @@ class TokenMixers:
 
 def is_attention(kind: str) -> bool:
     return kind in ATTENTION_KINDS
+
+
+def is_feed_forward(kind: str) -> bool:
+    return kind in FEED_FORWARD_KINDS

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
-from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view
+from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view, prefix_renames
 from onboard.analysis.probe import Probe, TinyModelRunError, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.checkpoint import parameter_shapes
@@ -90,7 +90,13 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
-        hf_config, tiny_config, probe, source.hf_files, model=model, real_layers=real_layers
+        hf_config,
+        tiny_config,
+        probe,
+        source.hf_files,
+        model=model,
+        real_layers=real_layers,
+        blocks=layout.blocks if layout else None,
     )
     text = builder.build()
     unresolved = tuple(builder.deltas) + _tiny_keeps_layers(tiny_config, tiny, real_layers)
@@ -103,8 +109,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         weights=WeightSpec(
             tensors=probe.disk_tensors,
             tied_keys=("lm_head.weight",) if text.tie_word_embeddings else (),
-            renames=(layout.renames if layout else ())
-            + checkpoint_renames(probe.disk_tensors, parameter_shapes(hf_model)),
+            renames=_weight_renames(layout, probe, hf_model),
             base_prefix=layout.base_prefix if layout else "",
             top_level=_top_level(layout, probe.disk_tensors),
         ),
@@ -124,6 +129,19 @@ def _probed(
     layout = llama_view(hf_model)
     probe = probe_model(layout.model if layout else hf_model, disk_model=hf_model)
     return tiny, tiny_config, hf_model, layout, probe
+
+
+def _weight_renames(
+    layout: LayoutView | None, probe: Probe, hf_model: Any
+) -> tuple[tuple[str, str], ...]:
+    """Checkpoint names -> the Llama layout's, in the order they apply: a prefix saved under
+    another name (NemotronH's backbone), the view's renames, renamed top-level modules."""
+    memory = parameter_shapes(hf_model)
+    return (
+        prefix_renames(probe.disk_tensors, memory)
+        + (layout.renames if layout else ())
+        + checkpoint_renames(probe.disk_tensors, memory)
+    )
 
 
 def _top_level(

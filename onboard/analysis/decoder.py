@@ -32,7 +32,7 @@ from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
 from onboard.analysis.whole_model import WholeModelReader
-from onboard.block_specs import NormSpec
+from onboard.block_specs import BlockLayout, NormSpec
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence, HeadTransformSpec, TextDecoderSpec
 from onboard.token_mixers import is_attention
@@ -71,9 +71,11 @@ class DecoderSpecBuilder(Reader):
         *,
         model: Any = None,
         real_layers: Sequence[str] = (),
+        blocks: BlockLayout | None = None,
     ) -> None:
         super().__init__(Context(hf_config, tiny_config, probe, files, model))
         self.real_layers = tuple(real_layers)
+        self.blocks = blocks
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -139,6 +141,7 @@ class DecoderSpecBuilder(Reader):
             final_logit_softcap=float(final_softcap) if final_softcap else None,
             mixers=mixers.mixers,
             mixer_labels=mixers.labels,
+            blocks=self._blocks(),
             **self.moe(),
         )
         final = self._final_norm_name
@@ -179,6 +182,15 @@ class DecoderSpecBuilder(Reader):
             self.deltas.extend(mismatches)
         whole = WholeModelReader(self.ctx, blocked=bool(self.deltas))
         return self.take(whole.read(text))
+
+    def _blocks(self) -> BlockLayout | None:
+        if self.blocks is not None:
+            self._probe(
+                "text.blocks",
+                f"{LAYER0}*",
+                f"one residual block a layer: {self.blocks.block} after {self.blocks.norm}",
+            )
+        return self.blocks
 
     def head_transform(self) -> HeadTransformSpec | None:
         """ModernBERT's prediction head (the layout view's ``model.head_transform``): a dense

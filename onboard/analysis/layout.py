@@ -7,6 +7,11 @@ way, so hooks and parameters are shared with the HF model, which still runs its 
 view also says how checkpoint names map to the Llama names, for the generated weight renames.
 Position embeddings become ``model.embed_positions``, a norm of the embeddings (BLOOM)
 ``model.embed_norm``; parts the Llama layout has no place for are refused by name.
+
+Layers that are one residual block each (NemotronH: ``norm`` and ``mixer``) are seen as Llama
+layers with one half: an attention block as ``input_layernorm`` and ``self_attn``, an MLP or
+experts as ``post_attention_layernorm`` and ``mlp``, a recurrent mixer under its own name. Their
+checkpoint names stay HF's (``LayoutView.blocks``): the generated layers keep them.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.block_specs import BlockLayout
 from onboard.errors import UnsupportedFeatureError
 
 # What a layer may call its attention (the decoder's other names are found by type).
@@ -23,6 +29,10 @@ ATTENTION_NAMES = ("self_attn", "attention", "self_attention", "attn", "multi_he
 FFN_NAMES = ("ffn", "feed_forward")
 # A feed-forward written in the layer's own forward: fc1, the activation, fc2 (OPT, BioGPT).
 INLINE_MLP = ("fc1", "fc2")
+# Children that make a block an attention (a one-block layer's block is told by what it holds).
+_ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value")
+# The view's names for a one-block layer's norm, by the block's view name.
+_BLOCK_NORMS = {"self_attn": "input_layernorm", "mlp": "post_attention_layernorm"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class LayoutView:
     # saved from the base model (GPT2Model, OPTModel) have names without it
     base_prefix: str = ""
     top_level: tuple[str, ...] = ()  # the causal LM's own modules (the base, the head)
+    blocks: BlockLayout | None = None  # one residual block a layer, under these HF names
 
 
 def llama_view(model: Any) -> LayoutView | None:
@@ -56,7 +67,8 @@ def llama_view(model: Any) -> LayoutView | None:
     if head_name is None:
         return None
     transform = _head_transform(model, decoder_name.split(".")[0], head_name)
-    layers, layer_renames = _layers(decoder, parts["layers"])
+    blocks = _block_layout(getattr(decoder, parts["layers"]))
+    layers, layer_renames = _layers(decoder, parts["layers"], blocks)
     view = _view_of(model)
     view.model = torch.nn.Module()
     object.__setattr__(view.model, "hf", decoder)
@@ -91,7 +103,8 @@ def llama_view(model: Any) -> LayoutView | None:
     base = getattr(model, "base_model_prefix", "") or ""
     base = base if decoder_name.split(".")[0] == base else ""
     top_level = tuple(name for name, _ in model.named_children())
-    return LayoutView(view, tuple(r for r in renames if r[0] != r[1]), base, top_level)
+    renames = tuple(r for r in renames if r[0] != r[1])
+    return LayoutView(view, renames, base, top_level, blocks)
 
 
 def _head_transform(model: Any, decoder_root: str, head_name: str) -> str | None:
@@ -157,6 +170,7 @@ def _llama_layout(model: Any) -> bool:
         and not hasattr(decoder, "embed_positions")
         and not (first is not None and _inline_mlp(first))
         and not (first is not None and _ffn_elsewhere(first))
+        and _block_layout(decoder.layers) is None
     )
 
 
@@ -169,7 +183,11 @@ def checkpoint_renames(
     disk: tuple[tuple[str, tuple[int, ...]], ...], memory: tuple[tuple[str, tuple[int, ...]], ...]
 ) -> tuple[tuple[str, str], ...]:
     """Top-level modules saved under another name than they have in memory (GPT-NeoX saves its
-    ``lm_head`` as ``embed_out``): paired by shape, only when the pairing is unambiguous."""
+    ``lm_head`` as ``embed_out``; NemotronH its ``model`` as ``backbone``): paired by shape,
+    only when the pairing is unambiguous. The prefix renames (``prefix_renames``) are applied
+    first and not returned: they come before the layout's renames."""
+    for old, new in prefix_renames(disk, memory):
+        disk = tuple((n.replace(old, new, 1) if n.startswith(old) else n, s) for n, s in disk)
     memory_names = {n for n, _ in memory}
     disk_names = {n for n, _ in disk}
     unmatched = [(n, s) for n, s in disk if n not in memory_names and "." in n]
@@ -186,6 +204,28 @@ def checkpoint_renames(
         if len(candidates) == 1:
             renames.append((f"{module}.", f"{candidates[0].rpartition('.')[0]}."))
     return tuple(dict.fromkeys(renames))
+
+
+def prefix_renames(
+    disk: tuple[tuple[str, tuple[int, ...]], ...], memory: tuple[tuple[str, tuple[int, ...]], ...]
+) -> tuple[tuple[str, str], ...]:
+    """A first name component saved as another (``backbone.`` for ``model.``): every saved name
+    under it, the prefix swapped, is a name in memory of the same shape, for one prefix only."""
+    shapes = dict(memory)
+    by_prefix: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for name, shape in disk:
+        if name not in shapes and "." in name:
+            first, _, rest = name.partition(".")
+            by_prefix.setdefault(first, []).append((rest, shape))
+    tops = {name.split(".")[0] for name in shapes}
+    renames: list[tuple[str, str]] = []
+    for first, rests in by_prefix.items():
+        if len(rests) < 2:  # one tensor: a module rename, paired below
+            continue
+        fits = [t for t in tops - {first} if all(shapes.get(f"{t}.{r}") == s for r, s in rests)]
+        if len(fits) == 1:
+            renames.append((f"{first}.", f"{fits[0]}."))
+    return tuple(renames)
 
 
 def _view_of(model: Any) -> Any:
@@ -301,14 +341,84 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
     return parts
 
 
-def _layers(decoder: Any, layers_name: str) -> tuple[Any, list[tuple[str, str]]]:
+def _block_layout(layers: Any) -> BlockLayout | None:
+    """The names of every layer's one norm and one block, when each layer is one residual block
+    under the same names (NemotronH); None otherwise."""
+    from onboard.analysis.probe import is_norm
+
+    found = set()
+    for layer in layers:
+        learned = [(name, child) for name, child in layer.named_children() if learns(child)]
+        norms = [name for name, child in learned if is_norm(child)]
+        blocks = [name for name, child in learned if not is_norm(child)]
+        if len(norms) != 1 or len(blocks) != 1 or next(layer.parameters(False), None) is not None:
+            return None
+        found.add(BlockLayout(norms[0], blocks[0]))
+    return found.pop() if len(found) == 1 else None
+
+
+def block_role(block: Any) -> str | None:
+    """The Llama layout's name for a one-block layer's block: ``self_attn`` for an attention,
+    ``mlp`` for an MLP (linear layers only) or experts; None for a recurrent mixer."""
+    import torch
+
+    children = dict(block.named_children())
+    if any(name in children for name in _ATTENTION_PROJECTIONS):
+        return "self_attn"
+    if hasattr(block, "experts"):
+        return "mlp"
+    learned = [child for child in children.values() if learns(child)]
+    own = next(block.parameters(recurse=False), None)
+    if own is None and learned and all(isinstance(c, torch.nn.Linear) for c in learned):
+        return "mlp"
+    return None
+
+
+def _block_view(layer: Any, blocks: BlockLayout) -> Any:
+    """A one-block layer seen as half a Llama layer (see the module docstring)."""
+    import torch
+
+    view = torch.nn.Module()
+    block = getattr(layer, blocks.block)
+    role = block_role(block)
+    setattr(view, _BLOCK_NORMS.get(role or "self_attn"), getattr(layer, blocks.norm))
+    setattr(view, role or blocks.block, block)
+    object.__setattr__(view, "hf", layer)
+    return view
+
+
+def analysed_layer(layers: Any) -> Any:
+    """The layer whose norms and blocks the probe reads: layer 0, joined in a block layout by
+    the first layer that mixes channels (its norm and MLP), as Llama's layer 0 holds both."""
+    import torch
+
+    first = layers[0]
+    if not isinstance(getattr(first, "hf", None), torch.nn.Module) or hasattr(first, "mlp"):
+        return first
+    feed_forward = next((layer for layer in layers if hasattr(layer, "mlp")), None)
+    if feed_forward is None or len(list(first.children())) != 2:
+        return first
+    joined = torch.nn.Module()
+    for source in (first, feed_forward):
+        for name, child in source.named_children():
+            setattr(joined, name, child)
+    return joined
+
+
+def _layers(
+    decoder: Any, layers_name: str, blocks: BlockLayout | None = None
+) -> tuple[Any, list[tuple[str, str]]]:
     """The layers as views whose attention is ``self_attn``; other children keep their names,
-    except an MLP written inline (OPT's ``fc1``, ``fc2``), which becomes ``mlp``."""
+    except an MLP written inline (OPT's ``fc1``, ``fc2``), which becomes ``mlp``. One-block
+    layers keep their checkpoint names (no renames)."""
     import torch
 
     renames: list[tuple[str, str]] = []
     views = torch.nn.ModuleList()
     for layer in getattr(decoder, layers_name):
+        if blocks is not None:
+            views.append(_block_view(layer, blocks))
+            continue
         view = torch.nn.Module()
         inline = _inline_mlp(layer)
         for name, child in layer.named_children():

@@ -3,7 +3,9 @@
 The config's label says little (transformers 5 calls Mamba layers ``linear_attention`` in some
 models and DeltaNet layers in others), so each label is read from what its tiny layer holds: the
 one learned child that is neither a norm nor the feed-forward block, recognised by one of the
-kinds of ``analysis.mixers``. A label no kind recognises is a delta at its class's line.
+kinds of ``analysis.mixers``. A label no kind recognises is a delta at its class's line. A label
+whose layers hold a feed-forward block and no token mixer (NemotronH's one-block MLP and MoE
+layers) is the kind ``mlp`` or ``moe``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class MixerReader(Reader):
             if found is None:
                 continue
             kind, reading = found
+            if reading is None:  # a feed-forward layer: nothing to read here
+                kinds.append((label, kind))
+                continue
             mixers = dataclasses.replace(mixers, **{kind: reading.spec})
             kinds.append((label, kind))
             parameters += [f"{reading.spec.attribute}.{p}" for p in reading.parameters]
@@ -61,6 +66,12 @@ class MixerReader(Reader):
         layer = self.model.model.layers[index]
         if self._attention_kind(label, layer, index):
             return None
+        feed_forward = _feed_forward_kind(layer)
+        if feed_forward is not None:
+            self._probe(
+                "text.layer_types", f"model.layers.{index}", f"{label!r}: a {feed_forward} block"
+            )
+            return feed_forward, None
         mixer = self._mixer_of(label, layer, index)
         return self._recognised(label, index, *mixer) if mixer else None
 
@@ -121,3 +132,16 @@ class MixerReader(Reader):
             f"known kinds: {', '.join(m.name for m in MIXERS)}",
         )
         return None
+
+
+def _feed_forward_kind(layer: Any) -> str | None:
+    """``mlp`` or ``moe`` for a layer that holds a feed-forward block and nothing else that
+    learns but norms; None for any other layer."""
+    learned = [
+        (name, child)
+        for name, child in layer.named_children()
+        if learns(child) and not is_norm(child)
+    ]
+    if len(learned) != 1 or learned[0][0] not in FFN_BLOCK_NAMES:
+        return None
+    return "moe" if hasattr(learned[0][1], "experts") else "mlp"

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.layout import learns
+from onboard.analysis.layout import hf_module, learns
 from onboard.analysis.reader import Context, Read, Reader
-from onboard.analysis.source_lines import find_line
+from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.width_rule import WidthRule, evaluate_width, read_width_rule
 from onboard.block_specs import MLPSpec
 from onboard.tiny import is_number
@@ -57,6 +57,9 @@ class MLPReader(Reader):
         cfg = self.cfg
         act_key: str | None = next((k for k in _ACTIVATION_KEYS if getattr(cfg, k, None)), None)
         measured = None if act_key else self._measured_activation()
+        read_key = self._activation_key_read(measured) if measured else None
+        if read_key is not None:  # a key of its own (NemotronH's mlp_hidden_act)
+            act_key, measured = read_key, None
         if measured is not None:  # no config key: the code fixes it (BLOOM's own gelu)
             activation, act_key = measured, None
         else:
@@ -202,6 +205,20 @@ class MLPReader(Reader):
                 where = f"model.layers.{self.dense_layer}.mlp.{name}"
                 self._probe("text.mlp.activation", where, f"computes {candidate}")
                 return candidate
+        return None
+
+    def _activation_key_read(self, measured: str) -> str | None:
+        """The config key the MLP's class reads its activation from (``ACT2FN[config.<key>]``
+        in its ``__init__``), when the config holds the activation measured."""
+        mlp = self.model.get_submodule(f"model.layers.{self.dense_layer}.mlp")
+        for name, module in mlp.named_children():
+            if activation_of(module) is None:
+                continue
+            found = init_assignment(self.files, type(hf_module(mlp)).__name__, name)
+            match = re.search(r"ACT2FN\[config\.(\w+)\]", found.evidence.detail) if found else None
+            if match and getattr(self.cfg, match.group(1), None) == measured:
+                self.log.add("text.mlp.activation", found.evidence)
+                return match.group(1)
         return None
 
     def _width_expr(self, tiny_width: int | None) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.layers import ffn_block_name
-from onboard.analysis.layout import hf_module, learns
+from onboard.analysis.layout import analysed_layer, hf_module, learns
 from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import UnsupportedFeatureError
 
@@ -92,7 +92,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
 
     decoder = _decoder(model)
     identity = _identity_norms(decoder.layers)
-    layer = decoder.layers[1 if identity else 0]
+    layer = decoder.layers[1] if identity else analysed_layer(decoder.layers)
     transposed = tuple(n for n, m in model.named_modules() if type(m).__name__ == "Conv1D")
     with torch.no_grad():
         flow = _trace_layer_flow(model, layer)

@@ -25,7 +25,7 @@ from onboard.analysis.probe import source_location
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
-from onboard.token_mixers import is_attention
+from onboard.token_mixers import is_attention, is_feed_forward
 
 TOLERANCE = 1e-5  # fp32; with the right spec the interpreter matches HF to ~1e-7 or exactly
 SEQ_LEN = 9  # longer than the tiny sliding window
@@ -116,6 +116,14 @@ class SpecInterpreter:
             "full_attention"
         ] * layers
 
+    def mixes_tokens(self, layer: int) -> bool:
+        """False for a one-block layer of an MLP or experts (NemotronH)."""
+        return not is_feed_forward(self.kinds[layer])
+
+    def mixes_channels(self, layer: int) -> bool:
+        """False for a one-block layer of attention or a recurrent mixer (NemotronH)."""
+        return self.text.feed_forward_of(self.kinds[layer], layer) is not None
+
     def mixer_name(self, layer: int) -> str:
         """The layer's token mixer attribute: self_attn, or the recurrent mixer's."""
         mixer = self.text.mixers.of(self.kinds[layer])
@@ -180,12 +188,14 @@ class SpecInterpreter:
                 if name in captured:
                     x, y = captured[name]
                     check(name, self.norm(x[0], f"{name}."), y)
-            mixer = f"{prefix}.{self.mixer_name(i)}"
-            x, y = captured[mixer]
-            check(mixer, self.token_mixer(i, x[0]) + self._residual("self_attn", x), y)
-            ffn = f"{prefix}.{self.ffn_name(i)}"
-            x, y = captured[ffn]
-            check(ffn, self.mlp(i, x[0]) + self._residual("mlp", x), y)
+            if self.mixes_tokens(i):
+                mixer = f"{prefix}.{self.mixer_name(i)}"
+                x, y = captured[mixer]
+                check(mixer, self.token_mixer(i, x[0]) + self._residual("self_attn", x), y)
+            if self.mixes_channels(i):
+                ffn = f"{prefix}.{self.ffn_name(i)}"
+                x, y = captured[ffn]
+                check(ffn, self.mlp(i, x[0]) + self._residual("mlp", x), y)
         if not mismatches:  # end to end, so residual wiring and the head are covered too
             logits = self.forward(ids)
             diff = (logits - out.logits).abs().max().item()
@@ -223,8 +233,10 @@ class SpecInterpreter:
         captured: dict[str, tuple[list[Any], Any]] = {}
         wanted = {"model.embed_tokens"}
         for i in range(len(self.model.model.layers)):
-            wanted |= {f"model.layers.{i}.{self.mixer_name(i)}"}
-            wanted |= {f"model.layers.{i}.{self.ffn_name(i)}"}
+            if self.mixes_tokens(i):
+                wanted |= {f"model.layers.{i}.{self.mixer_name(i)}"}
+            if self.mixes_channels(i):
+                wanted |= {f"model.layers.{i}.{self.ffn_name(i)}"}
             wanted |= {f"model.layers.{i}.{attr}" for _, attr in self.text.norm.names}
         handles = []
 
@@ -560,6 +572,9 @@ class SpecInterpreter:
 
             residual = self.factor("residual")
             gate = {role: self.weight(f"{prefix}{attr}") for role, attr in self.text.residual_gates}
+            if not self.mixes_tokens(i):  # one block: x + mlp(norm(x))
+                hidden = hidden + self.mlp(i, norm("mlp_in", hidden)) * residual
+                continue
             attn = norm("attn_out", self.token_mixer(i, norm("attn_in", hidden)))
             last_bias = self.text.attention.last_layer_o_bias
             if last_bias and i == len(self.model.model.layers) - 1:  # beside the module's output
@@ -569,6 +584,8 @@ class SpecInterpreter:
                 hidden = hidden + attn * residual + mlp * residual
                 continue
             hidden = norm("attn_add", hidden * gate.get("attn", 1.0) + attn * residual)
+            if not self.mixes_channels(i):  # one block: x + mixer(norm(x))
+                continue
             mlp = norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
             hidden = norm("mlp_add", hidden * gate.get("mlp", 1.0) + mlp)
         if self.text.final_norm:

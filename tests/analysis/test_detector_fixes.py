@@ -267,6 +267,26 @@ def test_a_head_saved_under_another_name_is_renamed() -> None:
     assert checkpoint_renames(disk, memory) == (("embed_out.", "lm_head."),)
 
 
+def test_a_prefix_saved_under_another_name_is_renamed_first() -> None:
+    """NemotronH saves model.* as backbone.*: one prefix rename, told by names and shapes; the
+    head, saved under its own name, is not touched."""
+    from onboard.analysis.layout import checkpoint_renames, prefix_renames
+
+    memory = (
+        ("model.embeddings.weight", (256, 96)),
+        ("model.layers.0.norm.weight", (96,)),
+        ("lm_head.weight", (256, 96)),
+    )
+    disk = tuple((n.replace("model.", "backbone.", 1), s) for n, s in memory)
+    assert prefix_renames(disk, memory) == (("backbone.", "model."),)
+    assert checkpoint_renames(disk, memory) == ()
+    # a shape that does not fit, or a second prefix that would fit as well: no rename
+    wrong = (("backbone.embeddings.weight", (256, 95)), disk[1], disk[2])
+    assert prefix_renames(wrong, memory) == ()
+    twice = (*memory, *((n.replace("model.", "shadow.", 1), s) for n, s in memory[:2]))
+    assert prefix_renames(disk, twice) == ()
+
+
 def _checked_against(analysis, text):
     """The spec check of ``text`` on the analysed architecture's tiny model, seen the Llama way."""
     from onboard.analysis.layout import llama_view

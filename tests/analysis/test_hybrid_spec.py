@@ -268,3 +268,41 @@ def test_mamba1_mixers_are_read_and_computed(model_type, layer, attribute, confi
         assert torch.allclose(mamba.compute(reading.spec, weights.get, "", x), want, atol=1e-5)
         wrong = dataclasses.replace(reading.spec, activation="relu")
         assert not torch.allclose(mamba.compute(wrong, weights.get, "", x), want, atol=1e-3)
+
+
+def test_nemotron_h_layers_are_one_block_each(tmp_path) -> None:
+    """NemotronH keeps one norm and one block (attention, Mamba-2 or an MLP) in each layer:
+    the spec says so, and each layer's kind comes from what its block holds."""
+    from onboard.block_specs import BlockLayout
+    from tests.new_types import nemotron_nano_dir
+
+    analysis = analyse(load_source(str(nemotron_nano_dir(tmp_path))))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert text.blocks == BlockLayout("norm", "mixer")
+    pattern = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+    kinds = {"M": "mamba2", "-": "mlp", "*": "full_attention"}
+    assert text.layer_types == tuple(kinds[c] for c in pattern)
+    assert dict(text.mixer_labels) == {"linear_attention": "mamba2", "mlp": "mlp"}
+    mamba2 = text.mixers.mamba2
+    assert mamba2.attribute == "mixer" and mamba2.norm_groups == mamba2.groups > 1
+    assert text.mlp.kind == "plain" and text.mlp.activation_key == "mlp_hidden_act"
+    assert [text.feed_forward_of(k, i) for i, k in enumerate(text.layer_types[:3])] == [
+        None,
+        "dense",
+        None,
+    ]
+    # saved under backbone. (HF's conversion mapping); renamed before the layout's own names
+    assert analysis.spec.weights.renames[0] == ("backbone.", "model.")
+
+
+def test_a_wrong_one_block_mlp_fails_the_check(tmp_path) -> None:
+    from tests.new_types import nemotron_nano_dir
+
+    analysis = analyse(load_source(str(nemotron_nano_dir(tmp_path))))
+    text = analysis.spec.text
+    assert _check(analysis, text) == ()
+    wrong = dataclasses.replace(text, mlp=dataclasses.replace(text.mlp, activation="silu"))
+    found = _check(analysis, wrong)
+    assert found and "model.layers.2.mlp" in found[0].detail
+    assert found[0].where.startswith("modeling_nemotron_h.py:")
