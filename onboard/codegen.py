@@ -74,6 +74,7 @@ def environment(line_length: int = LINE_LENGTH) -> jinja2.Environment:
     env.filters["comment"] = functools.partial(_comment, line_length=line_length)
     env.filters["role"] = _role
     env.filters["tuple_literal"] = lambda items: repr(tuple(items))
+    env.filters["dict_literal"] = lambda pairs: repr(dict(pairs))
     env.filters["bullet"] = functools.partial(_bullet, line_length=line_length)
     env.filters["has_role"] = lambda names, role: role in dict(names)
     env.filters["paragraph"] = functools.partial(_paragraph, line_length=line_length)

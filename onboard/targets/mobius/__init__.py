@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from onboard.analysis.attention_kinds import declared_kinds
 from onboard.errors import BadInputError, OnboardError, TargetRepoError, UnsupportedFeatureError
+from onboard.hf_config import make_hf_config
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius import design as _design
 from onboard.targets.mobius import plan as _plan
+from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
@@ -109,6 +112,7 @@ class MobiusTarget:
                 renames=design.renames,
                 fused_qkv=design.fused_qkv,
                 experts=analysis.tiny.config.get(moe.count_key, 0) if moe else 0,
+                blocks=_tiny_block_attributes(analysis),
             )
         else:
             profile = PROFILES.get(module_class.__name__)
@@ -152,12 +156,18 @@ def _module_class(proposal: Proposal, generated: tuple[Path, str] | None) -> typ
 
 
 def _renamed(
-    key: str, renames: tuple[tuple[str, str], ...], fused_qkv: str | None = None, experts: int = 0
+    key: str,
+    renames: tuple[tuple[str, str], ...],
+    fused_qkv: str | None = None,
+    experts: int = 0,
+    blocks: tuple[str, tuple[str, ...]] | None = None,
 ) -> str | tuple[str, ...]:
-    """The parameter a checkpoint key should fill (the design's renames, applied in order), or
-    the three a fused q/k/v projection is split into, or the per-expert ones fused experts
-    saved 3-D (Granite MoE) are split into."""
+    """The parameter a checkpoint key should fill (the design's renames, applied in order, then
+    one-block layers' blocks named by kind), or the three a fused q/k/v projection is split
+    into, or the per-expert ones fused experts saved 3-D (Granite MoE) are split into."""
     key = _design.renamed(key, renames)
+    if blocks is not None:
+        key = named_block(key, *blocks)
     for fused, leaves in (
         ("gate_up_proj", ("gate_proj", "up_proj")),
         ("down_proj", ("down_proj",)),
@@ -169,6 +179,16 @@ def _renamed(
     if fused and fused in key:
         return tuple(key.replace(fused, f".self_attn.{p}_proj.") for p in "qkv")
     return key
+
+
+def _tiny_block_attributes(analysis: Analysis) -> tuple[str, tuple[str, ...]] | None:
+    """HF's block name and each tiny layer's block attribute in the generated layers, for a
+    model whose layers are one block each."""
+    text = analysis.spec.text
+    if text.blocks is None:
+        return None
+    labels = declared_kinds(make_hf_config(analysis.tiny.config)) or ()
+    return text.blocks.block, tuple(BLOCK_ATTRIBUTES[text.kind_of_label(k)] for k in labels)
 
 
 def _use_library(library: Library) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
+from onboard.block_specs import BlockLayout, DifferentialSpec, DynamicMaskSpec
 from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
@@ -22,12 +22,19 @@ from onboard.spec import (
     TextDecoderSpec,
 )
 from onboard.targets.base import Candidate
-from onboard.targets.mobius.mixers import HYBRID_TASK, MixerDesign, mixer_designs, mixer_settings
+from onboard.targets.mobius.blocks import block_names
+from onboard.targets.mobius.mixers import (
+    HYBRID_TASK,
+    MOBIUS_LABELS,
+    MixerDesign,
+    mixer_designs,
+    mixer_settings,
+)
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
 from onboard.targets.mobius.vision import VLM_TASK, VisionDesign, design_vision
-from onboard.token_mixers import is_attention
+from onboard.token_mixers import is_attention, is_feed_forward
 
 TEXT_FEATURES = frozenset(
     {
@@ -148,6 +155,14 @@ class TextDesign:
     # A hybrid's recurrent mixers: layers of these kinds hold a generated component, not
     # attention, and carry its state in mobius' hybrid task
     mixers: tuple[MixerDesign, ...] = ()
+    # One residual block a layer (NemotronH): the generated layers keep HF's names for it, and
+    # layers of these kinds (mobius' words) hold only an MLP
+    blocks: BlockLayout | None = None
+    feed_forward_words: tuple[str, ...] = ()
+    block_names: tuple[tuple[str, str], ...] = ()  # mobius' word -> the layer's block attribute
+
+    def block_attr(self, word: str) -> str:
+        return dict(self.block_names)[word]
 
     @property
     def generated_attention(self) -> bool:
@@ -243,7 +258,7 @@ class ModelDesign:
             or self.fused_qkv
             or self.transposed
             or self.base_prefix
-            or (self.text and self.text.moe)
+            or (self.text and (self.text.moe or self.text.blocks))
         )
 
     @property
@@ -367,6 +382,15 @@ def _text_design(
     kinds = tuple(k for k in text.distinct_layer_types if is_attention(k))
     mixers = mixer_designs(spec, prefix)
     reasons = [m.reason for m in mixers]
+    if text.blocks is not None:
+        reasons.append(
+            _why(
+                f"each layer is one residual block ({text.blocks.block} after {text.blocks.norm}): "
+                "attention, a recurrent mixer or an MLP, by config.layer_types",
+                spec,
+                "text.blocks",
+            )
+        )
     weight_free = text.norm.kind if needed["norm"].endswith("/weight-free") else None
     norm_class = f"{prefix}WeightFreeNorm" if weight_free else NORM_CLASSES[needed["norm"]]
     if weight_free:
@@ -548,6 +572,9 @@ def _text_design(
         differential=attention.differential,
         residual_gates=text.residual_gates,
         mixers=mixers,
+        blocks=text.blocks,
+        feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
+        block_names=block_names(text, MOBIUS_LABELS),
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 

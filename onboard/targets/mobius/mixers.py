@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.spec import ArchitectureSpec
+from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES
 from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 HYBRID_TASK = "hybrid-text-generation"
@@ -43,7 +44,7 @@ class MixerDesign:
 
     kind: str
     label: str  # mobius' word in config.layer_types
-    attribute: str  # the layer's attribute (HF's name, so weights need no rename)
+    attribute: str  # the layer's attribute (HF's name; mobius' in one-block layers)
     component: str  # generated class names
     layer_class: str
     spec: Any  # the kind's spec (onboard.token_mixers)
@@ -63,7 +64,7 @@ def mixer_designs(spec: ArchitectureSpec, prefix: str) -> tuple[MixerDesign, ...
             MixerDesign(
                 kind,
                 MOBIUS_LABELS[kind],
-                mixer.attribute,
+                BLOCK_ATTRIBUTES[kind] if spec.text.blocks else mixer.attribute,
                 name,
                 f"{name}DecoderLayer",
                 mixer,
@@ -93,7 +94,8 @@ def mixer_settings(
     if not designs:
         return [], []
     text = spec.text
-    words = {label: MOBIUS_LABELS[kind] for label, kind in text.mixer_labels}
+    # the feed-forward kinds of one-block layers (mlp, moe) are mobius' words already
+    words = {label: MOBIUS_LABELS.get(kind, kind) for label, kind in text.mixer_labels}
     renamed = {label: word for label, word in words.items() if label != word}
     key = text.layer_types_key or "layer_types"
     expr = (

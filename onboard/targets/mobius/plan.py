@@ -185,7 +185,8 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
         overrides["sliding_window"] = TINY_SLIDING_WINDOW
     mixers = design.text.mixers if design.text else ()
     if mixers:  # a hybrid: one layer of each kind, in mobius' words
-        words = dict.fromkeys(["full_attention", *(m.label for m in mixers)])
+        feed_forward = design.text.feed_forward_words
+        words = dict.fromkeys(["full_attention", *(m.label for m in mixers), *feed_forward])
         overrides["layer_types"] = list(words)
         overrides["num_hidden_layers"] = len(words)
     if attention.scale_key:

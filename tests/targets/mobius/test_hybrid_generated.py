@@ -143,3 +143,77 @@ def test_mobius_own_bamba_fails_and_is_named_the_culprit(tmp_path: Path) -> None
     console = Console(record=True, width=200)
     print_new(result, console)
     assert "the library's own BambaCausalLMModel computes something else" in console.export_text()
+
+
+def test_nemotron_h_re_onboards_with_one_block_layers(tmp_path: Path) -> None:
+    """Each generated layer names its one block for its kind, as mobius' own NemotronH does
+    (HF calls every one mixer): the generated preprocess_weights renames them by layer."""
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c for c in report.checks if c.provider == "default"}
+    assert all(c.status is Status.PASS for c in default.values())
+    assert "(conv_state, key, ssm_state, value)" in default["states"].detail
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    for layer in ("Mamba2DecoderLayer", "AttentionDecoderLayer", "MLPDecoderLayer"):
+        assert f"class NemotronH{layer}(nn.Module)" in text
+    assert (
+        "self.self_attn = Attention(config)" in text and "self.mlp = NemotronHMLP(config)" in text
+    )
+    assert "self.mamba = NemotronHMamba2(config)" in text
+    assert '("backbone.", "model."),' in text
+    assert "state_dict = _name_blocks(state_dict, self.config.layer_types)" in text
+    assert "hidden_act=config.mlp_hidden_act" in text
+    design = TARGET.design(result.analysis.spec, result.proposal)
+    entry = mobius_plan.test_config_entry(design, result.analysis.spec)
+    assert '"layer_types": ["full_attention", "mamba2", "mlp"]' in entry
+
+
+def test_nemotron_h_without_the_mlp_residual_fails(tmp_path: Path) -> None:
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    result = onboard_new(
+        NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out", parity=False)
+    )
+    old = "return op.Add(hidden_states, mixed), (None, None)"
+    report = parity_with(result, old, "return mixed, (None, None)")
+    checks = {c.name: c for c in report.checks if c.provider == "default"}
+    assert checks["prefill"].status is Status.FAIL
+
+
+def test_nemotron_h_blocks_named_for_the_wrong_kind_fail_the_weights(tmp_path: Path) -> None:
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    result = onboard_new(
+        NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out", parity=False)
+    )
+    report = parity_with(result, '"mlp": "mlp"', '"mlp": "mamba"')
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+
+
+def test_mobius_own_nemotron_h_fails_and_is_named_the_culprit(tmp_path: Path) -> None:
+    """mobius 0.1.0's NemotronHConfig keeps transformers-5 ``linear_attention`` for Mamba-2
+    layers, and its cache builder then asks for DeltaNet sizes (hybrid notes, M5)."""
+    from rich.console import Console
+
+    from onboard.report import print_new
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    result = onboard_new(NewOptions(model=str(folder), out=tmp_path / "out"))
+    assert result.proposal.already_supported is not None and result.plan is None
+    build = next(c for c in result.parity.checks if c.name == "build")
+    assert build.status is Status.FAIL and "Linear-attention cache inputs" in build.detail
+    console = Console(record=True, width=200)
+    print_new(result, console)
+    assert "the library's own NemotronHCausalLMModel computes something else" in (
+        console.export_text()
+    )
