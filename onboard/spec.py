@@ -90,6 +90,7 @@ class SharedExpertSpec:
     gated: bool  # output scaled by sigmoid(shared_expert_gate(x))
     name: str  # HF attribute: shared_expert or shared_experts
     width_expr: str = "shared_expert_intermediate_size"  # config expression for the width
+    plain: bool = False  # up, activation, down without a gate (NemotronH)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class MoESpec:
     router: RouterSpec
     shared: SharedExpertSpec | None
     activation: str
+    plain: bool = False  # each expert is down(act(up(x))), without a gate (NemotronH)
     # On-disk naming (the checkpoint keeps one tensor per expert):
     block_name: str = "mlp"  # model.layers.N.<block_name>.experts.E.<leaf>
     expert_leaves: tuple[tuple[str, str], ...] = (

@@ -62,7 +62,9 @@ _TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "moe_k")
 _TINY_SIZES = {
     "moe_intermediate_size": TINY_EXPERT_WIDTH,
     "shared_expert_intermediate_size": TINY_EXPERT_WIDTH,
-    "moe_shared_expert_intermediate_size": TINY_EXPERT_WIDTH,  # NemotronH
+    # NemotronH; wider than the experts, so its key is told from moe_intermediate_size x
+    # n_shared_experts by the tiny model's values
+    "moe_shared_expert_intermediate_size": TINY_EXPERT_WIDTH + 16,
     "ffn_dim": TINY_INTERMEDIATE,  # OPT
     "n_inner": TINY_INTERMEDIATE,  # GPT-2 (None: 4 x hidden_size)
     "dff": TINY_INTERMEDIATE,  # CTRL

@@ -46,7 +46,7 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight"
     r"|mlp\.(gate|up|down)_proj\.(weight|bias)"
     r"|mlp\.gate_up_proj\.weight"
-    rf"|({_FFN})\.experts\.(gate_up_proj|down_proj)(_bias)?"
+    rf"|({_FFN})\.experts\.(gate_up_proj|up_proj|down_proj)(_bias)?"
     # the router, or the one linear inside it (HunYuan: gate.wg), which the router probe checks
     rf"|({_FFN})\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
     r"|mlp\.(shared_experts?|shared_mlp)\.(gate|up|down)_proj\.weight"
@@ -142,7 +142,7 @@ class DecoderSpecBuilder(Reader):
             mixers=mixers.mixers,
             mixer_labels=mixers.labels,
             blocks=self._blocks(),
-            **self.moe(),
+            **self.moe(layer_types),
         )
         final = self._final_norm_name
         names = tuple(
@@ -299,18 +299,16 @@ class DecoderSpecBuilder(Reader):
             return ()
         return check_attention(text, model, self.tiny)
 
-    def moe(self) -> dict[str, Any]:
-        """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones)."""
+    def moe(self, layer_types: Sequence[str] = ()) -> dict[str, Any]:
+        """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones).
+        In a block layout the layer kinds say which layers hold experts (``moe``)."""
         kinds = tuple(sig.split("|", 1)[0] for sig in self.real_layers)
-        if "moe" not in kinds or self.model is None:
+        in_blocks = self.blocks is not None and "moe" in layer_types
+        if ("moe" not in kinds and not in_blocks) or self.model is None:
             return {}
-        from onboard.analysis.moe import find_moe
-        from onboard.checkpoint import tensors
-
-        found = find_moe(self.model, self.tiny, self.cfg, tensors(hf_module(self.model)))
-        for path, evidence in found.evidence:
-            self.log.add(path, evidence)
-        self.deltas.extend(found.deltas)
+        found = self._find_moe()
+        if in_blocks:
+            return {"moe": found.spec}
         dense = [i for i, kind in enumerate(kinds) if kind == "dense"]
         summary = f"{len(dense)} dense layer(s) {dense[:8]}" if dense else "every layer is MoE"
         self.log.add(
@@ -325,6 +323,27 @@ class DecoderSpecBuilder(Reader):
             self._config("text.mlp_kinds", rule, getattr(self.cfg, rule))
         spec = found.spec and dataclasses.replace(found.spec, dense_rule=rule or "none")
         return {"moe": spec, "mlp_kinds": kinds}
+
+    def _find_moe(self) -> Any:
+        """The MoE findings, with the checkpoint's names under the model's prefix (NemotronH saves
+        model.* as backbone.*), as the on-disk readers expect; their evidence and deltas kept."""
+        from onboard.analysis.layout import prefix_renames
+        from onboard.analysis.moe import find_moe
+        from onboard.checkpoint import parameter_shapes, tensors
+
+        hf = hf_module(self.model)
+        checkpoint = tensors(hf)
+        disk = tuple((name, tuple(t.shape)) for name, t in checkpoint.items())
+        for old, new in prefix_renames(disk, parameter_shapes(hf)):
+            checkpoint = {
+                name.replace(old, new, 1) if name.startswith(old) else name: tensor
+                for name, tensor in checkpoint.items()
+            }
+        found = find_moe(self.model, self.tiny, self.cfg, checkpoint)
+        for path, evidence in found.evidence:
+            self.log.add(path, evidence)
+        self.deltas.extend(found.deltas)
+        return found
 
     def layer_types(self) -> tuple[tuple[str, ...], MixersReading]:
         """Each layer's kind in onboard's words, and the recurrent mixers of a hybrid's

@@ -209,8 +209,9 @@ def checkpoint_renames(
 def prefix_renames(
     disk: tuple[tuple[str, tuple[int, ...]], ...], memory: tuple[tuple[str, tuple[int, ...]], ...]
 ) -> tuple[tuple[str, str], ...]:
-    """A first name component saved as another (``backbone.`` for ``model.``): every saved name
-    under it, the prefix swapped, is a name in memory of the same shape, for one prefix only."""
+    """A first name component saved as another (``backbone.`` for ``model.``): the saved names
+    under it, the prefix swapped, are names in memory of the same shape, for one prefix only.
+    Names memory lacks under either prefix (experts saved one by one) do not count against it."""
     shapes = dict(memory)
     by_prefix: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
     for name, shape in disk:
@@ -220,12 +221,21 @@ def prefix_renames(
     tops = {name.split(".")[0] for name in shapes}
     renames: list[tuple[str, str]] = []
     for first, rests in by_prefix.items():
-        if len(rests) < 2:  # one tensor: a module rename, paired below
-            continue
-        fits = [t for t in tops - {first} if all(shapes.get(f"{t}.{r}") == s for r, s in rests)]
+        fits = [t for t in tops - {first} if _fitting(t, rests, shapes) >= 2]
         if len(fits) == 1:
             renames.append((f"{first}.", f"{fits[0]}."))
     return tuple(renames)
+
+
+def _fitting(
+    top: str, rests: list[tuple[str, tuple[int, ...]]], shapes: dict[str, tuple[int, ...]]
+) -> int:
+    """How many saved names, under ``top``, are names in memory of the same shape; 0 when one
+    is a name in memory of another shape."""
+    found = [shapes.get(f"{top}.{rest}") for rest, _ in rests]
+    if any(s is not None and s != shape for s, (_, shape) in zip(found, rests, strict=True)):
+        return 0
+    return sum(s is not None for s in found)
 
 
 def _view_of(model: Any) -> Any:

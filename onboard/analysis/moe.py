@@ -63,11 +63,13 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
             (Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__),),
         )
     num_experts, width = layout.num_experts, layout.width
-    gate_up = experts.gate_up_proj
+    first = layout.first_name
+    shape = tuple(getattr(experts, first).shape)
+    kind = "down(act(up)), no gate" if layout.plain else "gated"
     evidence.append(
         (
             "text.moe.experts",
-            Evidence("probe", f"{prefix}.experts.gate_up_proj", f"shape {tuple(gate_up.shape)}"),
+            Evidence("probe", f"{prefix}.experts.{first}", f"shape {shape}, {kind}"),
         )
     )
     width_keys = ("moe_intermediate_size", "intermediate_size")
@@ -83,7 +85,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     top_k_keys = ("num_experts_per_tok", "moe_topk", "moe_k")
     top_k = _first_int(real, top_k_keys)
     tiny_top_k = _first_int(tiny, top_k_keys) or 1
-    activation = getattr(real, "hidden_act", None) or getattr(real, "hidden_activation", "silu")
+    activation = _activation(experts, real)
     experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix)
     if experts_delta:
         deltas.append(experts_delta)
@@ -98,7 +100,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     deltas += shared_deltas
     block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
     fused_on_disk: tuple[tuple[str, str], ...] = ()
-    if disk_deltas and not layout.transposed:
+    if disk_deltas and not layout.transposed and not layout.plain:
         fused_on_disk = _fused_disk_names(experts, index, checkpoint)
         if fused_on_disk:
             disk_deltas, block_name = [], attr
@@ -121,6 +123,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         router=router_spec or RouterSpec("softmax", "softmax_topk", False),
         shared=shared,
         activation=str(activation),
+        plain=layout.plain,
         block_name=block_name,
         expert_leaves=leaves,
         router_name=router_name,
@@ -141,43 +144,61 @@ class ExpertLayout:
     num_experts: int
     width: int  # each expert's intermediate size
     transposed: bool  # slices are (in, out), not nn.Linear's (out, in) (Aria, GPT-OSS)
+    plain: bool = False  # 3-D up_proj, no gate: down(act(up(x))) (NemotronH)
+
+    @property
+    def first_name(self) -> str:
+        """HF's name of the experts' first projection."""
+        return "up_proj" if self.plain else "gate_up_proj"
 
 
 def expert_layout(experts: Any) -> ExpertLayout | None:
-    gate_up = getattr(experts, "gate_up_proj", None)
+    plain = getattr(experts, "gate_up_proj", None) is None
+    first = getattr(experts, "up_proj" if plain else "gate_up_proj", None)
     down = getattr(experts, "down_proj", None)
-    if gate_up is None or down is None or gate_up.dim() != 3 or down.dim() != 3:
+    if first is None or down is None or first.dim() != 3 or down.dim() != 3:
         return None
     # transformers' use_experts_implementation records the storage order on the module.
     transposed = bool(getattr(experts, "is_transposed", False))
-    fused = gate_up.shape[2] if transposed else gate_up.shape[1]
-    return ExpertLayout(gate_up.shape[0], fused // 2, transposed)
+    width = first.shape[2] if transposed else first.shape[1]
+    return ExpertLayout(first.shape[0], width if plain else width // 2, transposed, plain)
 
 
 def expert_matrices(experts: Any, expert: int) -> tuple[Any, Any, Any, Any]:
-    """Expert ``expert``'s gate_up (2W, H) and down (H, W) in nn.Linear layout, and their biases."""
-    gate_up, down = experts.gate_up_proj[expert], experts.down_proj[expert]
+    """Expert ``expert``'s gate_up (2W, H) or, without a gate, up (W, H), and down (H, W), in
+    nn.Linear layout, and their biases."""
+    first = "up_proj" if getattr(experts, "gate_up_proj", None) is None else "gate_up_proj"
+    gate_up, down = getattr(experts, first)[expert], experts.down_proj[expert]
     if getattr(experts, "is_transposed", False):
         gate_up, down = gate_up.T, down.T
-    biases = (getattr(experts, f"{name}_bias", None) for name in ("gate_up_proj", "down_proj"))
+    biases = (getattr(experts, f"{name}_bias", None) for name in (first, "down_proj"))
     gate_up_bias, down_bias = (b[expert] if b is not None else None for b in biases)
     return gate_up, down, gate_up_bias, down_bias
 
 
-def routed_output(experts: Any, hidden: Any, indices: Any, weights: Any, act: Any) -> Any:
-    """The spec's routed experts: each chosen expert's act(gate) * up MLP, times its weight."""
+def routed_output(
+    experts: Any, hidden: Any, indices: Any, weights: Any, act: Any, plain: bool | None = None
+) -> Any:
+    """The spec's routed experts: each chosen expert's act(gate) * up MLP (down(act(up)) when
+    ``plain``; None: as the module holds them), times its weight."""
     import torch
 
     out = torch.zeros_like(hidden)
+    if plain is None:
+        plain = getattr(experts, "gate_up_proj", None) is None
     for slot in range(indices.shape[1]):
-        for expert in range(experts.gate_up_proj.shape[0]):
+        for expert in range(experts.down_proj.shape[0]):
             rows = indices[:, slot] == expert
             if not rows.any():
                 continue
             gate_up, down, gate_up_bias, down_bias = expert_matrices(experts, expert)
             fused = hidden[rows] @ gate_up.T
-            gate, up = (fused if gate_up_bias is None else fused + gate_up_bias).chunk(2, dim=-1)
-            value = (act(gate) * up) @ down.T
+            fused = fused if gate_up_bias is None else fused + gate_up_bias
+            if plain:
+                value = act(fused) @ down.T
+            else:
+                gate, up = fused.chunk(2, dim=-1)
+                value = (act(gate) * up) @ down.T
             value = value if down_bias is None else value + down_bias
             out[rows] += value * weights[rows, slot, None].to(value.dtype)
     return out
@@ -195,7 +216,8 @@ def _check_experts(
     from transformers.activations import ACT2FN
 
     torch.manual_seed(4)
-    hidden = torch.randn(8, experts.gate_up_proj.shape[1 if layout.transposed else 2])
+    first = getattr(experts, layout.first_name)
+    hidden = torch.randn(8, first.shape[1 if layout.transposed else 2])
     k = min(top_k, layout.num_experts)
     indices = (torch.arange(8)[:, None] + torch.arange(k)[None, :]) % layout.num_experts
     weights = torch.rand(8, k)
@@ -215,8 +237,20 @@ def _check_experts(
     return Delta(
         f"{type(experts).__name__} computes something the spec does not describe",
         where,
-        f"{prefix}.experts: max abs {diff:.2g} against {activation}(gate) * up",
+        f"{prefix}.experts: max abs {diff:.2g} against "
+        + (f"{activation}(up)" if layout.plain else f"{activation}(gate) * up"),
     )
+
+
+def _activation(experts: Any, real: Any) -> str:
+    """The experts' activation: the config's ``hidden_act``, unless the experts' own ``act_fn``
+    computes another known one (NemotronH's experts read ``mlp_hidden_act``)."""
+    from onboard.analysis.mlp_reader import activation_of
+
+    configured = getattr(real, "hidden_act", None) or getattr(real, "hidden_activation", "silu")
+    act_fn = getattr(experts, "act_fn", None)
+    measured = activation_of(act_fn) if act_fn is not None else None
+    return str(measured or configured)
 
 
 def _first_key(config: Any, keys: tuple[str, ...]) -> str | None:
@@ -563,6 +597,7 @@ def _shared_experts(
             continue
         where = f"{prefix}.{name}"
         width = _gated_linear_width(module)
+        plain = width is None and (width := _plain_linear_width(module)) is not None
         if width is None:  # Inkling: 3-D parameters; MiniMax-M3: a fused, clamped GLU
             return None, [
                 Delta(
@@ -580,7 +615,8 @@ def _shared_experts(
         deltas = (
             [] if real_width else [Delta("shared expert width not explained", where, str(width))]
         )
-        return SharedExpertSpec(real_width or width, gated, name, width_expr), deltas
+        spec = SharedExpertSpec(real_width or width, gated, name, width_expr, bool(plain))
+        return spec, deltas
     return None, []
 
 
@@ -594,6 +630,18 @@ def _gated_linear_width(module: Any) -> int | None:
     return int(weights[0].shape[0])
 
 
+def _plain_linear_width(module: Any) -> int | None:
+    """The width of an MLP of up_proj and down_proj linear layers only, else None."""
+    import torch
+
+    learned = {name for name, _ in module.named_parameters()}
+    up = getattr(getattr(module, "up_proj", None), "weight", None)
+    allowed = {f"{p}.{leaf}" for p in ("up_proj", "down_proj") for leaf in ("weight", "bias")}
+    if not isinstance(up, torch.Tensor) or up.dim() != 2 or learned - allowed:
+        return None
+    return int(up.shape[0])
+
+
 def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
     """The real shared-expert width and the config expression it comes from.
 
@@ -601,10 +649,11 @@ def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
     n_shared_experts`` (DeepSeek), ``* num_shared_experts`` (EXAONE-MoE), ``intermediate_size *
     moe_num_shared_experts`` (Aria).
     """
+    for own in ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"):
+        real_width = _real_size(width, tiny, real, (own,))
+        if real_width is not None:
+            return real_width, own
     own = "shared_expert_intermediate_size"
-    real_width = _real_size(width, tiny, real, (own,))
-    if real_width is not None:
-        return real_width, own
     for base, count in itertools.product(
         ("moe_intermediate_size", "intermediate_size"), _SHARED_COUNT_KEYS
     ):
@@ -667,7 +716,10 @@ def _disk_names(
     """Where the checkpoint keeps expert 0's gate / up / down, matched by value to memory."""
     gate_up, down, _, _ = expert_matrices(experts, 0)
     gate_up, down = gate_up.detach(), down.detach()
-    wanted = {"gate": gate_up[:width], "up": gate_up[width:], "down": down}
+    if getattr(experts, "gate_up_proj", None) is None:  # no gate: up is the first projection
+        wanted = {"up": gate_up, "down": down}
+    else:
+        wanted = {"gate": gate_up[:width], "up": gate_up[width:], "down": down}
     pattern = re.compile(rf"^model\.layers\.{index}\.(\w+)\.experts\.0\.(\w+)\.weight$")
     block_name, leaves = "mlp", {}
     for key, tensor in checkpoint.items():
@@ -689,4 +741,8 @@ def _disk_names(
                 )
             ],
         )
-    return block_name, tuple((role, leaves[role]) for role in ("gate", "up", "down")), []
+    return (
+        block_name,
+        tuple((role, leaves[role]) for role in ("gate", "up", "down") if role in leaves),
+        [],
+    )

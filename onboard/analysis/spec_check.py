@@ -515,9 +515,15 @@ class SpecInterpreter:
         top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
         correction = correction_bias(router, block)
         weights, indices = route(hidden, router, spec.router, top_k, correction)
-        out = routed_output(block.experts, hidden, indices, weights, ACT2FN[spec.activation])
+        act = ACT2FN[spec.activation]
+        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
         if spec.shared is not None:
-            shared = self.dense_mlp(f"{prefix}{spec.shared.name}.", hidden, gated=True)
+            shared_prefix = f"{prefix}{spec.shared.name}."
+            if spec.shared.plain:  # up, activation, down, as the routed experts
+                up = self.linear(hidden, f"{shared_prefix}up_proj.")
+                shared = self.linear(ACT2FN[spec.activation](up), f"{shared_prefix}down_proj.")
+            else:
+                shared = self.dense_mlp(shared_prefix, hidden, gated=True)
             if spec.shared.gated:
                 shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
             out = out + shared

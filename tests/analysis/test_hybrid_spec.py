@@ -306,3 +306,24 @@ def test_a_wrong_one_block_mlp_fails_the_check(tmp_path) -> None:
     found = _check(analysis, wrong)
     assert found and "model.layers.2.mlp" in found[0].detail
     assert found[0].where.startswith("modeling_nemotron_h.py:")
+
+
+def test_nemotron_h_experts_without_a_gate_are_read_and_proved(tmp_path) -> None:
+    """transformers' default NemotronH: one-block MoE layers whose routed and shared experts
+    are up, activation, down; the shared width has a key of its own."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("nemotron_h", tmp_path)
+    analysis = analyse(load_source(str(folder)))
+    text = analysis.spec.text
+    assert analysis.spec.unresolved == ()
+    assert set(text.layer_types) == {"mamba2", "moe", "full_attention", "mlp"}
+    moe = text.moe
+    assert moe.plain and moe.activation == "relu2"
+    assert moe.shared.plain and moe.shared.width_expr == "moe_shared_expert_intermediate_size"
+    assert moe.router.correction_bias and moe.router.scoring == "sigmoid"
+    assert _check(analysis, text) == ()
+    gated = dataclasses.replace(text, moe=dataclasses.replace(moe, plain=False))
+    assert _check(analysis, gated)
+    silu = dataclasses.replace(text, moe=dataclasses.replace(moe, activation="silu"))
+    assert _check(analysis, silu)
