@@ -116,6 +116,12 @@ class MoEDesign:
     shared: SharedExpertSpec | None
     dense_rule: str  # none, first_k_dense_replace, mlp_only_layers, moe_layer_interval
     flat_correction: bool = False  # the checkpoint's correction bias is reshaped to [experts]
+    plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
+
+    @property
+    def generated_layer(self) -> bool:
+        """mobius' MoELayer is subclassed (a shared expert, or experts without a gate)."""
+        return self.shared is not None or self.plain
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,11 @@ class TextDesign:
     def block_attr(self, word: str) -> str:
         return dict(self.block_names)[word]
 
+    @staticmethod
+    def feed_forward_layer(word: str) -> str:
+        """The generated one-block layer's class name part for a feed-forward kind."""
+        return {"mlp": "MLP", "moe": "MoE"}[word]
+
     @property
     def generated_attention(self) -> bool:
         """Each layer's attention is the generated ``<prefix>Attention``."""
@@ -207,6 +218,8 @@ class TextDesign:
 
     @property
     def custom_layer(self) -> bool:
+        if self.blocks is not None:  # one generated layer class a kind instead
+            return False
         return (
             self.placement in ("sandwich", "parallel", "post_residual")
             or self.moe is not None
@@ -647,9 +660,12 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
             "text.moe.router",
         )
     )
+    if moe.plain:
+        reasons.append(_why("experts without a gate: down(act(up(x)))", spec, "text.moe.experts"))
     if moe.shared is not None:
         gated = "behind a sigmoid gate" if moe.shared.gated else "always added"
-        reasons.append(_why(f"a shared expert {gated}", spec, "text.moe.shared"))
+        plain = ", without a gate of its own" if moe.shared.plain else ""
+        reasons.append(_why(f"a shared expert {gated}{plain}", spec, "text.moe.shared"))
     if moe.dense_rule != "none":
         reasons.append(
             _why(f"dense layers chosen by config.{moe.dense_rule}", spec, "text.mlp_kinds")
@@ -662,7 +678,9 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         router_description=description,
         shared=moe.shared,
         dense_rule=moe.dense_rule,
-        flat_correction=bool(moe.correction_names),
+        # one-block layers keep HF's names for the router, whose bias is then [experts] as is
+        flat_correction=bool(moe.correction_names) and spec.text.blocks is None,
+        plain=moe.plain,
     )
 
 
@@ -1110,7 +1128,7 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         if spec.text.name_of(role) != role:
             renames.append((f".self_attn.{spec.text.name_of(role)}.", f".self_attn.{role}."))
     moe = spec.text.moe
-    if moe is not None:  # the checkpoint's per-expert names -> MoELayer's
+    if moe is not None and spec.text.blocks is None:  # per-expert names -> MoELayer's
         memory = {"gate_up": "experts.gate_up_proj", "down": "experts.down_proj"}
         for role, name in moe.fused_on_disk:  # to the in-memory names, split when loading
             renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))

@@ -38,6 +38,9 @@ CASES_DIR = "testdata/cases/causal-lm"
 VL_CASES_DIR = "testdata/cases/vision-language"
 # mobius' tiny vision config for the vision-language build tests (tests/_test_configs.py)
 TINY_VISION = "_TINY_VISION"
+# Tiny values of the fields a base class's own __init__ reads (ClassProfile.init_needs): the
+# test entry builds the config class directly, without from_transformers' fallbacks.
+TINY_INIT_NEEDS = {"shared_expert_intermediate_size": 64, "rope_local_base_freq": 10_000.0}
 
 
 def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:
@@ -189,6 +192,16 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
         words = dict.fromkeys(["full_attention", *(m.label for m in mixers), *feed_forward])
         overrides["layer_types"] = list(words)
         overrides["num_hidden_layers"] = len(words)
+    moe = spec.text.moe
+    if moe is not None:  # a few small experts, as mobius' own MoE entries have
+        overrides |= {"num_local_experts": 4, "num_experts_per_tok": 2}
+        overrides["moe_intermediate_size"] = 64
+        if moe.shared is not None:
+            overrides["shared_expert_intermediate_size"] = 64
+        if moe.router.n_group > 1:
+            overrides |= {"n_group": 2, "topk_group": 1}
+    for name, _ in design.base.init_needs:
+        overrides.setdefault(name, TINY_INIT_NEEDS[name])
     if attention.scale_key:
         overrides["query_pre_attn_scalar"] = 16
     rope = dict(spec.text.rope)

@@ -154,7 +154,7 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
     around = []
     if text.norm.placement != "pre":
         around.append(f"{text.norm.placement} norms")
-    if text.moe is not None:
+    if text.moe is not None and text.blocks is None:  # one-block MoE layers are generated
         around.append("MoE layers")
     if text.scales or text.residual_gates or text.first_layer_without:
         around.append("residual or embedding scales, gates or a missing first-layer norm")

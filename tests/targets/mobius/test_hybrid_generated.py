@@ -217,3 +217,21 @@ def test_mobius_own_nemotron_h_fails_and_is_named_the_culprit(tmp_path: Path) ->
     assert "the library's own NemotronHCausalLMModel computes something else" in (
         console.export_text()
     )
+
+
+def test_nemotron_h_with_experts_re_onboards(tmp_path: Path) -> None:
+    """transformers' default NemotronH: Mamba-2, MoE (experts and a shared expert without a
+    gate), attention and MLP layers, one block each."""
+    folder = default_config_dir("nemotron_h", tmp_path / "models")
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    assert all(c.status is not Status.FAIL for c in report.checks)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    assert "self.moe = NemotronHMoELayer(config, gate=gate)" in text
+    assert "shared_expert_intermediate_size=config.moe_shared_expert_intermediate_size" in text
+    broken = parity_with(result, "return op.Add(routed, shared)", "return routed")
+    checks = {c.name: c for c in broken.checks if c.provider == "default"}
+    assert checks["prefill"].status is Status.FAIL

@@ -6,6 +6,7 @@ import pytest
 
 from onboard.parity.report import Status
 from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose
 from onboard.targets.mobius.registry import open_library
 from tests.analyses import analysis_of
@@ -43,3 +44,12 @@ def test_causallm_class_ignores_sliding_window_on_default_ep() -> None:
 def test_gemma3_class_bugs(provider: str, bugs: set[str]) -> None:
     report = _existing_class_report("google/gemma-3-1b-it")
     assert _bugs_by_provider(report)[provider] == bugs
+
+
+def test_every_field_a_base_init_reads_has_a_tiny_test_value() -> None:
+    """The test entry builds the config class directly: each field a base class's __init__
+    needs gets a tiny literal (mobius' build tests fail on None otherwise)."""
+    from onboard.targets.mobius.plan import TINY_INIT_NEEDS
+
+    needed = {name for profile in PROFILES.values() for name, _ in profile.init_needs}
+    assert needed and needed <= set(TINY_INIT_NEEDS)
