@@ -65,6 +65,7 @@ _TINY_SIZES = {
     # NemotronH; wider than the experts, so its key is told from moe_intermediate_size x
     # n_shared_experts by the tiny model's values
     "moe_shared_expert_intermediate_size": TINY_EXPERT_WIDTH + 16,
+    "shared_intermediate_size": TINY_EXPERT_WIDTH,  # Granite MoE Hybrid's shared_mlp
     "ffn_dim": TINY_INTERMEDIATE,  # OPT
     "n_inner": TINY_INTERMEDIATE,  # GPT-2 (None: 4 x hidden_size)
     "dff": TINY_INTERMEDIATE,  # CTRL

@@ -11,7 +11,7 @@ from __future__ import annotations
 from onboard.codemods._dicts import upsert_dict_entry
 from onboard.codemods._dunder_all import add_to_all
 from onboard.codemods._errors import CodemodError
-from onboard.codemods._imports import add_from_import
+from onboard.codemods._imports import add_from_import, drop_orphaned_imports
 from onboard.codemods._lists import upsert_tuple_in_list
 from onboard.codemods._ordered_dicts import upsert_ordereddict_entry
 
@@ -19,6 +19,7 @@ __all__ = [
     "CodemodError",
     "add_from_import",
     "add_to_all",
+    "drop_orphaned_imports",
     "upsert_dict_entry",
     "upsert_ordereddict_entry",
     "upsert_tuple_in_list",

@@ -154,3 +154,48 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
         and isinstance(statement.body[0], cst.Expr)
         and isinstance(statement.body[0].value, cst.SimpleString | cst.ConcatenatedString)
     )
+
+
+def drop_orphaned_imports(before: str, after: str, package: str) -> str:
+    """``after`` without the names imported from ``package`` (or a module in it) that
+    ``before`` used and ``after`` no longer does (a registry entry re-pointed to a new class
+    leaves the old one imported for nothing, which the library's lint reports)."""
+    orphaned = _used_names(before) - _used_names(after)
+    tree = parse_module(after)
+    for site in _import_sites(tree):
+        inside = site.module == package or site.module.startswith(f"{package}.")
+        if not inside or isinstance(site.node.names, cst.ImportStar):
+            continue
+        kept = [alias for alias in site.node.names if _alias_name(alias) not in orphaned]
+        if len(kept) == len(site.node.names):
+            continue
+        if not kept:
+            statement = tree.body[site.body_index]
+            tree = tree.with_changes(body=[s for s in tree.body if s is not statement])
+            continue
+        last = kept[-1]
+        if site.node.rpar is None:  # no parentheses: no comma may trail the last name
+            kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        tree = cst.parse_module(replace_node(tree, site.node, site.node.with_changes(names=kept)))
+    return tree.code
+
+
+def _used_names(source: str) -> set[str]:
+    """The names a module reads outside its import statements."""
+
+    class _Names(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.found: set[str] = set()
+
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found.add(node.value)
+
+    names = _Names()
+    parse_module(source).visit(names)
+    return names.found

@@ -26,12 +26,18 @@ def upsert_tuple_in_list(source: str, variable: str, first_element: str, element
 
     ``element`` is the tuple's source text. Returns ``source`` unchanged when an equivalent
     tuple is there, replaces a differing one in place, else appends in the list's layout.
+    Earlier tuples with the same key go, with the comment lines above them: every one of them
+    builds the one class registered for the key, which is the new one now.
     """
     module = parse_module(source)
     new_tuple = parse_expression_arg(element, "element")
     if tuple_key(new_tuple) != first_element:
         raise ValueError(f"element must be a tuple starting with {first_element!r}: {element}")
     items = list_literal(module, variable)
+    keyed = [i for i, item in enumerate(items.elements) if _keyed(item, first_element)]
+    if len(keyed) > 1:
+        module = cst.parse_module(replace_node(module, items, _without(items, keyed[:-1])))
+        items = list_literal(module, variable)
     existing = keyed_element(items, first_element)
     if existing is None:
         appended = insert_item(items, len(items.elements), cst.Element(new_tuple))
@@ -39,6 +45,25 @@ def upsert_tuple_in_list(source: str, variable: str, first_element: str, element
     if same_expression(existing.value, new_tuple):
         return source
     return replace_node(module, existing, existing.with_changes(value=new_tuple))
+
+
+def _keyed(item: cst.BaseElement, key: str) -> bool:
+    return isinstance(item, cst.Element) and tuple_key(item.value) == key
+
+
+def _without(items: cst.List, indices: list[int]) -> cst.List:
+    """``items`` without the elements at ``indices``, each with the lines above it: what
+    follows an element's comma (the next element's comments) moves to the element before."""
+    elements = list(items.elements)
+    lbracket = items.lbracket
+    for index in reversed(indices):
+        after = elements[index].comma
+        if index > 0:
+            elements[index - 1] = elements[index - 1].with_changes(comma=after)
+        elif isinstance(after, cst.Comma):
+            lbracket = lbracket.with_changes(whitespace_after=after.whitespace_after)
+        del elements[index]
+    return items.with_changes(elements=elements, lbracket=lbracket)
 
 
 def list_literal(module: cst.Module, variable: str) -> cst.List:

@@ -140,3 +140,51 @@ def test_syntax_error_raises() -> None:
 def test_bad_arguments_are_caller_errors(module: str, name: str) -> None:
     with pytest.raises(ValueError, match="not"):
         add_from_import("X = 1\n", module, name)
+
+
+REGISTRY = """\
+from mobius.models import (
+    BambaCausalLMModel,
+    NemotronHCausalLMModel,
+    OLMoCausalLMModel,
+)
+from mobius.models import Qwen3Model, Zoo
+from mobius.models.olmo3 import Olmo3Model
+
+_REGISTRATIONS = {
+    "nemotron_h": NemotronHCausalLMModel,
+    "olmo": OLMoCausalLMModel,
+    "qwen": Qwen3Model,
+    "olmo3": Olmo3Model,
+}
+"""
+
+
+def test_an_import_the_edit_orphaned_is_dropped_and_nothing_else() -> None:
+    from onboard.codemods import drop_orphaned_imports
+
+    after = REGISTRY.replace(
+        '"nemotron_h": NemotronHCausalLMModel', '"nemotron_h": BambaCausalLMModel'
+    )
+    dropped = drop_orphaned_imports(REGISTRY, after, "mobius.models")
+    assert "NemotronHCausalLMModel" not in dropped
+    # Zoo was unused before the edit too: not the edit's to remove
+    assert "    BambaCausalLMModel,\n    OLMoCausalLMModel,\n)" in dropped and "Zoo" in dropped
+    compile(dropped, "registry", "exec")
+    assert drop_orphaned_imports(REGISTRY, REGISTRY, "mobius.models") == REGISTRY
+    # imported from a module inside the package (mobius' own registry does so)
+    after = REGISTRY.replace('"olmo3": Olmo3Model', '"olmo3": Zoo')
+    assert "Olmo3Model" not in drop_orphaned_imports(REGISTRY, after, "mobius.models")
+
+
+def test_an_unparenthesized_import_keeps_no_trailing_comma() -> None:
+    from onboard.codemods import drop_orphaned_imports
+
+    after = REGISTRY.replace('"qwen": Qwen3Model', '"qwen": Zoo')
+    dropped = drop_orphaned_imports(REGISTRY, after, "mobius.models")
+    assert "from mobius.models import Zoo\n" in dropped
+    compile(dropped, "registry", "exec")
+    # a statement whose one name is orphaned goes as a whole
+    single = "from mobius.models import Qwen3Model\n\nX = {'qwen': Qwen3Model}\n"
+    dropped = drop_orphaned_imports(single, single.replace("Qwen3Model}", "None}"), "mobius.models")
+    assert dropped == "\nX = {'qwen': None}\n"

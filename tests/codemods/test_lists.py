@@ -90,3 +90,36 @@ def test_unfamiliar_shapes_raise(source: str, message: str) -> None:
 def test_element_must_start_with_first_element() -> None:
     with pytest.raises(ValueError, match="must be a tuple starting with 'a'"):
         upsert_tuple_in_list("X = []\n", "X", "a", '("b", 1)')
+
+
+TWICE = """\
+CAUSAL_LM_CONFIGS = [
+    # llama first
+    ("llama", {}, True),
+    # nemotron_h: dense
+    ("nemotron_h", {"layer_types": ["mamba2"]}, True),
+    # mistral: sliding
+    ("mistral", {}, False),
+    # nemotron_h: MoE
+    ("nemotron_h", {"layer_types": ["moe"]}, True),
+]
+"""
+
+
+def test_earlier_tuples_with_the_key_go_with_their_comments() -> None:
+    new = '("nemotron_h", {"_config_cls": Ours}, True)'
+    result = upsert_tuple_in_list(TWICE, "CAUSAL_LM_CONFIGS", "nemotron_h", new)
+    assert result == (
+        "CAUSAL_LM_CONFIGS = [\n"
+        "    # llama first\n"
+        '    ("llama", {}, True),\n'
+        "    # mistral: sliding\n"
+        '    ("mistral", {}, False),\n'
+        "    # nemotron_h: MoE\n"
+        '    ("nemotron_h", {"_config_cls": Ours}, True),\n'
+        "]\n"
+    )
+    assert upsert_tuple_in_list(result, "CAUSAL_LM_CONFIGS", "nemotron_h", new) == result
+    first = TWICE.replace('("llama", {}, True)', '("nemotron_h", {}, True)')
+    result = upsert_tuple_in_list(first, "CAUSAL_LM_CONFIGS", "nemotron_h", new)
+    assert result.startswith('CAUSAL_LM_CONFIGS = [\n    # mistral: sliding\n    ("mistral"')

@@ -17,6 +17,7 @@ from onboard.codemods import (
     CodemodError,
     add_from_import,
     add_to_all,
+    drop_orphaned_imports,
     upsert_dict_entry,
     upsert_tuple_in_list,
 )
@@ -139,7 +140,7 @@ def _shared_edits(
         init = _read(library, MODELS_INIT)
         init = add_to_all(add_from_import(init, f"mobius.models.{design.module}", cls), cls)
         edits[f"src/mobius/{MODELS_INIT}"] = (init, "export the model class")
-        registry = _read(library, REGISTRY)
+        original = registry = _read(library, REGISTRY)
         registry = add_from_import(registry, "mobius.models", cls)
         task = f', task="{design.task}"' if design.vision else ""
         registry = upsert_dict_entry(
@@ -149,6 +150,8 @@ def _shared_edits(
             registry = upsert_dict_entry(
                 registry, "_TEST_MODEL_IDS", design.model_type, repr(spec.source.model_id)
             )
+        # --treat-as-new re-points an entry: the class it named may be imported for nothing now
+        registry = drop_orphaned_imports(original, registry, "mobius.models")
         edits[f"src/mobius/{REGISTRY}"] = (registry, "registry entry")
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit mobius' registry files: {exc.message}") from None
@@ -249,7 +252,7 @@ def _test_config_change(
     design: ModelDesign, spec: ArchitectureSpec, library: Library
 ) -> FileChange:
     path = library.root / TEST_CONFIGS
-    text = path.read_text(encoding="utf-8")
+    original = text = path.read_text(encoding="utf-8")
     try:
         config_class = design.vision.config_class if design.vision else design.config_class
         if design.vision or needs_own_config_class(design):
@@ -257,6 +260,8 @@ def _test_config_change(
         text = upsert_tuple_in_list(
             text, test_config_list(design), design.model_type, test_config_entry(design, spec)
         )
+        # earlier entries of the type go: the config classes they named may be unused now
+        text = drop_orphaned_imports(original, text, "mobius")
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit {TEST_CONFIGS}: {exc.message}") from None
     return FileChange(TEST_CONFIGS, text, False, "tiny test config")
