@@ -102,6 +102,9 @@ class AttentionSpec:
     last_layer_o_bias: str | None = None
     dynamic_mask: DynamicMaskSpec | None = None
     differential: DifferentialSpec | None = None
+    # q_proj gives each head's query and then a gate as wide; the heads' output is scaled by
+    # sigmoid(gate) before the output projection (Qwen3-Next, Qwen3.5)
+    output_gate: bool = False
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

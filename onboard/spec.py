@@ -28,7 +28,14 @@ SPEC_VERSION = 1
 
 # Attention kinds, and in hybrids the recurrent kinds of ``token_mixers.MixerKind``
 LayerKind = Literal[
-    "full_attention", "sliding_attention", "short_conv", "mamba2", "mamba", "mlp", "moe"
+    "full_attention",
+    "sliding_attention",
+    "short_conv",
+    "mamba2",
+    "mamba",
+    "gated_deltanet",
+    "mlp",
+    "moe",
 ]
 
 

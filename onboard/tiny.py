@@ -50,6 +50,14 @@ TINY_MAMBA_HEADS = 8
 # prompt, so the chunked scan and the recurrent step must agree
 TINY_MAMBA_CHUNK = 4
 _MAMBA2_CHUNK_KEYS = ("mamba_chunk_size", "chunk_size")
+# Gated DeltaNet (Qwen3-Next, Qwen3.5): key heads, value heads (a multiple of them, as in the
+# real checkpoints, so the key heads' sharing is exercised) and two head sizes that differ
+LINEAR_ATTENTION_SIZES = {
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 16,
+    "linear_value_head_dim": 24,
+}
 # Mamba2 heads, head size and groups, by the field names transformers uses (NemotronH: the second)
 _MAMBA2_KEYS = (
     ("mamba_n_heads", "mamba_d_head", "mamba_n_groups"),
@@ -191,6 +199,7 @@ def shrink_config(
     _distinct_multipliers(tiny)
 
     _shrink_mamba2(tiny)
+    _shrink_linear_attention(tiny)
     count_key = _layer_count_key(config, layer_classes)
     # NemotronH derives the count from its layer list: config.json may not store it
     num_layers = _int(config.get(count_key), 0) or len(layer_classes or layer_types or ()) or 1
@@ -319,6 +328,16 @@ def _shrink_mamba2(tiny: dict[str, Any]) -> None:
     for key in _MAMBA2_CHUNK_KEYS if mamba2 else ():  # the scan crosses chunks in the prompt
         if _int(tiny.get(key), 0) > TINY_MAMBA_CHUNK:
             tiny[key] = TINY_MAMBA_CHUNK
+
+
+def _shrink_linear_attention(tiny: dict[str, Any]) -> None:
+    """Gated DeltaNet sizes; equal key and value head counts stay equal."""
+    if not all(_int(tiny.get(key), 0) for key in LINEAR_ATTENTION_SIZES):
+        return
+    shared = tiny["linear_num_value_heads"] != tiny["linear_num_key_heads"]
+    tiny.update(LINEAR_ATTENTION_SIZES)
+    if not shared:
+        tiny["linear_num_value_heads"] = tiny["linear_num_key_heads"]
 
 
 def _int(value: Any, default: int) -> int:

@@ -9,12 +9,13 @@ and check (``analysis/mixers``) and a renderer per target; nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Any, Literal
 
 # onboard's names of the recurrent kinds (HF's labels vary: transformers 5 calls Mamba layers
 # linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
-MixerKind = Literal["short_conv", "mamba2", "mamba"]
+MixerKind = Literal["short_conv", "mamba2", "mamba", "gated_deltanet"]
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
 # Layers that mix no tokens, only channels: NemotronH's one-block layers of an MLP (``mlp``) or
 # of experts (``moe``), in mobius' words too.
@@ -72,6 +73,12 @@ class Mamba2Spec:
     def inner(self) -> int:
         return self.num_heads * self.head_dim
 
+    def with_sizes(self, **sizes: int) -> Mamba2Spec:
+        """A norm over each group keeps doing so at another group count."""
+        per_group = self.norm_groups == self.groups != 1
+        resized = dataclasses.replace(self, **sizes)
+        return dataclasses.replace(resized, norm_groups=resized.groups) if per_group else resized
+
     @property
     def conv_dim(self) -> int:
         return self.inner + 2 * self.groups * self.state_size
@@ -103,14 +110,58 @@ class MambaSpec:
 
 
 @dataclass(frozen=True)
+class GatedDeltaNetSpec:
+    """Gated DeltaNet (Qwen3-Next's and Qwen3.5's linear-attention layers). The projections give
+    q and k (``key_heads`` x ``key_head_dim``), v and the gate z (``value_heads`` x
+    ``value_head_dim``), and per value head b and a; ``grouped`` projections fuse them as
+    ``in_proj_qkvz`` / ``in_proj_ba`` with each key head's group of rows together (Qwen3-Next),
+    ``separate`` ones are ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a`` (Qwen3.5).
+    q, k and v pass a causal depthwise convolution and ``activation``; q and k are L2-normalised
+    per head (``x / sqrt(sum x^2 + l2_eps)``), q scaled by ``key_head_dim ** -0.5``, and repeated
+    for the value heads that share them; ``beta = sigmoid(b)``, ``g = -exp(A_log) * softplus(a
+    + dt_bias)``; each value head's state ``S`` (``key_head_dim x value_head_dim``) decays by
+    ``exp(g)``, then ``S += k (beta (v - k S))``; ``y = q S``; an RMS norm of each head's ``y``
+    gated by ``silu(z)``; ``out_proj``. Padded positions are zeroed before the projections."""
+
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    conv_bias: bool
+    activation: str
+    norm_eps: float
+    l2_eps: float  # HF's l2norm epsilon, fixed in its source
+    projections: Literal["grouped", "separate"]
+    keys: tuple[tuple[str, str], ...] = ()  # spec field -> the config key HF reads it from
+    attribute: str = "linear_attn"
+
+    def key(self, field: str) -> str | None:
+        return dict(self.keys).get(field)
+
+    @property
+    def key_dim(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim
+
+
+@dataclass(frozen=True)
 class TokenMixers:
     """The spec of each recurrent kind the layers use (None: no layer uses that kind)."""
 
     short_conv: ShortConvSpec | None = None
     mamba2: Mamba2Spec | None = None
     mamba: MambaSpec | None = None
+    gated_deltanet: GatedDeltaNetSpec | None = None
 
-    def of(self, kind: str) -> ShortConvSpec | Mamba2Spec | MambaSpec | None:
+    def of(self, kind: str) -> ShortConvSpec | Mamba2Spec | MambaSpec | GatedDeltaNetSpec | None:
         return getattr(self, kind, None) if kind in self.kinds() else None
 
     @staticmethod
@@ -119,6 +170,21 @@ class TokenMixers:
 
     def in_use(self) -> tuple[str, ...]:
         return tuple(kind for kind in self.kinds() if getattr(self, kind) is not None)
+
+
+def sized_for(mixer: Any, config: Any) -> Any:
+    """``mixer`` with each size HF reads from a config key set to ``config``'s value: the
+    real model's sizes for the spec, the tiny model's for the spec check."""
+    sizes = {}
+    for name, key in getattr(mixer, "keys", ()):
+        value = getattr(config, key, None)
+        current = getattr(mixer, name, None)
+        if isinstance(current, int) and not isinstance(current, bool) and isinstance(value, int):
+            sizes[name] = value
+    if not sizes:
+        return mixer
+    resize = getattr(mixer, "with_sizes", None)
+    return resize(**sizes) if resize else dataclasses.replace(mixer, **sizes)
 
 
 def is_attention(kind: str) -> bool:

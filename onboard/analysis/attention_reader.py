@@ -132,7 +132,22 @@ class AttentionReader(Reader):
             last_layer_o_bias=self.last_layer_o_bias,
             dynamic_mask=self.dynamic_mask,
             differential=self.differential,
+            output_gate=self._output_gate(),
         )
+
+    def _output_gate(self) -> bool:
+        """q_proj twice as wide as the query heads: each head's query, then a gate that scales
+        its output (Qwen3-Next); the spec check proves the order and the sigmoid."""
+        if self.fused_qkv:
+            return False
+        shape = self._layer_param(f"self_attn.{self.qkv_names['q']}.weight")
+        width = self.tiny.num_attention_heads * self.ctx.tiny_head_dim
+        if shape is None or shape[0] != 2 * width:
+            return False
+        where = f"{LAYER0}self_attn.{self.qkv_names['q']}.weight"
+        self._probe("text.attention.output_gate", where, f"shape {shape}: queries and gates")
+        self._source("text.attention.output_gate", r"torch\.sigmoid\(gate\)")
+        return True
 
     def _output_projection(self) -> str:
         """The attention's output projection: o_proj, or the one linear from the heads' width

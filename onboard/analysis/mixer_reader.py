@@ -21,7 +21,7 @@ from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import is_norm
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line
-from onboard.token_mixers import TokenMixers
+from onboard.token_mixers import TokenMixers, sized_for
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class MixerReader(Reader):
             if reading is None:  # a feed-forward layer: nothing to read here
                 kinds.append((label, kind))
                 continue
-            mixers = dataclasses.replace(mixers, **{kind: reading.spec})
+            # the tiny layer's sizes, as the real model has them where a config key says
+            mixers = dataclasses.replace(mixers, **{kind: sized_for(reading.spec, self.cfg)})
             kinds.append((label, kind))
             parameters += [f"{reading.spec.attribute}.{p}" for p in reading.parameters]
             self.log.add(f"text.mixers.{kind}", *reading.evidence)

@@ -25,7 +25,7 @@ from onboard.analysis.probe import source_location
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
-from onboard.token_mixers import is_attention, is_feed_forward
+from onboard.token_mixers import is_attention, is_feed_forward, sized_for
 
 TOLERANCE = 1e-5  # fp32; with the right spec the interpreter matches HF to ~1e-7 or exactly
 SEQ_LEN = 9  # longer than the tiny sliding window
@@ -135,7 +135,8 @@ class SpecInterpreter:
         if mixer is None:
             return self.attention(layer, x)
         compute = next(m.compute for m in MIXERS if m.name == kind)
-        return compute(mixer, self.weight, f"model.layers.{layer}.{mixer.attribute}.", x)
+        tiny = sized_for(mixer, self.config)
+        return compute(tiny, self.weight, f"model.layers.{layer}.{mixer.attribute}.", x)
 
     # -- comparison -------------------------------------------------------------------------
 
@@ -375,6 +376,10 @@ class SpecInterpreter:
             q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)
         else:
             q, k, v = (self.linear(x, f"{prefix}{self.text.name_of(p + '_proj')}.") for p in "qkv")
+        gate = None
+        if spec.output_gate:  # each head's query, then its gate
+            q, gate = q.view(batch, seq, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
+            q, gate = q.reshape(batch, seq, -1), gate.reshape(batch, seq, -1)
         q_norm = f"{prefix}{self.text.name_of('q_norm')}."
         k_norm = f"{prefix}{self.text.name_of('k_norm')}."
         if spec.qk_norm == "full_width":
@@ -413,6 +418,8 @@ class SpecInterpreter:
         else:
             out = probs @ v.repeat_interleave(repeat, dim=1)
         out = out.transpose(1, 2).reshape(batch, seq, -1)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def _dynamic_mask(self, prefix: str, v: Any, kind: str) -> Any:

@@ -131,15 +131,17 @@ class TestWidthRule:
             evaluate_width(code, object())
 
 
-def _tiny_mixer(model_type: str, layer: int, attribute: str, **config):
-    """A perturbed tiny HF model's mixer, with the HF modeling file it comes from."""
+def _tiny_mixer(model_type: str, layer: int, attribute: str, *, family: str = "", **config):
+    """A perturbed tiny HF model's mixer, with the HF modeling file it comes from (the
+    ``family``'s where the model type shares one: qwen3_5_text is in qwen3_5's)."""
     import transformers
 
     from onboard.source import SourceFile
 
     model = perturb(build_tiny_model(make_hf_config({"model_type": model_type, **config})))
-    folder = Path(transformers.__file__).parent / "models" / model_type
-    files = [SourceFile.read(folder / f"modeling_{model_type}.py")]
+    family = family or model_type
+    folder = Path(transformers.__file__).parent / "models" / family
+    files = [SourceFile.read(folder / f"modeling_{family}.py")]
     base = model.model if hasattr(model, "model") else model.backbone  # Mamba: backbone
     return model, base.layers[layer].get_submodule(attribute), files
 
@@ -327,3 +329,85 @@ def test_nemotron_h_experts_without_a_gate_are_read_and_proved(tmp_path) -> None
     assert _check(analysis, gated)
     silu = dataclasses.replace(text, moe=dataclasses.replace(moe, activation="silu"))
     assert _check(analysis, silu)
+
+
+QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+
+
+def test_qwen3_next_reads_gated_deltanet_and_gated_attention() -> None:
+    spec = analysis_of(QWEN3_NEXT).spec
+    text = spec.text
+    assert spec.kind == "hybrid_moe" and spec.unresolved == ()
+    assert dict(text.mixer_labels) == {"linear_attention": "gated_deltanet"}
+    deltanet = text.mixers.gated_deltanet
+    assert deltanet.projections == "grouped" and deltanet.attribute == "linear_attn"
+    # read on the tiny layer, each size with the config key HF reads it from: the real ones
+    real = json.loads(fixture_config(QWEN3_NEXT).read_text())
+    assert (
+        (deltanet.key_heads, deltanet.value_heads)
+        == (16, 32)
+        == (
+            real["linear_num_key_heads"],
+            real["linear_num_value_heads"],
+        )
+    )
+    assert (deltanet.key_head_dim, deltanet.value_head_dim) == (128, 128)
+    assert deltanet.key("value_heads") == "linear_num_value_heads"
+    assert deltanet.key("norm_eps") == "rms_norm_eps"
+    assert deltanet.l2_eps == 1e-6
+    assert text.attention.output_gate and text.attention.qk_norm == "per_head"
+    assert text.norm.weight_offset == 1.0
+    cited = [e.where for e in spec.evidence_for("text.attention.output_gate")]
+    assert any(w.startswith("modeling_qwen3_next.py:") for w in cited)
+    ungated = dataclasses.replace(text.attention, output_gate=False)
+    assert _check(analysis_of(QWEN3_NEXT), dataclasses.replace(text, attention=ungated))
+
+
+def test_gated_deltanet_compute_follows_hf_and_a_wrong_reading_does_not() -> None:
+    """HF runs its chunked rule on a prompt longer than a chunk (64); the spec's recurrence
+    step by step must agree, and a wrong layout, epsilon or head sharing must not."""
+    import torch
+
+    from onboard.analysis.mixers import gated_deltanet
+
+    model, module, files = _tiny_mixer(
+        "qwen3_next", 1, "linear_attn", **_SMALL, num_hidden_layers=2,
+        layer_types=["full_attention", "linear_attention"], linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=24,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+    )  # fmt: skip
+    reading = gated_deltanet.read("linear_attn", module, model.config, files)
+    assert reading is not None and reading.deltas == ()
+    spec = reading.spec
+    assert {"A_log", "dt_bias", "in_proj_qkvz.weight", "conv1d.weight"} <= set(reading.parameters)
+    weights = dict(module.named_parameters())
+    x = torch.randn(2, 70, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = module(x)
+        assert torch.allclose(gated_deltanet.compute(spec, weights.get, "", x), want, atol=1e-5)
+        for wrong in (
+            dataclasses.replace(spec, projections="separate"),
+            dataclasses.replace(spec, key_heads=4, key_head_dim=8),
+            dataclasses.replace(spec, activation="relu"),
+        ):
+            try:
+                got = gated_deltanet.compute(wrong, weights.get, "", x)
+            except (KeyError, TypeError, RuntimeError):
+                continue  # a layout whose tensors are not there fails outright
+            assert not torch.allclose(got, want, atol=1e-3)
+
+
+def test_qwen3_5_separate_projections_are_read() -> None:
+    """Qwen3.5 keeps q/k/v, z, b and a in four linears."""
+    from onboard.analysis.mixers import gated_deltanet
+
+    model, module, files = _tiny_mixer(
+        "qwen3_5_text", 1, "linear_attn", family="qwen3_5", **_SMALL, num_hidden_layers=2,
+        layer_types=["full_attention", "linear_attention"], linear_num_key_heads=2,
+        linear_num_value_heads=2, linear_key_head_dim=16, linear_value_head_dim=24,
+    )  # fmt: skip
+    reading = gated_deltanet.read("linear_attn", module, model.config, files)
+    assert reading is not None and reading.deltas == ()
+    assert reading.spec.projections == "separate"
+    assert reading.spec.key("key_heads") == "linear_num_key_heads"

@@ -301,7 +301,9 @@ def test_a_backbone_that_is_no_causal_lm_is_refused_by_name() -> None:
     ("model_type", "message"),
     [
         ("internvl", "InternVLVisionConfig has no patch_size, image_size"),
-        ("llama4", "holds its tower and language model itself"),
+        pytest.param(
+            "llama4", "holds its tower and language model itself", marks=pytest.mark.slow
+        ),  # 37 s: the refusal comes after analysing Llama 4's text model
         ("fuyu", "without vision_config"),
     ],
 )

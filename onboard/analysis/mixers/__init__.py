@@ -8,9 +8,9 @@ kind is a new module here, a dataclass in ``onboard.token_mixers`` and a rendere
 
 from __future__ import annotations
 
-from onboard.analysis.mixers import mamba, mamba2, short_conv
+from onboard.analysis.mixers import gated_deltanet, mamba, mamba2, short_conv
 from onboard.analysis.mixers.base import MixerKind
 
-MIXERS: tuple[MixerKind, ...] = (short_conv.KIND, mamba2.KIND, mamba.KIND)
+MIXERS: tuple[MixerKind, ...] = (short_conv.KIND, mamba2.KIND, mamba.KIND, gated_deltanet.KIND)
 
 __all__ = ["MIXERS", "MixerKind"]

@@ -104,7 +104,7 @@ def computes(module: Any, spec: Any, compute: Callable[..., Any], taps: int, see
     import torch
 
     weights = dict(module.named_parameters())
-    width = module.in_proj.in_features
+    width = getattr(module, "hidden_size", None) or module.in_proj.in_features
     x = torch.randn(2, 2 * taps + 3, width, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         try:

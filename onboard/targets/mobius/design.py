@@ -166,6 +166,8 @@ class TextDesign:
     blocks: BlockLayout | None = None
     feed_forward_words: tuple[str, ...] = ()
     block_names: tuple[tuple[str, str], ...] = ()  # mobius' word -> the layer's block attribute
+    # q_proj gives queries and gates: mobius' Qwen35Attention (gated, (1 + w) q/k norms)
+    output_gate: bool = False
 
     def block_attr(self, word: str) -> str:
         return dict(self.block_names)[word]
@@ -225,6 +227,7 @@ class TextDesign:
             or self.moe is not None
             or self.mla
             or bool(self.residual_gates)
+            or self.output_gate  # its attention is Qwen35Attention, not DecoderLayer's
         )
 
 
@@ -552,6 +555,15 @@ def _text_design(
                 "text.attention.mla.norm_eps",
             )
         )
+    if attention.output_gate:
+        reasons.append(
+            _why(
+                "each head's output scaled by sigmoid of a gate q_proj gives beside its query "
+                "(mobius' Qwen35Attention)",
+                spec,
+                "text.attention.output_gate",
+            )
+        )
     design = TextDesign(
         norm_class=norm_class,
         placement=text.norm.placement,
@@ -588,6 +600,7 @@ def _text_design(
         blocks=text.blocks,
         feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
         block_names=block_names(text, MOBIUS_LABELS),
+        output_gate=attention.output_gate,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 

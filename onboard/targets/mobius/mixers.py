@@ -17,9 +17,9 @@ from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 HYBRID_TASK = "hybrid-text-generation"
 # onboard's kind -> mobius' layer_types word for its state inputs
-MOBIUS_LABELS = {"short_conv": "conv", "mamba2": "mamba2"}
+MOBIUS_LABELS = {"short_conv": "conv", "mamba2": "mamba2", "gated_deltanet": "linear_attention"}
 # the generated component of each kind (its decoder layer adds DecoderLayer)
-_COMPONENTS = {"short_conv": "ShortConv", "mamba2": "Mamba2"}
+_COMPONENTS = {"short_conv": "ShortConv", "mamba2": "Mamba2", "gated_deltanet": "GatedDeltaNet"}
 # why a kind has no generated component yet, for its blocker
 UNRENDERED = {"mamba": " (mobius 0.1.0's own MambaBlock runs one token at a time, hybrid M9)"}
 # Mamba-2 spec field -> the mobius config field the hybrid task and the component read
@@ -35,6 +35,18 @@ _MAMBA2_FIELDS = {
     "norm_eps": ("mamba_norm_eps", "float", "1e-5"),
     "norm_groups": ("mamba_norm_groups", "int", "1"),
     "time_step_limit": ("mamba_time_step_limit", "tuple[float, float | None]", "(0.0, None)"),
+}
+# Gated DeltaNet spec field -> the mobius config field (the hybrid task sizes the states and
+# its LinearAttention function from the linear_* ones mobius' config has), and for the two it
+# lacks the annotation and default of the added field
+_DELTANET_FIELDS = {
+    "key_heads": ("linear_num_key_heads", None),
+    "value_heads": ("linear_num_value_heads", None),
+    "key_head_dim": ("linear_key_head_dim", None),
+    "value_head_dim": ("linear_value_head_dim", None),
+    "conv_kernel": ("linear_conv_kernel_dim", None),
+    "activation": ("linear_activation", ("str", '"silu"')),
+    "norm_eps": ("linear_norm_eps", ("float", "1e-6")),
 }
 
 
@@ -80,6 +92,11 @@ def _reason(kind: str, mixer: Any) -> str:
         return (
             "short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last "
             f"{mixer.conv_kernel - 1} inputs as state"
+        )
+    if kind == "gated_deltanet":
+        return (
+            f"gated DeltaNet layers ({mixer.key_heads} key heads, {mixer.value_heads} value "
+            f"heads), q and k L2-normalised with HF's epsilon {mixer.l2_eps}"
         )
     return (
         f"Mamba-2 layers ({mixer.num_heads} heads, state {mixer.state_size}), padded positions "
@@ -140,6 +157,25 @@ def mixer_settings(
             fields, more = _mamba2_settings(spec, design.spec)
             settings += fields
             extra += more
+        elif design.kind == "gated_deltanet":
+            fields, more = _deltanet_settings(spec, design.spec)
+            settings += fields
+            extra += more
+    return settings, extra
+
+
+def _deltanet_settings(
+    spec: ArchitectureSpec, mixer: Any
+) -> tuple[list[Setting], list[ExtraField]]:
+    """Each size from the config key HF reads it from, else as the tiny model showed it."""
+    settings, extra = [], []
+    for field, (name, added) in _DELTANET_FIELDS.items():
+        if added is not None:
+            extra.append(ExtraField(name, *added))
+        key = mixer.key(field)
+        expr = f"config.{key}" if key else repr(getattr(mixer, field))
+        reason = why(f"gated DeltaNet {field}", spec, "text.mixers.gated_deltanet")
+        settings.append(Setting(name, expr, reason))
     return settings, extra
 
 

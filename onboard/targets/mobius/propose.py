@@ -98,6 +98,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "mobius Attention has one attn_qkv_bias flag"
         )
     found += _mixer_blockers(text)
+    found += _output_gate_blockers(text)
     found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
@@ -134,8 +135,29 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _output_gate_blockers(text: TextDecoderSpec) -> list[str]:
+    """A gated attention is mobius' Qwen35Attention, which norms q and k per head with (1 + w)
+    and has no q/k/v bias apart from the output's."""
+    attention = text.attention
+    if not attention.output_gate:
+        return []
+    found = []
+    if attention.qk_norm != "per_head" or text.norm.weight_offset != 1.0:
+        found.append(
+            "attention output gate without per-head (1 + w) q/k norms "
+            "(text.attention.output_gate): mobius' Qwen35Attention has them"
+        )
+    if attention.fused_qkv or attention.mla or attention.differential or attention.dynamic_mask:
+        found.append(
+            "attention output gate with another attention variant (text.attention): mobius' "
+            "Qwen35Attention is a plain gated attention"
+        )
+    return found
+
+
 def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
-    """The generated mixer layers are pre-norm layers with a dense MLP, added as they are."""
+    """The generated mixer layers are pre-norm layers with the attention layers' feed-forward
+    block, added as they are."""
     mixers = text.mixers.in_use()
     if not mixers:
         return []
@@ -154,12 +176,10 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
     around = []
     if text.norm.placement != "pre":
         around.append(f"{text.norm.placement} norms")
-    if text.moe is not None and text.blocks is None:  # one-block MoE layers are generated
-        around.append("MoE layers")
     if text.scales or text.residual_gates or text.first_layer_without:
         around.append("residual or embedding scales, gates or a missing first-layer norm")
     return unrendered + [
         f"{'+'.join(mixers)} layers with {what} (text.mixers): the generated mixer layer is a "
-        "pre-norm layer with a dense MLP"
+        "pre-norm layer with the attention layers' feed-forward block"
         for what in around
     ]

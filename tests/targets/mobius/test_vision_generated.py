@@ -75,10 +75,11 @@ def _sabotaged(tmp_path: Path, old: str, new: str, model: Path | None = None) ->
             "vision_feature_layer=top.vision_feature_layer + 1,",
             "image-features",
         ),
-        (
+        pytest.param(  # image-features is covered by feature-layer by default
             "projector_hidden_act=top.projector_hidden_act,",
             'projector_hidden_act="silu",',
             "image-features",
+            marks=pytest.mark.slow,
         ),
         (
             "self._image_token_id = config.image_token_id",

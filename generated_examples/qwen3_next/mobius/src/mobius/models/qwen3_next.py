@@ -1,0 +1,470 @@
+# Copyright (c) Microsoft Corporation.
+# Licensed under the MIT License.
+#
+# onboard 0.1.0: generated from Qwen/Qwen3-Next-80B-A3B-Instruct (revision unknown),
+# transformers 5.18.0 modeling_qwen3_next.py sha256:571acc3be267331e.
+# Closest mobius class: Qwen2MoECausalLMModel (registry key qwen2_moe).
+# Regenerate: onboard new Qwen/Qwen3-Next-80B-A3B-Instruct --target mobius --treat-as-new
+
+"""Qwen3Next causal language model.
+
+Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed below.
+
+- gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
+  epsilon 1e-06 (modeling_qwen3_next.py:585)
+- norms scale by (1 + w) (modeling_qwen3_next.py:147)
+- 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe of
+  model.layers.0.mlp router (Qwen3NextTopKRouter))
+- a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
+- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
+  model)
+- each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
+  Qwen35Attention) (modeling_qwen3_next.py:308)
+- q_norm / k_norm over each head before RoPE (modeling_qwen3_next.py:261)
+
+Replicates HuggingFace's ``Qwen3NextForCausalLM``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from onnxscript import OpBuilder, nn
+
+from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius.components import (
+    MLP,
+    Linear,
+    MoELayer,
+    OffsetRMSNorm,
+    PostGatedRMSNorm,
+    Qwen35Attention,
+    SoftmaxTopKGate,
+    create_attention_bias,
+    get_activation,
+)
+from mobius.components._common import INT64_MAX
+from mobius.models.base import TextModel
+from mobius.models.moe import Qwen2MoECausalLMModel
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+
+@dataclasses.dataclass
+class Qwen3NextConfig(CausalLMConfig):
+    """Qwen3Next config, with every graph-changing flag set explicitly.
+
+    Flags that mobius derives from model_type lists would not follow a new model_type, so each
+    one is read from the HF config here, or fixed where the HF source fixes it.
+    """
+
+    mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
+
+    decoder_sparse_step: int = 1
+
+    linear_activation: str = "silu"
+
+    linear_norm_eps: float = 1e-6
+
+    @classmethod
+    def from_transformers(cls, config, parent_config=None) -> Qwen3NextConfig:
+        base = super().from_transformers(config, parent_config)
+        return dataclasses.replace(
+            base,
+            # q_norm / k_norm on each head (modeling_qwen3_next.py:261)
+            attn_qk_norm=True,
+            # q_norm / k_norm on each head (modeling_qwen3_next.py:261)
+            attn_qk_norm_full=False,
+            # q/k/v bias from config.attention_bias (modeling_qwen3_next.py:249)
+            attn_qkv_bias=bool(config.attention_bias),
+            # o_proj bias from config.attention_bias (modeling_qwen3_next.py:258)
+            attn_o_bias=bool(config.attention_bias),
+            # MLP bias always off
+            mlp_bias=False,
+            # MLP activation (config.json:hidden_act)
+            hidden_act=config.hidden_act,
+            # norm epsilon (config.json:rms_norm_eps)
+            rms_norm_eps=config.rms_norm_eps,
+            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
+            tie_word_embeddings=bool(config.tie_word_embeddings),
+            # RoPE rotates halves (config.json:rope_parameters)
+            rope_interleave=False,
+            # no layer slides
+            sliding_window=None,
+            # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
+            num_local_experts=config.num_experts,
+            # experts per token
+            num_experts_per_tok=config.num_experts_per_tok,
+            # width of each expert (probe of model.layers.0.mlp.experts.gate_up_proj)
+            moe_intermediate_size=config.moe_intermediate_size,
+            # renormalise the top-k weights from config.norm_topk_prob (probe of
+            # model.layers.0.mlp router (Qwen3NextTopKRouter))
+            norm_topk_prob=bool(config.norm_topk_prob),
+            # shared expert width (probe of model.layers.0.mlp.shared_expert)
+            shared_expert_intermediate_size=config.shared_expert_intermediate_size,
+            # layers kept dense (probe of meta-device build of the real model)
+            mlp_only_layers=list(config.mlp_only_layers or []),
+            # every n-th layer is MoE (probe of meta-device build of the real model)
+            decoder_sparse_step=config.decoder_sparse_step,
+            # each layer's kind in mobius' words (its state inputs) (config.json:layer_types)
+            layer_types=list(config.layer_types),
+            # gated DeltaNet key_heads (modeling_qwen3_next.py:585)
+            linear_num_key_heads=config.linear_num_key_heads,
+            # gated DeltaNet value_heads (modeling_qwen3_next.py:585)
+            linear_num_value_heads=config.linear_num_value_heads,
+            # gated DeltaNet key_head_dim (modeling_qwen3_next.py:585)
+            linear_key_head_dim=config.linear_key_head_dim,
+            # gated DeltaNet value_head_dim (modeling_qwen3_next.py:585)
+            linear_value_head_dim=config.linear_value_head_dim,
+            # gated DeltaNet conv_kernel (modeling_qwen3_next.py:585)
+            linear_conv_kernel_dim=config.linear_conv_kernel_dim,
+            # gated DeltaNet activation (modeling_qwen3_next.py:585)
+            linear_activation=config.hidden_act,
+            # gated DeltaNet norm_eps (modeling_qwen3_next.py:585)
+            linear_norm_eps=config.rms_norm_eps,
+        )
+
+
+def _split_fused_experts(state_dict):
+    """``experts.gate_up_proj [E, 2I, H]``, ``experts.down_proj [E, H, I]``: one per expert."""
+    result = {}
+    for name, tensor in state_dict.items():
+        if name.endswith(".experts.gate_up_proj"):
+            prefix = name.removesuffix("gate_up_proj")
+            for expert, weights in enumerate(tensor):
+                gate, up = weights.chunk(2, dim=0)
+                result[f"{prefix}{expert}.gate_proj.weight"] = gate
+                result[f"{prefix}{expert}.up_proj.weight"] = up
+        elif name.endswith(".experts.down_proj"):
+            prefix = name.removesuffix("down_proj")
+            for expert, down in enumerate(tensor):
+                result[f"{prefix}{expert}.down_proj.weight"] = down
+        else:
+            result[name] = tensor
+    return result
+
+
+class Qwen3NextMoELayer(MoELayer):
+    """Routed experts plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
+
+    def __init__(self, config: ArchitectureConfig, gate: nn.Module):
+        super().__init__(config, gate=gate)
+        shared = dataclasses.replace(
+            config, intermediate_size=config.shared_expert_intermediate_size
+        )
+        self.shared_expert = MLP(shared)
+        self.shared_expert_gate = Linear(config.hidden_size, 1, bias=False)
+
+    def forward(self, op: OpBuilder, hidden_states: ir.Value):
+        routed = super().forward(op, hidden_states)
+        shared = self.shared_expert(op, hidden_states)
+        shared = op.Mul(shared, op.Sigmoid(self.shared_expert_gate(op, hidden_states)))
+        return op.Add(routed, shared)
+
+
+def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
+    step = config.decoder_sparse_step or 1
+    return index not in config.mlp_only_layers and (index + 1) % step == 0
+
+
+class Qwen3NextDecoderLayer(nn.Module):
+    """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
+
+    def __init__(self, config: ArchitectureConfig, index: int):
+        super().__init__()
+        self.self_attn = Qwen35Attention(config)
+        if _is_moe_layer(config, index):
+            gate = SoftmaxTopKGate(
+                config.hidden_size,
+                config.num_local_experts,
+                config.num_experts_per_tok,
+                norm_topk_prob=config.norm_topk_prob,
+            )
+            self.mlp = Qwen3NextMoELayer(config, gate=gate)
+        else:
+            self.mlp = MLP(config)
+        self.input_layernorm = OffsetRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = OffsetRMSNorm(
+            config.hidden_size, eps=config.rms_norm_eps
+        )
+
+    def forward(
+        self,
+        op: OpBuilder,
+        hidden_states: ir.Value,
+        attention_bias: ir.Value | None,
+        position_embeddings: tuple | None,
+        past_key_value: tuple | None,
+    ):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(op, hidden_states)
+        attn_output, present_key_value = self.self_attn(
+            op,
+            hidden_states=hidden_states,
+            attention_bias=attention_bias,
+            position_embeddings=position_embeddings,
+            past_key_value=past_key_value,
+        )
+        hidden_states = op.Add(residual, attn_output)
+
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(op, hidden_states)
+        hidden_states = self.mlp(op, hidden_states)
+        hidden_states = op.Add(residual, hidden_states)
+        return hidden_states, present_key_value
+
+
+class Qwen3NextDepthwiseConv(nn.Module):
+    """A depthwise causal Conv1d under HF's names (weight [channels, 1, taps])."""
+
+    def __init__(self, channels: int, kernel_size: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter([channels, 1, kernel_size])
+        self.bias = nn.Parameter([channels]) if bias else None
+        self.channels = channels
+
+    def forward(self, op: OpBuilder, window: ir.Value):
+        inputs = [window, self.weight] + ([self.bias] if self.bias is not None else [])
+        return op.Conv(*inputs, group=self.channels)
+
+
+def _current_positions(op: OpBuilder, attention_mask: ir.Value, hidden_states: ir.Value):
+    """1.0 where this call's positions hold tokens, 0.0 where they are padding: [B, S, 1]."""
+    steps = op.Shape(hidden_states, start=1, end=2)
+    current = op.Slice(attention_mask, op.Neg(steps), [INT64_MAX], [1])
+    return op.Unsqueeze(op.CastLike(current, hidden_states), [-1])
+
+
+class Qwen3NextGatedDeltaNet(nn.Module):
+    """HF's gated DeltaNet, with q and k L2-normalised under HF's epsilon.
+
+    ``in_proj_qkvz`` and ``in_proj_ba`` hold, for each key head in turn, its q, k and the v, z
+    (b, a) of the value heads that share it; they are split here, not reordered on load.
+    q, k and v pass a causal depthwise convolution; the gated delta rule (decay ``exp(g)``,
+    ``g = -exp(A_log) * softplus(a + dt_bias)``, rate ``sigmoid(b)``) runs in
+    ``LinearAttention``; an RMS norm of each head gated by ``silu(z)``; ``out_proj``. Unlike
+    mobius' ``GatedDeltaNet``, q and k are divided by ``sqrt(sum x^2 + 1e-06)`` as HF's
+    l2norm does (a padded position's zero key stays zero, not NaN), and padded positions are
+    zeroed before the projections.
+    """
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__()
+        self.key_heads = config.linear_num_key_heads
+        self.value_heads = config.linear_num_value_heads
+        self.key_head_dim = config.linear_key_head_dim
+        self.value_head_dim = config.linear_value_head_dim
+        self.key_dim = self.key_heads * self.key_head_dim
+        self.value_dim = self.value_heads * self.value_head_dim
+        conv_dim = 2 * self.key_dim + self.value_dim
+        self.state_width = config.linear_conv_kernel_dim - 1
+        self.activation = get_activation(config.linear_activation)
+        hidden = config.hidden_size
+        self.in_proj_qkvz = Linear(hidden, 2 * self.key_dim + 2 * self.value_dim, bias=False)
+        self.in_proj_ba = Linear(hidden, 2 * self.value_heads, bias=False)
+        self.conv1d = Qwen3NextDepthwiseConv(conv_dim, config.linear_conv_kernel_dim, False)
+        self.dt_bias = nn.Parameter([self.value_heads])
+        self.A_log = nn.Parameter([self.value_heads])
+        self.norm = PostGatedRMSNorm(self.value_head_dim, eps=config.linear_norm_eps)
+        self.out_proj = Linear(self.value_dim, hidden, bias=False)
+
+    def forward(
+        self,
+        op: OpBuilder,
+        hidden_states: ir.Value,
+        attention_mask: ir.Value,
+        conv_state: ir.Value,
+        recurrent_state: ir.Value,
+    ):
+        keep = _current_positions(op, attention_mask, hidden_states)
+        query, key, value, gate, b, a = self._project(op, op.Mul(hidden_states, keep))
+        mixed = op.Transpose(op.Concat(query, key, value, axis=-1), perm=[0, 2, 1])
+        window = op.Concat(conv_state, mixed, axis=2)
+        conv_present = op.Slice(window, [-self.state_width], [INT64_MAX], [2])
+        convolved = op.Transpose(self.activation(op, self.conv1d(op, window)), perm=[0, 2, 1])
+        query, key, value = op.Split(
+            convolved, [self.key_dim, self.key_dim, self.value_dim], axis=-1, _outputs=3
+        )
+        decay = op.Mul(
+            op.Neg(op.Exp(self.A_log)), op.Softplus(op.Add(a, self.dt_bias))
+        )  # log of each value head's decay
+        y, recurrent_present = op.LinearAttention(
+            self._l2_normalised(op, query),
+            self._l2_normalised(op, key),
+            value,
+            recurrent_state,
+            decay,
+            op.Sigmoid(b),
+            scale=self.key_head_dim**-0.5,
+            q_num_heads=self.key_heads,
+            kv_num_heads=self.value_heads,
+            update_rule="gated_delta",
+            _domain="com.microsoft",
+            _outputs=2,
+        )
+        per_head = [0, 0, self.value_heads, self.value_head_dim]
+        normed = self.norm(op, op.Reshape(y, per_head), op.Reshape(gate, per_head))
+        return (
+            self.out_proj(op, op.Reshape(normed, [0, 0, self.value_dim])),
+            conv_present,
+            recurrent_present,
+        )
+
+    def _project(self, op: OpBuilder, hidden_states: ir.Value):
+        """q, k, v and the gate z ``[B, S, width]``; b and a ``[B, S, value_heads]``."""
+        shared = self.value_heads // self.key_heads  # value heads per key head
+        grouped = op.Reshape(self.in_proj_qkvz(op, hidden_states), [0, 0, self.key_heads, -1])
+        widths = [self.key_head_dim, self.key_head_dim] + [shared * self.value_head_dim] * 2
+        parts = op.Split(grouped, widths, axis=-1, _outputs=4)
+        query, key, value, gate = (op.Reshape(part, [0, 0, -1]) for part in parts)
+        ba = op.Reshape(self.in_proj_ba(op, hidden_states), [0, 0, self.key_heads, -1])
+        b, a = (
+            op.Reshape(part, [0, 0, -1])
+            for part in op.Split(ba, num_outputs=2, axis=-1, _outputs=2)
+        )
+        return query, key, value, gate, b, a
+
+    def _l2_normalised(self, op: OpBuilder, value: ir.Value):
+        """Each key head's vector over ``sqrt(sum x^2 + eps)``, HF's l2norm."""
+        heads = op.Reshape(value, [0, 0, self.key_heads, self.key_head_dim])
+        eps = op.CastLike(op.Constant(value_float=1e-06), heads)
+        squares = op.Add(op.ReduceSumSquare(heads, [-1], keepdims=1), eps)
+        return op.Reshape(op.Div(heads, op.Sqrt(squares)), [0, 0, self.key_dim])
+
+
+class Qwen3NextGatedDeltaNetDecoderLayer(nn.Module):
+    """A layer that mixes tokens with :class:`Qwen3NextGatedDeltaNet`.
+
+    Its norms and feed-forward block are the attention layers'.
+    """
+
+    def __init__(self, config: ArchitectureConfig, index: int):
+        super().__init__()
+        self.linear_attn = Qwen3NextGatedDeltaNet(config)
+        if _is_moe_layer(config, index):
+            gate = SoftmaxTopKGate(
+                config.hidden_size,
+                config.num_local_experts,
+                config.num_experts_per_tok,
+                norm_topk_prob=config.norm_topk_prob,
+            )
+            self.mlp = Qwen3NextMoELayer(config, gate=gate)
+        else:
+            self.mlp = MLP(config)
+        self.input_layernorm = OffsetRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = OffsetRMSNorm(
+            config.hidden_size, eps=config.rms_norm_eps
+        )
+
+    def forward(
+        self,
+        op: OpBuilder,
+        hidden_states: ir.Value,
+        attention_bias: ir.Value,
+        position_embeddings: tuple | None,
+        past_key_value: tuple,
+    ):
+        """``attention_bias`` is the 2-D padding mask here; ``past_key_value`` the states."""
+        del position_embeddings  # no RoPE here
+        residual = hidden_states
+        hidden_states = self.input_layernorm(op, hidden_states)
+        mixed, *states = self.linear_attn(op, hidden_states, attention_bias, *past_key_value)
+        hidden_states = op.Add(residual, mixed)
+
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(op, hidden_states)
+        hidden_states = op.Add(residual, self.mlp(op, hidden_states))
+        return hidden_states, tuple(states)
+
+
+class Qwen3NextTextModel(TextModel):
+    """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
+
+    - gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
+      epsilon 1e-06 (modeling_qwen3_next.py:585)
+    - norms scale by (1 + w) (modeling_qwen3_next.py:147)
+    - 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe
+      of model.layers.0.mlp router (Qwen3NextTopKRouter))
+    - a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
+    - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
+      model)
+    - each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
+      Qwen35Attention) (modeling_qwen3_next.py:308)
+    """
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        layer_types = config.layer_types
+        self.layers = nn.ModuleList(
+            [
+                Qwen3NextGatedDeltaNetDecoderLayer(config, index)
+                if layer_types[index] == "linear_attention"
+                else Qwen3NextDecoderLayer(config, index)
+                for index in range(config.num_hidden_layers)
+            ]
+        )
+        self.norm = OffsetRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self,
+        op: OpBuilder,
+        input_ids: ir.Value,
+        attention_mask: ir.Value,
+        position_ids: ir.Value,
+        past_key_values: list | None = None,
+        inputs_embeds: ir.Value | None = None,
+    ):
+        if inputs_embeds is not None:
+            hidden_states = inputs_embeds
+        else:
+            hidden_states = self.embed_tokens(op, input_ids)
+        query = input_ids if input_ids is not None else hidden_states
+        rotary = self.rotary_emb(op, position_ids) if self.rotary_emb is not None else None
+        position_embeddings = dict.fromkeys(("full_attention",), rotary)
+        attention_bias = {
+            "full_attention": create_attention_bias(
+                op,
+                input_ids=query,
+                attention_mask=attention_mask,
+                dtype=self._dtype,
+            ),
+        }
+        attention_bias["linear_attention"] = (
+            attention_mask  # gated_deltanet layers zero padded positions
+        )
+        position_embeddings["linear_attention"] = None
+        present_key_values = []
+        past_kvs = past_key_values or [None] * len(self.layers)
+        layer_types = self.config.layer_types or ["full_attention"] * len(self.layers)
+        for layer, layer_type, past_kv in zip(self.layers, layer_types, past_kvs, strict=True):
+            hidden_states, present_kv = layer(
+                op,
+                hidden_states=hidden_states,
+                attention_bias=attention_bias[layer_type],
+                position_embeddings=position_embeddings[layer_type],
+                past_key_value=past_kv,
+            )
+            present_key_values.append(present_kv)
+        hidden_states = self.norm(op, hidden_states)
+        return hidden_states, present_key_values
+
+
+class Qwen3NextCausalLMModel(Qwen2MoECausalLMModel):
+    """Qwen3Next causal LM built on :class:`Qwen3NextTextModel`.
+
+    Replicates HuggingFace's ``Qwen3NextForCausalLM``.
+    """
+
+    config_class = Qwen3NextConfig
+    default_task = "hybrid-text-generation"
+
+    def __init__(self, config: ArchitectureConfig):
+        super().__init__(config)
+        self.model = Qwen3NextTextModel(config)
+
+    def preprocess_weights(self, state_dict):
+        # transformers v5 keeps experts fused in memory, as some checkpoints do: split them.
+        state_dict = _split_fused_experts(state_dict)
+        return super().preprocess_weights(state_dict)
