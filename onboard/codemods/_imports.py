@@ -162,6 +162,7 @@ def drop_orphaned_imports(before: str, after: str, package: str) -> str:
     leaves the old one imported for nothing, which the library's lint reports)."""
     orphaned = _used_names(before) - _used_names(after)
     tree = parse_module(after)
+    trimmed: dict[int, cst.ImportFrom | None] = {}  # id of an import -> it trimmed; None: gone
     for site in _import_sites(tree):
         inside = site.module == package or site.module.startswith(f"{package}.")
         if not inside or isinstance(site.node.names, cst.ImportStar):
@@ -169,15 +170,21 @@ def drop_orphaned_imports(before: str, after: str, package: str) -> str:
         kept = [alias for alias in site.node.names if _alias_name(alias) not in orphaned]
         if len(kept) == len(site.node.names):
             continue
-        if not kept:
-            statement = tree.body[site.body_index]
-            tree = tree.with_changes(body=[s for s in tree.body if s is not statement])
-            continue
-        last = kept[-1]
-        if site.node.rpar is None:  # no parentheses: no comma may trail the last name
-            kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        tree = cst.parse_module(replace_node(tree, site.node, site.node.with_changes(names=kept)))
-    return tree.code
+        if kept and site.node.rpar is None:  # no parentheses: no comma may trail the last name
+            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        trimmed[id(site.node)] = site.node.with_changes(names=kept) if kept else None
+    if not trimmed:
+        return after
+    body = []
+    for statement in tree.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            small = [trimmed.get(id(s), s) for s in statement.body]
+            kept = [s for s in small if s is not None]
+            if not kept:
+                continue  # every import of the line is gone, and the line with them
+            statement = statement.with_changes(body=kept)
+        body.append(statement)
+    return tree.with_changes(body=body).code
 
 
 def _used_names(source: str) -> set[str]:

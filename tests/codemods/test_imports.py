@@ -188,3 +188,17 @@ def test_an_unparenthesized_import_keeps_no_trailing_comma() -> None:
     single = "from mobius.models import Qwen3Model\n\nX = {'qwen': Qwen3Model}\n"
     dropped = drop_orphaned_imports(single, single.replace("Qwen3Model}", "None}"), "mobius.models")
     assert dropped == "\nX = {'qwen': None}\n"
+
+
+def test_orphans_of_several_statements_all_go() -> None:
+    from onboard.codemods import drop_orphaned_imports
+
+    before = (
+        "from mobius.models import A, B\n"
+        "from mobius.models.x import C, D\n\n"
+        "X = {'a': A, 'b': B, 'c': C, 'd': D}\n"
+    )
+    after = before.replace("'a': A, ", "").replace("'c': C, ", "")
+    assert drop_orphaned_imports(before, after, "mobius.models") == (
+        "from mobius.models import B\nfrom mobius.models.x import D\n\nX = {'b': B, 'd': D}\n"
+    )
