@@ -52,7 +52,7 @@ TINY_MAMBA_CHUNK = 4
 _MAMBA2_CHUNK_KEYS = ("mamba_chunk_size", "chunk_size")
 # Gated DeltaNet (Qwen3-Next, Qwen3.5): key heads, value heads (a multiple of them, as in the
 # real checkpoints, so the key heads' sharing is exercised) and two head sizes that differ
-LINEAR_ATTENTION_SIZES = {
+_LINEAR_ATTENTION_SIZES = {
     "linear_num_key_heads": 2,
     "linear_num_value_heads": 4,
     "linear_key_head_dim": 16,
@@ -330,14 +330,18 @@ def _shrink_mamba2(tiny: dict[str, Any]) -> None:
             tiny[key] = TINY_MAMBA_CHUNK
 
 
-def _shrink_linear_attention(tiny: dict[str, Any]) -> None:
-    """Gated DeltaNet sizes; equal key and value head counts stay equal."""
-    if not all(_int(tiny.get(key), 0) for key in LINEAR_ATTENTION_SIZES):
-        return
-    shared = tiny["linear_num_value_heads"] != tiny["linear_num_key_heads"]
-    tiny.update(LINEAR_ATTENTION_SIZES)
+def linear_attention_sizes(*, shared: bool) -> dict[str, int]:
+    """Tiny gated DeltaNet sizes: value heads sharing key heads when ``shared``, else as many."""
+    sizes = dict(_LINEAR_ATTENTION_SIZES)
     if not shared:
-        tiny["linear_num_value_heads"] = tiny["linear_num_key_heads"]
+        sizes["linear_num_value_heads"] = sizes["linear_num_key_heads"]
+    return sizes
+
+
+def _shrink_linear_attention(tiny: dict[str, Any]) -> None:
+    if all(_int(tiny.get(key), 0) for key in _LINEAR_ATTENTION_SIZES):
+        shared = tiny["linear_num_value_heads"] != tiny["linear_num_key_heads"]
+        tiny.update(linear_attention_sizes(shared=shared))
 
 
 def _int(value: Any, default: int) -> int:

@@ -27,7 +27,7 @@ from onboard.provenance import header_for
 from onboard.spec import ArchitectureSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
-from onboard.tiny import LINEAR_ATTENTION_SIZES, TINY_SLIDING_WINDOW
+from onboard.tiny import TINY_SLIDING_WINDOW, linear_attention_sizes
 
 MODELS_INIT = "models/__init__.py"
 REGISTRY = "_registry.py"
@@ -197,9 +197,7 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
         overrides["num_hidden_layers"] = len(words)
     deltanet = spec.text.mixers.gated_deltanet
     if deltanet is not None:  # mobius' config leaves the linear_* sizes unset
-        overrides |= LINEAR_ATTENTION_SIZES
-        if deltanet.value_heads == deltanet.key_heads:
-            overrides["linear_num_value_heads"] = overrides["linear_num_key_heads"]
+        overrides |= linear_attention_sizes(shared=deltanet.value_heads != deltanet.key_heads)
     moe = spec.text.moe
     if moe is not None:  # a few small experts, as mobius' own MoE entries have
         overrides |= {"num_local_experts": 4, "num_experts_per_tok": 2}

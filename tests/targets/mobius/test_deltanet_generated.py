@@ -47,7 +47,9 @@ def test_qwen3_next_re_onboards_with_zero_edits(tmp_path: Path) -> None:
     assert "GatedDeltaNet(config)" not in text.replace("Qwen3NextGatedDeltaNet(config)", "")
     assert "self.self_attn = Qwen35Attention(config)" in text
     assert "linear_num_value_heads=config.linear_num_value_heads" in text
-    assert "self.mlp = Qwen3NextMoELayer(config, gate=gate)" in text
+    # attention and DeltaNet layers take their experts from one generated helper
+    assert "return Qwen3NextMoELayer(config, gate=gate)" in text
+    assert text.count("self.mlp = _feed_forward(config, index)") == 2
     design = TARGET.design(result.analysis.spec, result.proposal)
     entry = mobius_plan.test_config_entry(design, result.analysis.spec)
     assert '"layer_types": ["full_attention", "linear_attention"]' in entry

@@ -169,22 +169,29 @@ def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
     return index not in config.mlp_only_layers and (index + 1) % step == 0
 
 
+def _feed_forward(config: ArchitectureConfig, index: int) -> nn.Module:
+    """Layer ``index``'s feed-forward block, whatever mixes its tokens.
+
+    Routed experts where ``_is_moe_layer`` says, else the dense MLP.
+    """
+    if _is_moe_layer(config, index):
+        gate = SoftmaxTopKGate(
+            config.hidden_size,
+            config.num_local_experts,
+            config.num_experts_per_tok,
+            norm_topk_prob=config.norm_topk_prob,
+        )
+        return Qwen3NextMoELayer(config, gate=gate)
+    return MLP(config)
+
+
 class Qwen3NextDecoderLayer(nn.Module):
     """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
 
     def __init__(self, config: ArchitectureConfig, index: int):
         super().__init__()
         self.self_attn = Qwen35Attention(config)
-        if _is_moe_layer(config, index):
-            gate = SoftmaxTopKGate(
-                config.hidden_size,
-                config.num_local_experts,
-                config.num_experts_per_tok,
-                norm_topk_prob=config.norm_topk_prob,
-            )
-            self.mlp = Qwen3NextMoELayer(config, gate=gate)
-        else:
-            self.mlp = MLP(config)
+        self.mlp = _feed_forward(config, index)
         self.input_layernorm = OffsetRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = OffsetRMSNorm(
             config.hidden_size, eps=config.rms_norm_eps
@@ -343,16 +350,7 @@ class Qwen3NextGatedDeltaNetDecoderLayer(nn.Module):
     def __init__(self, config: ArchitectureConfig, index: int):
         super().__init__()
         self.linear_attn = Qwen3NextGatedDeltaNet(config)
-        if _is_moe_layer(config, index):
-            gate = SoftmaxTopKGate(
-                config.hidden_size,
-                config.num_local_experts,
-                config.num_experts_per_tok,
-                norm_topk_prob=config.norm_topk_prob,
-            )
-            self.mlp = Qwen3NextMoELayer(config, gate=gate)
-        else:
-            self.mlp = MLP(config)
+        self.mlp = _feed_forward(config, index)
         self.input_layernorm = OffsetRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = OffsetRMSNorm(
             config.hidden_size, eps=config.rms_norm_eps
