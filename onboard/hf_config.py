@@ -27,13 +27,17 @@ _SIZE_LIMITS = {
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
 
-def check_sizes(text: Any, where: str = "config.json", *, required: bool = True) -> None:
+def check_sizes(
+    text: Any, where: str = "config.json", *, required: bool = True, attention: bool = True
+) -> None:
     """Reject missing, non-integer, non-positive or absurd sizes with a one-line message.
 
     Run it on the raw dict first (``required=False``: aliases such as ``n_embd`` are not resolved
     yet, but a huge value must be refused before a config class builds per-layer lists from it),
-    then on the transformers config object, whose attributes resolve the aliases.
+    then on the transformers config object, whose attributes resolve the aliases. A model
+    without ``attention`` (a pure state-space model) needs no attention heads.
     """
+    needed = [k for k in _REQUIRED if attention or k != "num_attention_heads"] if required else []
 
     def get(key: str) -> Any:
         if isinstance(text, Mapping):
@@ -46,7 +50,7 @@ def check_sizes(text: Any, where: str = "config.json", *, required: bool = True)
     for key, limit in _SIZE_LIMITS.items():
         value = get(key)
         if value is None:
-            if required and key in _REQUIRED:
+            if key in needed:
                 raise InvalidConfigError(f"{where} has no {key}")
             continue
         values = value if isinstance(value, list) and key == "intermediate_size" else [value]

@@ -61,13 +61,14 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
         if text.mixers.in_use()
         else ""
     )
-    console.print(
-        f"[dim]hidden {text.hidden_size}, {layers}, vocab {text.vocab_size}, "
-        f"{att.num_heads} heads / {att.num_kv_heads} kv heads of {att.head_dim}, "
-        f"MLP {text.mlp.intermediate_size}"
-        + (f", {text.moe.num_experts} experts top-{text.moe.top_k}" if text.moe else "")
-        + "[/]"
-    )
+    sizes = [f"hidden {text.hidden_size}", layers, f"vocab {text.vocab_size}"]
+    if att is not None:
+        sizes.append(f"{att.num_heads} heads / {att.num_kv_heads} kv heads of {att.head_dim}")
+    if text.mlp is not None:
+        sizes.append(f"MLP {text.mlp.intermediate_size}")
+    if text.moe:
+        sizes.append(f"{text.moe.num_experts} experts top-{text.moe.top_k}")
+    console.print(f"[dim]{', '.join(sizes)}[/]")
     if spec.vision is not None:
         console.print(f"[dim]{_vision_summary(spec.vision)}[/]")
     table = Table(title="features", title_justify="left", show_edge=False, pad_edge=False)

@@ -130,9 +130,14 @@ class MoESpec:
     # Which layers are dense, as the HF config says it: none, first_k_dense_replace (layers below
     # it are dense) or mlp_only_layers (listed layers dense; the rest every decoder_sparse_step).
     # moe_layer_interval: layer i is MoE iff (i + 1) % interval == 0 and it lies within
-    # [moe_layer_start_index, moe_layer_end_index] (Ernie 4.5).
+    # [moe_layer_start_index, moe_layer_end_index] (Ernie 4.5). expert_layer_period: layer i is
+    # MoE iff i % expert_layer_period == expert_layer_offset (Jamba).
     dense_rule: Literal[
-        "none", "first_k_dense_replace", "mlp_only_layers", "moe_layer_interval"
+        "none",
+        "first_k_dense_replace",
+        "mlp_only_layers",
+        "moe_layer_interval",
+        "expert_layer_period",
     ] = "none"
     # The HF config keys of the sizes (they vary: num_local_experts, num_experts, n_routed_experts).
     count_key: str = "num_local_experts"
@@ -235,8 +240,8 @@ class TextDecoderSpec:
     max_position_embeddings: int
     layer_types: tuple[LayerKind, ...]
     sliding_window: int | None
-    attention: AttentionSpec
-    mlp: MLPSpec
+    attention: AttentionSpec | None  # None: no layer attends (a pure state-space model)
+    mlp: MLPSpec | None  # None: no layer mixes channels (Mamba's layers hold only the mixer)
     norm: NormSpec
     rope: tuple[tuple[LayerKind, RopeSpec], ...]  # one entry per layer kind in use
     tie_word_embeddings: bool

@@ -63,6 +63,8 @@ _MAMBA2_KEYS = (
     ("mamba_n_heads", "mamba_d_head", "mamba_n_groups"),
     ("mamba_num_heads", "mamba_head_dim", "n_groups"),
 )
+# ... and in a pure Mamba-2 model, which has no attention heads to tell them from
+_MAMBA2_SSM_KEYS = (("num_heads", "head_dim", "n_groups"),)
 # MoE and MLA sizes, by the field names transformers uses (first found wins).
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 # Top-k goes by several names (Ernie 4.5: moe_k, Hunyuan: moe_topk); never more than the experts.
@@ -133,6 +135,7 @@ def shrink_config(
     layer_classes: list[str] | None = None,
     *,
     tiny_heads: int = TINY_HEADS,
+    attention: bool = True,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -140,7 +143,8 @@ def shrink_config(
     be derived from ``use_sliding_window``, ``sliding_window_pattern`` and similar fields).
     ``layer_classes`` describes each real layer as ``"dense|<classes>"`` or ``"moe|<classes>"``,
     read from a meta-device build of the real model, so layers that differ only in their MLP
-    (DeepSeek's first dense layers) are kept too.
+    (DeepSeek's first dense layers) are kept too. ``attention`` False: a pure state-space model,
+    which gets no attention or MLP sizes (Mamba-2 calls its SSM heads num_heads and head_dim).
     """
     tiny = copy.deepcopy(dict(config))
     heads = _int(config.get("num_attention_heads"), 1)
@@ -148,14 +152,17 @@ def shrink_config(
     tiny_hidden = TINY_HIDDEN * tiny_heads // TINY_HEADS  # heads of TINY_HEAD_DIM either way
     tiny.update(
         hidden_size=tiny_hidden,
-        intermediate_size=TINY_INTERMEDIATE,
-        num_attention_heads=tiny_heads,
-        num_key_value_heads=_tiny_kv_heads(heads, kv_heads, tiny_heads),
         vocab_size=TINY_VOCAB,
         max_position_embeddings=TINY_MAX_POSITIONS,
         torch_dtype="float32",
         use_cache=True,
     )
+    if attention:
+        tiny.update(
+            intermediate_size=TINY_INTERMEDIATE,
+            num_attention_heads=tiny_heads,
+            num_key_value_heads=_tiny_kv_heads(heads, kv_heads, tiny_heads),
+        )
     tiny.pop("dtype", None)
     if _int(config.get("vocab_size_per_layer_input"), 0) > 0:  # Gemma 3n's per-layer table
         tiny["vocab_size_per_layer_input"] = TINY_VOCAB
@@ -175,7 +182,7 @@ def shrink_config(
         # RoPE scaling types check the original context against the scaled one.
         real = _int(config.get("max_position_embeddings"), 2 * original)
         tiny["max_position_embeddings"] = min(real, 2 * original)
-    if config.get("head_dim") is not None:
+    if config.get("head_dim") is not None and attention:
         tiny["head_dim"] = TINY_HEAD_DIM
     rotary_dim = config.get("rotary_dim")
     if isinstance(rotary_dim, int):
@@ -198,7 +205,7 @@ def shrink_config(
     _shrink_moe_and_mla(tiny, heads, kv_heads, moe_layers=moe_layers)
     _distinct_multipliers(tiny)
 
-    _shrink_mamba2(tiny)
+    _shrink_mamba2(tiny, _MAMBA2_KEYS if attention else _MAMBA2_SSM_KEYS)
     _shrink_linear_attention(tiny)
     count_key = _layer_count_key(config, layer_classes)
     # NemotronH derives the count from its layer list: config.json may not store it
@@ -309,12 +316,12 @@ def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:
         tiny["decoder_sparse_step"] = 1
 
 
-def _shrink_mamba2(tiny: dict[str, Any]) -> None:
+def _shrink_mamba2(tiny: dict[str, Any], keys: tuple[tuple[str, str, str], ...]) -> None:
     """Mamba2 heads that split the tiny width. Bamba's, GraniteMoeHybrid's and FalconH1's config
     classes check that heads x head size is mamba_expand x hidden_size (FalconH1: mamba_d_ssm
     when set); NemotronH's width is heads x head size alone, 8192 by default."""
     width = _int(tiny.get("mamba_expand", tiny.get("expand")), 2) * tiny["hidden_size"]
-    for heads, head_dim, groups in _MAMBA2_KEYS:
+    for heads, head_dim, groups in keys:
         if _int(tiny.get(heads), 0) == 0:
             continue
         tiny[heads] = TINY_MAMBA_HEADS
@@ -324,7 +331,7 @@ def _shrink_mamba2(tiny: dict[str, Any]) -> None:
             tiny[groups] = 2  # still grouped; 2 divides the heads
     if tiny.get("mamba_d_ssm") is not None:
         tiny["mamba_d_ssm"] = width
-    mamba2 = any(_int(tiny.get(heads), 0) for heads, _, _ in _MAMBA2_KEYS)
+    mamba2 = any(_int(tiny.get(heads), 0) for heads, _, _ in keys)
     for key in _MAMBA2_CHUNK_KEYS if mamba2 else ():  # the scan crosses chunks in the prompt
         if _int(tiny.get(key), 0) > TINY_MAMBA_CHUNK:
             tiny[key] = TINY_MAMBA_CHUNK

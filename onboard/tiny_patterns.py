@@ -144,6 +144,14 @@ def _lfm2_moe_layers(
         tiny["num_dense_layers"] = count
 
 
+def _one_kind_layers(
+    tiny: dict[str, Any], config: Mapping[str, Any], indices: tuple[int, ...], kinds: Any
+) -> None:
+    """A pure state-space model (Mamba, Mamba-2) has one kind in every layer, which its config
+    class derives from the count: the count alone restates it."""
+    _drop_derived_lists(tiny)
+
+
 def _drop_derived_lists(tiny: dict[str, Any]) -> None:
     for key in _DERIVED_LISTS:
         tiny.pop(key, None)
@@ -161,6 +169,9 @@ _RESTATED_KEYS: dict[str, _Restate] = {
     "zamba": _zamba_layers,
     "zamba2": _zamba_layers,
     "lfm2_moe": _lfm2_moe_layers,
+    "mamba": _one_kind_layers,
+    "mamba2": _one_kind_layers,
+    "falcon_mamba": _one_kind_layers,
 }
 # The model types whose derived (read-only) layer kinds shrink_config restates.
 RESTATED_LAYER_PATTERNS = frozenset(_RESTATED_KEYS)

@@ -113,13 +113,18 @@ def test_bad_configs_are_one_line(cli_env, tmp_path, content, fragment) -> None:
     assert not out.exists()
 
 
-def test_unsupported_kind_in_scope_but_not_generated(cli_env, tmp_path) -> None:
-    # A pure state-space model: in scope (classified), not generated yet.
-    from tests.new_types import default_config_dir
-
-    folder = default_config_dir("mamba2", tmp_path / "models")
-    run = onboard("new", str(folder), "--out", str(tmp_path / "o"), env=cli_env)
-    _one_line_error(run, ExitCode.UNSUPPORTED, "ssm model")
+def test_a_feature_onboard_does_not_generate_is_one_line(cli_env, tmp_path) -> None:
+    # Per-layer attribute overrides (Gemma 4's per_layer_config): the spec holds one value per
+    # attribute, so onboard refuses before anything is built or written.
+    config = json.loads(fixture_config("Qwen/Qwen3-0.6B").read_text())
+    config["per_layer_config"] = {"0": {"sliding_window": 8}}
+    folder = tmp_path / "models" / "override"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "o"
+    run = onboard("new", str(folder), "--treat-as-new", "--out", str(out), env=cli_env)
+    _one_line_error(run, ExitCode.UNSUPPORTED, "per-layer attribute overrides")
+    assert not out.exists()
 
 
 def test_bad_repo_writes_nothing(cli_env, mobius_repo, tmp_path) -> None:

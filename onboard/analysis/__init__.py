@@ -18,6 +18,7 @@ from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
 from onboard.tiny import (
     PER_LAYER_CONFIG,
+    TINY_HEADS,
     TINY_HEADS_FALLBACK,
     TinyConfig,
     multiplier_defaults,
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Analysis", "analyse"]
 
-# Decoders with attention in some layers: the readers read attention, the MLP and the norms on
-# an attention layer, each recurrent mixer on a layer of its kind.
-ANALYSED_KINDS = (Kind.DENSE, Kind.MOE, Kind.HYBRID, Kind.HYBRID_MOE)
+# Decoders: the readers read attention, the MLP and the norms on an attention layer, each
+# recurrent mixer on a layer of its kind (a pure state-space model has only those).
+ANALYSED_KINDS = (Kind.DENSE, Kind.MOE, Kind.HYBRID, Kind.HYBRID_MOE, Kind.SSM)
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,16 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
     check_sizes(source.config, required=False)
     _refuse_per_layer_overrides(source.config)
     hf_config = make_hf_config(source.config)
-    check_sizes(hf_config)
+    attention = classification.kind != Kind.SSM
+    check_sizes(hf_config, attention=attention)
     _refuse_derived_pattern(hf_config, source, classification)
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
     try:
-        tiny, tiny_config, hf_model, layout, probe = _probed(config, layer_types, real_layers)
+        tiny, tiny_config, hf_model, layout, probe = _probed(
+            config, layer_types, real_layers, attention=attention
+        )
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
         tiny, tiny_config, hf_model, layout, probe = _probed(
             config, layer_types, real_layers, tiny_heads=TINY_HEADS_FALLBACK
@@ -120,10 +124,17 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
 
 
 def _probed(
-    config: dict[str, Any], layer_types: list[str] | None, real_layers: list[str], **sizes: int
+    config: dict[str, Any],
+    layer_types: list[str] | None,
+    real_layers: list[str],
+    *,
+    attention: bool = True,
+    tiny_heads: int = TINY_HEADS,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
     """The tiny config, its HF config and model, the model's Llama-layout view, the probe."""
-    tiny = shrink_config(config, layer_types, real_layers, **sizes)
+    tiny = shrink_config(
+        config, layer_types, real_layers, tiny_heads=tiny_heads, attention=attention
+    )
     tiny_config = make_hf_config(tiny.config)
     hf_model = build_tiny_model(tiny_config)
     layout = llama_view(hf_model)

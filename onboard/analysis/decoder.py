@@ -101,15 +101,17 @@ class DecoderSpecBuilder(Reader):
         cfg = self.cfg
         layer_types, mixers = self.layer_types()
         attention_kinds = tuple(k for k in layer_types if is_attention(k))
-        mlp = self.take(MLPReader(self.ctx, self.dense_layer).read())
-        variants = self._variants()
-        attention = self.take(
-            AttentionReader(
-                self.ctx,
-                dynamic_mask=_value(variants, "text.attention.dynamic_mask"),
-                differential=_value(variants, "text.attention.differential"),
-            ).read()
-        )
+        mlp = self.take(MLPReader(self.ctx, self.dense_layer).read()) if self._mlps() else None
+        variants = self._variants() if attention_kinds else {}
+        attention = None
+        if attention_kinds:  # a pure state-space model has none
+            attention = self.take(
+                AttentionReader(
+                    self.ctx,
+                    dynamic_mask=_value(variants, "text.attention.dynamic_mask"),
+                    differential=_value(variants, "text.attention.differential"),
+                ).read()
+            )
         self._check_parameters(mlp, attention, variants, mixers.parameters)
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -132,8 +134,8 @@ class DecoderSpecBuilder(Reader):
             max_position_embeddings=getattr(cfg, "max_position_embeddings", None) or 0,
             layer_types=layer_types,
             sliding_window=sliding_window,
-            attention=attention.spec,
-            mlp=mlp.spec,
+            attention=attention and attention.spec,
+            mlp=mlp and mlp.spec,
             norm=norm,
             rope=rope.rope,
             tie_word_embeddings=tie,
@@ -144,18 +146,7 @@ class DecoderSpecBuilder(Reader):
             blocks=self._blocks(),
             **self.moe(layer_types),
         )
-        final = self._final_norm_name
-        names = tuple(
-            (role, name)
-            for role, name in (
-                ("final_norm", final),
-                ("o_proj", attention.o_name),
-                *((f"{p}_proj", name) for p, name in attention.qkv_names),
-                ("q_norm", attention.qk_norm_names[0]),
-                ("k_norm", attention.qk_norm_names[1]),
-            )
-            if name != {"final_norm": "norm"}.get(role, role)
-        )
+        names = self._names(attention)
         if self.probe.final_norm is None:
             self._probe("text.final_norm", "model", "no final norm: the last layer feeds the head")
         lm_head_bias = self.probe.param_shape("lm_head.bias") is not None
@@ -182,6 +173,26 @@ class DecoderSpecBuilder(Reader):
             self.deltas.extend(mismatches)
         whole = WholeModelReader(self.ctx, blocked=bool(self.deltas))
         return self.take(whole.read(text))
+
+    def _mlps(self) -> bool:
+        """Whether any layer mixes channels (a pure state-space model's layers do not)."""
+        return self.dense_layer is not None or any(
+            name.endswith(".experts") for name, _ in self.probe.modules
+        )
+
+    def _names(self, attention: AttentionReading | None) -> tuple[tuple[str, str], ...]:
+        """The HF names that differ from Llama's, by role."""
+        roles = [("final_norm", self._final_norm_name)]
+        if attention is not None:
+            roles += [
+                ("o_proj", attention.o_name),
+                *((f"{p}_proj", name) for p, name in attention.qkv_names),
+                ("q_norm", attention.qk_norm_names[0]),
+                ("k_norm", attention.qk_norm_names[1]),
+            ]
+        return tuple(
+            (role, name) for role, name in roles if name != {"final_norm": "norm"}.get(role, role)
+        )
 
     def _blocks(self) -> BlockLayout | None:
         if self.blocks is not None:
@@ -406,21 +417,27 @@ class DecoderSpecBuilder(Reader):
 
     def _check_parameters(
         self,
-        mlp: MLPReading,
-        attention: AttentionReading,
+        mlp: MLPReading | None,
+        attention: AttentionReading | None,
         variants: dict[str, Reading],
         mixer_parameters: tuple[str, ...] = (),
     ) -> None:
         """Every parameter must have a role; report each unknown one once, with its source line."""
         modules = dict(self.probe.modules)
-        names = "|".join(re.escape(p) for p in mlp.known_projections) or "(?!)"
+        known = mlp.known_projections if mlp else ()
+        names = "|".join(re.escape(p) for p in known) or "(?!)"
         mlp_param = re.compile(rf"^mlp\.({names})\.(weight|bias)$")
-        activation = mlp.spec.learned_activation
+        activation = mlp and mlp.spec.learned_activation
         learned = re.escape(activation) if activation else "(?!)"
         activation_param = re.compile(rf"^mlp\.{learned}\.\w+$")
-        spec = attention.spec
-        projections = (spec.fused_qkv, attention.o_name, *(n for _, n in attention.qkv_names))
-        own = "|".join(re.escape(n) for n in (*projections, *attention.qk_norm_names) if n)
+        own = "(?!)"
+        if attention is not None:
+            projections = (
+                attention.spec.fused_qkv,
+                attention.o_name,
+                *(n for _, n in attention.qkv_names),
+            )
+            own = "|".join(re.escape(n) for n in (*projections, *attention.qk_norm_names) if n)
         attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
         explained = {
             ("self_attn." if ".attention." in path else "") + name
@@ -428,8 +445,8 @@ class DecoderSpecBuilder(Reader):
             for name in reading.parameters
         }
         explained |= set(mixer_parameters)
-        if spec.last_layer_o_bias:
-            explained.add(f"self_attn.{spec.last_layer_o_bias}")
+        if attention is not None and attention.spec.last_layer_o_bias:
+            explained.add(f"self_attn.{attention.spec.last_layer_o_bias}")
         final = self._final_norm_name
         top = {"model.embed_tokens.weight", "model.embed_positions.weight", "lm_head.weight"}
         top |= {"lm_head.bias", "model.embed_norm.weight", "model.embed_norm.bias"}
@@ -522,8 +539,20 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
             "moe" if (i + 1) % interval == 0 and start <= i <= end else "dense"
             for i in range(count)
         ]
+    period = getattr(config, "expert_layer_period", None)
+    offset = getattr(config, "expert_layer_offset", None)
+    if isinstance(period, int) and period > 0 and isinstance(offset, int):  # Jamba
+        rules["expert_layer_period"] = [
+            "moe" if i % period == offset else "dense" for i in range(count)
+        ]
     # A rule the config declares wins over "none", so other checkpoints of the type still work.
-    order = ("first_k_dense_replace", "mlp_only_layers", "moe_layer_interval", "none")
+    order = (
+        "first_k_dense_replace",
+        "mlp_only_layers",
+        "moe_layer_interval",
+        "expert_layer_period",
+        "none",
+    )
     return next((name for name in order if rules.get(name) == list(kinds)), None)
 
 

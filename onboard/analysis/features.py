@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onboard.analysis.vision.features import VISION_CATALOGUE
+from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.spec import ArchitectureSpec, Evidence
 
 Value = str | bool | int | float | None
@@ -24,13 +25,22 @@ class Feature:
     confidence: float  # 1.0 measured or read; lower when the value is a default nothing confirmed
 
 
-def _qk_norm(s: ArchitectureSpec) -> Value:
-    return s.text.attention.qk_norm
+def _of_attention(read: Callable[[AttentionSpec], Value]) -> Callable[[ArchitectureSpec], Value]:
+    """An attention feature; None (absent) in a model without attention (a pure SSM)."""
+    return lambda s: None if s.text.attention is None else read(s.text.attention)
+
+
+def _of_mlp(read: Callable[[MLPSpec], Value]) -> Callable[[ArchitectureSpec], Value]:
+    """An MLP feature; None (absent) in a model whose layers do not mix channels (Mamba)."""
+    return lambda s: None if s.text.mlp is None else read(s.text.mlp)
 
 
 def _attention_kind(s: ArchitectureSpec) -> Value:
-    """``mla``, ``dynamic_mask`` (Doge), ``differential`` (DiffLlama) or ``standard``."""
+    """``mla``, ``dynamic_mask`` (Doge), ``differential`` (DiffLlama), ``standard`` or
+    ``none`` (a pure state-space model)."""
     attention = s.text.attention
+    if attention is None:
+        return "none"
     if attention.mla is not None:
         return "mla"
     if attention.dynamic_mask is not None:
@@ -45,8 +55,7 @@ def _window(s: ArchitectureSpec) -> Value:
     return "uniform" if len(kinds) == 1 else "per_layer"
 
 
-def _scale(s: ArchitectureSpec) -> Value:
-    attention = s.text.attention
+def _scale(attention: AttentionSpec) -> Value:
     if attention.scale_key:
         return attention.scale_key
     if attention.mla is not None:
@@ -85,7 +94,7 @@ def _positions(s: ArchitectureSpec) -> Value:
     table = s.text.positions
     if table is not None:
         return table.kind + ("+offset" if table.offset else "")
-    if s.text.attention.alibi:
+    if s.text.attention is not None and s.text.attention.alibi:
         return "alibi"
     return "rope" if any(r.rope_type for _, r in s.text.rope) else "none"
 
@@ -128,31 +137,35 @@ def _scales(s: ArchitectureSpec) -> Value:
 CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     # name, evidence path in the spec, value
     ("attention.kind", "text.attention.kind", _attention_kind),
-    ("attention.qk_norm", "text.attention.qk_norm", _qk_norm),
+    ("attention.qk_norm", "text.attention.qk_norm", _of_attention(lambda a: a.qk_norm)),
     (
         "attention.fused_qkv",
         "text.attention.fused_qkv",
-        lambda s: s.text.attention.fused_qkv_layout if s.text.attention.fused_qkv else "none",
+        _of_attention(lambda a: a.fused_qkv_layout if a.fused_qkv else "none"),
     ),
     (
         "attention.qk_norm_after_rope",
         "text.attention.qk_norm_after_rope",
-        lambda s: s.text.attention.qk_norm_after_rope,
+        _of_attention(lambda a: a.qk_norm_after_rope),
     ),
-    ("attention.qkv_bias", "text.attention.q_bias", lambda s: s.text.attention.q_bias),
-    ("attention.o_bias", "text.attention.o_bias", lambda s: s.text.attention.o_bias),
-    ("attention.scale", "text.attention.scale", _scale),
-    ("attention.softcap", "text.attention.softcap", lambda s: s.text.attention.softcap is not None),
+    ("attention.qkv_bias", "text.attention.q_bias", _of_attention(lambda a: a.q_bias)),
+    ("attention.o_bias", "text.attention.o_bias", _of_attention(lambda a: a.o_bias)),
+    ("attention.scale", "text.attention.scale", _of_attention(_scale)),
+    (
+        "attention.softcap",
+        "text.attention.softcap",
+        _of_attention(lambda a: a.softcap is not None),
+    ),
     (
         "attention.position_scale",
         "text.attention.position_scale",
-        lambda s: s.text.attention.position_scale,
+        _of_attention(lambda a: a.position_scale),
     ),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("layers.mixers", "text.mixers", _mixers),
-    ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind),
-    ("mlp.activation", "text.mlp.activation", lambda s: s.text.mlp.activation),
-    ("mlp.bias", "text.mlp.bias", lambda s: s.text.mlp.bias),
+    ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind if s.text.mlp else "none"),
+    ("mlp.activation", "text.mlp.activation", _of_mlp(lambda m: m.activation)),
+    ("mlp.bias", "text.mlp.bias", _of_mlp(lambda m: m.bias)),
     ("norm.kind", "text.norm.weight_offset", _norm),
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),

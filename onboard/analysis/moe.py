@@ -441,6 +441,7 @@ def _probe_router(
             correction.add_(torch.randn(correction.shape) * 0.5)
         try:
             output = _call_router(router, hidden, inputs)
+            output = _routed_by_block(block, hidden, output)
         except Exception as exc:  # HF's router cannot run on what the probe feeds it
             return None, [], Delta("router could not be probed", where, f"{type(exc).__name__}")
         routed = _routing_outputs(output, hidden.shape[0])
@@ -476,6 +477,17 @@ def _probe_router(
         detail += f", written so at {source_location(type(router).forward)}"
     spec = _with_renormalize_key(spec, real)
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None
+
+
+def _routed_by_block(block: Any, hidden: Any, output: Any) -> Any:
+    """A router that is a bare linear gives logits; Jamba's block routes them in its own
+    ``route_tokens_to_experts`` (returning indices, weights), which then stands for the router."""
+    import torch
+
+    route = getattr(block, "route_tokens_to_experts", None)
+    if isinstance(output, torch.Tensor) and callable(route):
+        return route(hidden, output)
+    return output
 
 
 def _call_router(router: Any, hidden: Any, inputs: list[Any]) -> Any:

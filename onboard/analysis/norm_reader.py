@@ -40,7 +40,8 @@ class NormReader(Reader):
             cross = CROSS_ATTENTION.match(f"model.layers.*.{norm.name}.")
             if norm.name not in placed and not cross:  # the parameter check reports those
                 self._delta("norm with no place in the layer", f"{LAYER0}{norm.name}")
-        placement = placement_of(dict(names))
+        mlp = any(name == f"{LAYER0}mlp" for name, _ in self.probe.modules)
+        placement = placement_of(dict(names), mlp=mlp)
         if flow.parallel:
             placement = "parallel" if placement == "pre" else None
         if placement is None:
@@ -115,10 +116,11 @@ class NormReader(Reader):
         self._probe("text.norm.kind", f"model.{norm.name} ({norm.class_name})", kind)
 
 
-def placement_of(roles: Iterable[str]) -> str | None:
-    """The placement the norm roles of a layer make, None when they make none we know."""
+def placement_of(roles: Iterable[str], *, mlp: bool = True) -> str | None:
+    """The placement the norm roles of a layer make, None when they make none we know. Without
+    an ``mlp`` half (a pure state-space model's layers) one norm before the mixer is pre-norm."""
     roles = frozenset(roles)
-    if roles == {"attn_in", "mlp_in"}:
+    if roles == {"attn_in", "mlp_in"} or (not mlp and roles == {"attn_in"}):
         return "pre"
     if roles == {"attn_in", "attn_out", "mlp_in", "mlp_out"}:
         return "sandwich"

@@ -283,10 +283,11 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         return hook
 
     ffn = ffn_block_name(layer)
+    mixer = _token_mixer_name(layer, ffn)
     watched = {
-        "mlp" if n == ffn else n: m
+        {ffn: "mlp", mixer: "self_attn"}.get(n, n): m
         for n, m in layer.named_children()
-        if n in ("self_attn", ffn) or is_norm(m)
+        if n in ("self_attn", ffn, mixer) or is_norm(m)
     }
     for name, module in watched.items():
         hooks.append(module.register_forward_hook(record(name), with_kwargs=True))
@@ -341,6 +342,17 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         attn_add=() if feeding(attn_in) else reading_sum("self_attn"),
         mlp_add=reading_sum("mlp"),
     )
+
+
+def _token_mixer_name(layer: Any, ffn: str | None) -> str:
+    """The block that mixes tokens: attention, or in a one-block layer (whose view keeps the
+    HF layer as ``hf``) a recurrent mixer under its HF name (Mamba's ``mixer``)."""
+    import torch
+
+    if hasattr(layer, "self_attn") or not isinstance(getattr(layer, "hf", None), torch.nn.Module):
+        return "self_attn"
+    others = [n for n, m in layer.named_children() if n != ffn and not is_norm(m)]
+    return others[0] if len(others) == 1 else "self_attn"
 
 
 def takes_residual(module: Any) -> bool:

@@ -36,6 +36,8 @@ class RopeReader(Reader):
         return self.done(RopeReading(rope, self.rope_layers_key))
 
     def rope(self, layer_types: tuple[str, ...]) -> tuple[tuple[str, RopeSpec], ...]:
+        if not layer_types:  # no layer attends (a pure state-space model): nothing rotates
+            return ()
         params = rope_parameters_of(self.cfg)
         dims = dict(self.probe.rotary_dims)
         tiny_head_dim = self.ctx.tiny_head_dim

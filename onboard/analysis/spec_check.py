@@ -102,13 +102,14 @@ class SpecInterpreter:
             match = re.match(r"^model\.layers\.\d+\.(.+)\.weight$", name)
             if match and match.group(1) in text.transposed_linears:
                 self.params[name] = self.params[name].T
-        self.heads = tiny_config.num_attention_heads
-        self.kv_heads = getattr(tiny_config, "num_key_value_heads", None) or self.heads
-        if text.attention.multi_query and tiny_config.multi_query:
-            self.kv_heads = 1
-        self.head_dim = (
-            getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
-        )
+        if text.attention is not None:  # a pure state-space model has no attention sizes
+            self.heads = tiny_config.num_attention_heads
+            self.kv_heads = getattr(tiny_config, "num_key_value_heads", None) or self.heads
+            if text.attention.multi_query and tiny_config.multi_query:
+                self.kv_heads = 1
+            self.head_dim = (
+                getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
+            )
         self.layer_types = list(declared_kinds(tiny_config) or [])
         layers = len(model.model.layers)
         # onboard's kind of each layer: an attention kind, or a hybrid's recurrent mixer
@@ -589,7 +590,7 @@ class SpecInterpreter:
                 hidden = hidden + self.mlp(i, norm("mlp_in", hidden)) * residual
                 continue
             attn = norm("attn_out", self.token_mixer(i, norm("attn_in", hidden)))
-            last_bias = self.text.attention.last_layer_o_bias
+            last_bias = self.text.attention and self.text.attention.last_layer_o_bias
             if last_bias and i == len(self.model.model.layers) - 1:  # beside the module's output
                 attn = attn + self.weight(f"{prefix}self_attn.{last_bias}")
             if self.text.norm.placement == "parallel":  # both read the layer's input

@@ -90,7 +90,8 @@ class WholeModelReader(Reader):
         keys = [
             k
             for k in MULTIPLIER_KEYS
-            if is_number(getattr(self.tiny, k, None)) and k != text.attention.scale_key
+            if is_number(getattr(self.tiny, k, None))
+            and (text.attention is None or k != text.attention.scale_key)
         ]
         if not keys:
             return text

@@ -60,7 +60,7 @@ def split_cache(
 
 class Runner(Protocol):
     provider: str
-    supports_left_padding: bool
+    left_padding_refused: str | None  # why the candidate cannot take left padding, if it cannot
 
     def prefill(self, batch: Batch) -> Step: ...
 
@@ -160,8 +160,8 @@ def _padding_checks(reference: Runner, candidate: Runner, vocab_size: int) -> li
     checks: list[Check] = []
     for side in ("left", "right"):
         name = f"pad-{side}"
-        if side == "left" and not candidate.supports_left_padding:
-            checks.append(Check(name, provider, Status.SKIP, detail="provider needs right padding"))
+        if side == "left" and candidate.left_padding_refused:
+            checks.append(Check(name, provider, Status.SKIP, detail=candidate.left_padding_refused))
             continue
         batch = padded_batch(vocab_size, side)
         ref_pad, got_pad, error = _both(reference, candidate, lambda r, b=batch: r.prefill(b))

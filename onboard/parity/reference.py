@@ -32,6 +32,10 @@ def saved_checkpoint(model: Any) -> dict[str, Any]:
     return tensors(model)
 
 
+# What HF's causal LMs call their cache, as argument and output
+_CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
+
+
 @dataclass(frozen=True)
 class _Seen:
     """What a model without a KV cache (OpenAI GPT) has seen: each decode step reruns it all."""
@@ -45,14 +49,16 @@ class HFRunner:
     tokens seen so far when the model keeps no cache (its ``kv`` is then empty)."""
 
     provider = "transformers"
-    supports_left_padding = True
+    left_padding_refused: str | None = None
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         params = inspect.signature(model.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"  # transformers 5.24
+        # transformers 5.24 says cache; Mamba's models say cache_params
+        self._cache_kwarg = next((k for k in _CACHE_KWARGS if k in params), "past_key_values")
         self._cache = _HFCache.of(model.config)
+        self._decode_mask_dropped: bool | None = None
 
     def prefill(self, batch: Batch) -> Step:
         return self._run(batch, None)
@@ -78,9 +84,11 @@ class HFRunner:
         }
         if cache is not None:
             kwargs[self._cache_kwarg] = cache
+            if self._drops_decode_mask(kwargs):
+                del kwargs["attention_mask"]
         with torch.no_grad():
             out = self.model(**kwargs)
-        new_cache = out.get("cache", out.get("past_key_values"))
+        new_cache = next((out[k] for k in _CACHE_KWARGS if out.get(k) is not None), None)
         if new_cache is None:
             return Step(
                 logits=out.logits.float().cpu().numpy(),
@@ -94,6 +102,20 @@ class HFRunner:
             state=new_cache,
             states=states,
         )
+
+    def _drops_decode_mask(self, kwargs: dict[str, Any]) -> bool:
+        """Whether HF's generate leaves the mask out of decode steps, as it does for Mamba,
+        whose mixer would broadcast the one new position against the whole mask: the reference
+        decodes as generate does (asked once, of the model's prepare_inputs_for_generation)."""
+        if self._decode_mask_dropped is None:
+            try:
+                prepared = self.model.prepare_inputs_for_generation(
+                    **kwargs, is_first_iteration=False
+                )
+                self._decode_mask_dropped = prepared.get("attention_mask") is None
+            except Exception:  # a model that cannot say keeps the mask
+                self._decode_mask_dropped = False
+        return self._decode_mask_dropped
 
 
 # Config fields that only Mamba-style (SSM) mixers have; DeltaNet-style ones have linear_* sizes.

@@ -411,3 +411,33 @@ def test_qwen3_5_separate_projections_are_read() -> None:
     assert reading is not None and reading.deltas == ()
     assert reading.spec.projections == "separate"
     assert reading.spec.key("key_heads") == "linear_num_key_heads"
+
+
+def test_mamba2_is_a_state_space_model_without_attention_or_mlp(tmp_path) -> None:
+    """Mamba-2 (Codestral's config is transformers' default): every layer is one Mamba-2
+    block after a norm; the spec holds no attention and no MLP, and the check proves it."""
+    from onboard.block_specs import BlockLayout
+    from onboard.spec import ArchitectureSpec
+    from tests.new_types import default_config_dir
+
+    analysis = analyse(load_source(str(default_config_dir("mamba2", tmp_path))))
+    spec, text = analysis.spec, analysis.spec.text
+    assert spec.kind == "ssm" and spec.unresolved == ()
+    assert text.attention is None and text.mlp is None and text.rope == ()
+    assert set(text.layer_types) == {"mamba2"} and len(text.layer_types) == 64
+    assert text.blocks == BlockLayout("norm", "mixer")
+    assert (text.norm.placement, text.norm.eps_key) == ("pre", "layer_norm_epsilon")
+    mamba2 = text.mixers.mamba2
+    assert (mamba2.num_heads, mamba2.head_dim, mamba2.groups) == (128, 64, 8)  # the real sizes
+    assert mamba2.key("num_heads") == "num_heads" and mamba2.key("groups") == "n_groups"
+    # the tiny model's heads split its width, and its chunks are shorter than the prompt
+    assert analysis.tiny.config["num_heads"] * analysis.tiny.config["head_dim"] == 2 * 96
+    assert analysis.tiny.config["chunk_size"] == 4
+    assert "num_attention_heads" not in analysis.tiny.config
+    values = feature_values(spec)
+    assert (values["attention.kind"], values["mlp.kind"], values["attention.qk_norm"]) == (
+        "none",
+        "none",
+        None,
+    )
+    assert ArchitectureSpec.from_json(spec.to_json()) == spec

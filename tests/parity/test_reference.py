@@ -47,3 +47,20 @@ def test_rerunning_decodes_as_the_cache_does(tmp_path) -> None:
     rerun = runner.decode(seen, batch)
     np.testing.assert_allclose(rerun.logits, cached.logits, atol=1e-5)
     assert not np.allclose(rerun.logits, step.logits[:, -1:], atol=1e-3)  # a new position
+
+
+def test_mamba_decodes_as_generate_does(tmp_path) -> None:
+    """HF's Mamba mixer multiplies its one new position by the whole mask, which broadcasts it
+    over every past position; generate drops the mask in decode steps, and so does the
+    reference (for Mamba, not for Llama). Its cached decode then matches a rerun."""
+    runner = _runner("mamba", tmp_path)
+    prompt = prompt_batch(runner.model.config.vocab_size)
+    step = runner.prefill(prompt)
+    batch = _next(step, prompt)
+    cached = runner.decode(step, batch)
+    assert runner._decode_mask_dropped is True
+    seen = dataclasses.replace(step, state=_Seen(prompt.input_ids, prompt.position_ids))
+    np.testing.assert_allclose(runner.decode(seen, batch).logits, cached.logits, atol=1e-5)
+    llama = _runner("llama", tmp_path)
+    llama.decode(llama.prefill(prompt), batch)
+    assert llama._decode_mask_dropped is False

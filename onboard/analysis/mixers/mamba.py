@@ -9,6 +9,7 @@ the config key ``__init__`` reads.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from onboard.analysis.mixers.base import (
     linear,
     refused,
 )
+from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Evidence
 from onboard.token_mixers import MambaSpec
@@ -73,13 +75,26 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
         attribute=attribute,
     )
     keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
-    spec = dataclasses.replace(spec, keys=keys)
+    spec = dataclasses.replace(spec, keys=keys + _expand_key(files, cls, dict(keys)))
     if not computes(module, spec, compute, spec.conv_kernel, seed=2):
         return refused("a Mamba mixer computing something else", files, cls)
     detail = f"{inner} channels, state {state}, conv {spec.conv_kernel} taps, dt rank "
     detail += f"{spec.dt_rank}" + (", dt/B/C normalised" if norms else "")
     evidence.insert(0, Evidence("probe", f"{attribute} ({cls})", detail))
     return found(spec, evidence, module)
+
+
+def _expand_key(
+    files: Sequence[SourceFile], cls: str, keys: dict[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """Jamba's width is a product, ``config.mamba_expand * config.hidden_size``: the factor's
+    key, recorded as ``expand`` (nothing when one key holds the width)."""
+    if "inner" in keys:
+        return ()
+    found_at = init_assignment(files, cls, _ATTRIBUTES["inner"])
+    detail = found_at.evidence.detail if found_at else ""
+    match = re.search(r"config\.(\w+)\s*\*\s*config\.hidden_size", detail)
+    return (("expand", match.group(1)),) if match else ()
 
 
 def compute(spec: MambaSpec, weight: Callable[[str], Any], prefix: str, x: Any) -> Any:

@@ -124,7 +124,7 @@ class MobiusTarget:
             model_type=analysis.spec.model_type,
             bug_ids=bug_ids,
             device=device,
-            compare_kv=analysis.spec.text.attention.mla is None,
+            compare_kv=not (attention := analysis.spec.text.attention) or attention.mla is None,
             expected_name=expected_name,
         )
 

@@ -16,6 +16,7 @@ from onboard.spec import TextDecoderSpec
 BLOCK_ATTRIBUTES = {
     "full_attention": "self_attn",
     "sliding_attention": "self_attn",
+    "mamba": "mamba",
     "mamba2": "mamba",
     "short_conv": "conv",
     "mlp": "mlp",

@@ -91,7 +91,15 @@ def _scalar_is_head_dim(config: dict[str, Any]) -> None:
     config["query_pre_attn_scalar"] = _head_dim(config)
 
 
+def _attends(config: Mapping[str, Any]) -> bool:
+    """A config without attention heads (a pure state-space model) has no RoPE tables: its
+    head_dim, if any, sizes something else (Mamba-2's heads)."""
+    return config.get("num_attention_heads") is not None
+
+
 def _partial_rotary(config: Mapping[str, Any]) -> bool:
+    if not _attends(config):
+        return False
     factors = _rotary_factors(config)
     rotary_dim = config.get("rotary_dim")  # GPT-J's way of saying it
     partial_dim = isinstance(rotary_dim, int) and rotary_dim < _head_dim(config)
@@ -100,6 +108,8 @@ def _partial_rotary(config: Mapping[str, Any]) -> bool:
 
 def _narrow_rope_tables(config: Mapping[str, Any]) -> bool:
     """RoPE tables (rotary_dim / 2 wide) that are not a multiple of 8 wide."""
+    if not _attends(config):
+        return False
     factors = [f for f in _rotary_factors(config) if f is not None] or [1.0]
     return any(_head_dim(config) * float(f) / 2 % 8 for f in factors)
 

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
-from onboard.block_specs import BlockLayout, DifferentialSpec, DynamicMaskSpec
+from onboard.block_specs import (
+    AttentionSpec,
+    BlockLayout,
+    DifferentialSpec,
+    DynamicMaskSpec,
+    MLPSpec,
+)
 from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
@@ -169,6 +176,11 @@ class TextDesign:
     # q_proj gives queries and gates: mobius' Qwen35Attention (gated, (1 + w) q/k norms)
     output_gate: bool = False
 
+    @property
+    def one_layer_kind(self) -> bool:
+        """Every layer holds the one recurrent mixer (a pure state-space model)."""
+        return not self.layer_kinds and not self.feed_forward_words and len(self.mixers) == 1
+
     def block_attr(self, word: str) -> str:
         return dict(self.block_names)[word]
 
@@ -318,10 +330,11 @@ def design_model(
     changes = tuple(text_design.reasons if text_design else ()) + _flag_changes(spec, settings)
     if spec.text.lm_head_bias:
         changes += (_why("lm_head adds a bias", spec, "text.lm_head_bias"),)
-    if spec.text.attention.fused_qkv:
+    attention = spec.text.attention
+    if attention is not None and attention.fused_qkv:
         changes += (
             _why(
-                f"one {spec.text.attention.fused_qkv} for q, k and v, split when loading",
+                f"one {attention.fused_qkv} for q, k and v, split when loading",
                 spec,
                 "text.attention.fused_qkv",
             ),
@@ -365,14 +378,10 @@ def design_model(
         architecture=spec.source.architecture,
         generic_preprocess=bool(text_design and text_design.moe)
         and profile.moe_weights_under != "mlp",
-        fused_qkv=spec.text.attention.fused_qkv,
-        fused_qkv_per_head=spec.text.attention.fused_qkv_layout == "per_head",
-        fused_qkv_groups=spec.text.attention.fused_qkv_groups
-        if spec.text.attention.fused_qkv_layout == "grouped"
-        else 0,
+        **_fused_qkv(attention),
         lm_head_bias=spec.text.lm_head_bias,
-        zero_o_biases=spec.text.attention.last_layer_o_bias is not None,
-        mlp_width_code=spec.text.mlp.width_code,
+        zero_o_biases=attention is not None and attention.last_layer_o_bias is not None,
+        mlp_width_code=spec.text.mlp and spec.text.mlp.width_code,
         task=VLM_TASK if vision else HYBRID_TASK if text_design and text_design.mixers else None,
         vision=vision,
         base_prefix=spec.weights.base_prefix,
@@ -382,6 +391,19 @@ def design_model(
             for name in spec.text.transposed_linears
         ),
     )
+
+
+def _fused_qkv(attention: AttentionSpec | None) -> dict[str, Any]:
+    """HF's one q/k/v projection and its row order, for the design's fields."""
+    if attention is None or not attention.fused_qkv:
+        return {}
+    return {
+        "fused_qkv": attention.fused_qkv,
+        "fused_qkv_per_head": attention.fused_qkv_layout == "per_head",
+        "fused_qkv_groups": attention.fused_qkv_groups
+        if attention.fused_qkv_layout == "grouped"
+        else 0,
+    }
 
 
 def renamed(name: str, renames: tuple[tuple[str, str], ...]) -> str:
@@ -399,14 +421,7 @@ def _text_design(
     mixers = mixer_designs(spec, prefix)
     reasons = [m.reason for m in mixers]
     if text.blocks is not None:
-        reasons.append(
-            _why(
-                f"each layer is one residual block ({text.blocks.block} after {text.blocks.norm}): "
-                "attention, a recurrent mixer or an MLP, by config.layer_types",
-                spec,
-                "text.blocks",
-            )
-        )
+        reasons.append(_why(_block_reason(text), spec, "text.blocks"))
     weight_free = text.norm.kind if needed["norm"].endswith("/weight-free") else None
     norm_class = f"{prefix}WeightFreeNorm" if weight_free else NORM_CLASSES[needed["norm"]]
     if weight_free:
@@ -464,7 +479,9 @@ def _text_design(
                 "text.positions",
             )
         )
-    if text.attention.alibi:
+    attention = text.attention
+    alibi = attention is not None and attention.alibi
+    if alibi:
         reasons.append(
             _why("ALiBi: each head biased by key position, no RoPE", spec, "text.attention.alibi")
         )
@@ -476,7 +493,7 @@ def _text_design(
     rope_reversed = needed["rope_reversed"] == "yes"
     if rope_reversed:
         reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
-    if (positions is None and not text.attention.alibi) or len(kinds) > 1:
+    if (positions is None and not alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
     if text.rope_layers_key:
@@ -512,15 +529,85 @@ def _text_design(
         reasons.append(
             _why("no final norm: the last layer feeds the head", spec, "text.final_norm")
         )
-    if text.mlp.learned_activation:
+    mlp = text.mlp
+    if mlp is not None and mlp.learned_activation:
         reasons.append(
             _why(
-                f"{text.mlp.activation} activation with parameters learned in every layer",
+                f"{mlp.activation} activation with parameters learned in every layer",
                 spec,
                 "text.mlp.activation",
             )
         )
-    attention = text.attention
+    if attention is not None:
+        reasons += _attention_variant_reasons(spec, attention)
+    if text.residual_gates:
+        reasons.append(
+            _why("learned per-channel scales of the residual", spec, "text.residual_gates")
+        )
+    moe = _moe_design(spec, prefix, reasons)
+    mla = attention and attention.mla
+    design = TextDesign(
+        norm_class=norm_class,
+        placement=text.norm.placement,
+        weight_free_norm=weight_free,
+        norm_names=text.norm.names,
+        mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
+            mlp.kind if mlp else "", "MLP"
+        ),
+        embedding_scale=_embedding_scale_expr(spec),
+        attention_scale=attention_scale,
+        residual_scale=text.scale_at("residual") is not None,
+        layer_kinds=kinds,
+        windowed=windowed,
+        uniform_window=needed["sliding_window"] == "uniform",
+        per_kind_rope=needed["per_kind_rope"] == "yes",
+        nope_kinds=nope_kinds,
+        rope_layers_key=text.rope_layers_key,
+        reasons=tuple(reasons),
+        moe=moe,
+        mla=mla is not None,
+        mla_norm_eps=mla.norm_eps if mla else None,
+        positions=positions,
+        alibi=alibi,
+        embedding_norm=text.embedding_norm,
+        rope_reversed=rope_reversed,
+        qk_norm_after_rope=qk_norm_after_rope,
+        learned_activation=mlp is not None and mlp.learned_activation is not None,
+        final_norm=text.final_norm,
+        head_transform=text.head_transform,
+        dynamic_mask=attention and attention.dynamic_mask,
+        differential=attention and attention.differential,
+        residual_gates=text.residual_gates,
+        mixers=mixers,
+        blocks=text.blocks,
+        feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
+        block_names=block_names(text, MOBIUS_LABELS),
+        output_gate=attention is not None and attention.output_gate,
+    )
+    return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
+
+
+def _block_reason(text: TextDecoderSpec) -> str:
+    """The docstring line of a one-block layout, naming the kinds its layers hold."""
+    kinds = text.distinct_layer_types
+    held = [
+        what
+        for what, present in (
+            ("attention", any(is_attention(k) for k in kinds)),
+            ("a recurrent mixer", bool(text.mixers.in_use())),
+            ("an MLP", any(is_feed_forward(k) for k in kinds)),
+        )
+        if present
+    ]
+    layout = f"each layer is one residual block ({text.blocks.block} after {text.blocks.norm})"
+    if len(held) == 1:
+        return f"{layout}: {held[0]}"
+    return f"{layout}: {', '.join(held[:-1])} or {held[-1]}, by config.layer_types"
+
+
+def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec) -> list[str]:
+    """One line per attention variant the generated attention computes."""
+    reasons = []
     if attention.dynamic_mask:
         reasons.append(
             _why(
@@ -537,12 +624,7 @@ def _text_design(
                 "text.attention.differential",
             )
         )
-    if text.residual_gates:
-        reasons.append(
-            _why("learned per-channel scales of the residual", spec, "text.residual_gates")
-        )
-    moe = _moe_design(spec, prefix, reasons)
-    mla = spec.text.attention.mla
+    mla = attention.mla
     if mla is not None:
         reasons.append(
             _why("multi-head latent attention (low-rank q and kv)", spec, "text.attention.mla")
@@ -564,45 +646,7 @@ def _text_design(
                 "text.attention.output_gate",
             )
         )
-    design = TextDesign(
-        norm_class=norm_class,
-        placement=text.norm.placement,
-        weight_free_norm=weight_free,
-        norm_names=text.norm.names,
-        mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
-            text.mlp.kind, "MLP"
-        ),
-        embedding_scale=_embedding_scale_expr(spec),
-        attention_scale=attention_scale,
-        residual_scale=text.scale_at("residual") is not None,
-        layer_kinds=kinds,
-        windowed=windowed,
-        uniform_window=needed["sliding_window"] == "uniform",
-        per_kind_rope=needed["per_kind_rope"] == "yes",
-        nope_kinds=nope_kinds,
-        rope_layers_key=text.rope_layers_key,
-        reasons=tuple(reasons),
-        moe=moe,
-        mla=mla is not None,
-        mla_norm_eps=mla.norm_eps if mla else None,
-        positions=positions,
-        alibi=text.attention.alibi,
-        embedding_norm=text.embedding_norm,
-        rope_reversed=rope_reversed,
-        qk_norm_after_rope=qk_norm_after_rope,
-        learned_activation=text.mlp.learned_activation is not None,
-        final_norm=text.final_norm,
-        head_transform=text.head_transform,
-        dynamic_mask=attention.dynamic_mask,
-        differential=attention.differential,
-        residual_gates=text.residual_gates,
-        mixers=mixers,
-        blocks=text.blocks,
-        feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
-        block_names=block_names(text, MOBIUS_LABELS),
-        output_gate=attention.output_gate,
-    )
-    return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
+    return reasons
 
 
 def _first_layer_identity(text: TextDecoderSpec, design: TextDesign) -> tuple[str, ...]:
@@ -625,6 +669,8 @@ def _embedding_scale_expr(spec: ArchitectureSpec) -> str | None:
 def _attention_scale_expr(spec: ArchitectureSpec) -> str | None:
     """The q.k scale as mobius config source: the generated config copies the HF key."""
     attention = spec.text.attention
+    if attention is None:
+        return None
     if attention.unscaled:
         return "1.0"
     if attention.scale_key == "query_pre_attn_scalar":
@@ -638,7 +684,7 @@ def _scale_settings(spec: ArchitectureSpec) -> list[Setting]:
     """Copy each config multiplier into the mobius config field the generated code reads."""
     settings = []
     attention = spec.text.attention
-    if attention.scale_key == "attention_multiplier":
+    if attention is not None and attention.scale_key == "attention_multiplier":
         settings.append(
             Setting(
                 "attention_multiplier",
@@ -711,80 +757,11 @@ def _settings(
 ) -> tuple[tuple[Setting, ...], tuple[ExtraField, ...]]:
     text = spec.text
     attention = text.attention
-    qk = {
-        "none": "no q_norm / k_norm",
-        "per_head": "q_norm / k_norm on each head",
-        "full_width": "q_norm / k_norm on the full projection width",
-    }[attention.qk_norm]
     settings = [
-        Setting(
-            "attn_qk_norm",
-            repr(attention.qk_norm != "none"),
-            _why(qk, spec, "text.attention.qk_norm"),
-        ),
-        Setting(
-            "attn_qk_norm_full",
-            repr(attention.qk_norm == "full_width"),
-            _why(qk, spec, "text.attention.qk_norm"),
-        ),
-        _bool_setting(
-            spec,
-            "attn_qkv_bias",
-            attention.bias_key("q"),
-            attention.q_bias,
-            "text.attention.q_bias",
-            "q/k/v bias",
-        ),
-        _bool_setting(
-            spec,
-            "attn_o_bias",
-            attention.bias_key("o"),
-            attention.o_bias,
-            "text.attention.o_bias",
-            "o_proj bias",
-        )
-        if not attention.last_layer_o_bias
-        else Setting(
-            "attn_o_bias",
-            "True",
-            _why(
-                "o_proj bias: HF adds one in the last layer only, the others are zeros",
-                spec,
-                "text.attention.last_layer_o_bias",
-            ),
-        ),
-        _bool_setting(
-            spec, "mlp_bias", text.mlp.bias_key, text.mlp.bias, "text.mlp.bias", "MLP bias"
-        ),
-        Setting(
-            "hidden_act",
-            f"config.{text.mlp.activation_key}"
-            if text.mlp.activation_key
-            else repr(text.mlp.activation),
-            _why("MLP activation", spec, "text.mlp.activation"),
-        ),
-        *(
-            [
-                Setting(
-                    "num_key_value_heads",
-                    attention.kv_heads_expr,
-                    _why("k/v heads: one when multi_query", spec, "text.attention.multi_query"),
-                )
-            ]
-            if attention.kv_heads_expr
-            else []
-        ),
-        *(
-            [
-                Setting(
-                    "intermediate_size",
-                    "_mlp_width(config)" if text.mlp.width_code else text.mlp.width_expr,
-                    _why("MLP width", spec, "text.mlp.intermediate_size"),
-                )
-            ]
-            if text.mlp.width_expr != "config.intermediate_size" or text.mlp.width_code
-            else []
-        ),
+        *_attention_flags(spec),
+        *_mlp_flags(spec),
+        *_kv_heads(spec),
+        *_mlp_width(spec),
         Setting(
             "rms_norm_eps",
             f"config.{text.norm.eps_key}" if text.norm.eps_key else repr(text.norm.eps),
@@ -849,7 +826,9 @@ def _settings(
             )
         )
     base_fields = _profile_config_fields(profile)
-    if attention.softcap:
+    softcap = attention and attention.softcap
+    scale_key = attention and attention.scale_key
+    if softcap:
         if "attn_logit_softcapping" not in base_fields:
             extra.append(ExtraField("attn_logit_softcapping", "float", "0.0"))
         settings.append(
@@ -859,13 +838,13 @@ def _settings(
                 _why("attention logit soft-cap", spec, "text.attention.softcap"),
             )
         )
-    if attention.scale_key and "query_pre_attn_scalar" not in base_fields:
+    if scale_key and "query_pre_attn_scalar" not in base_fields:
         extra.append(ExtraField("query_pre_attn_scalar", "float | None", "None"))
-    if attention.scale_key:
+    if scale_key:
         settings.append(
             Setting(
                 "query_pre_attn_scalar",
-                f"config.{attention.scale_key}",
+                f"config.{scale_key}",
                 _why("q.k scale = query_pre_attn_scalar ** -0.5", spec, "text.attention.scale"),
             )
         )
@@ -906,6 +885,88 @@ def _settings(
             reason = f"read by {profile.class_name}.__init__ (not by the generated layers)"
             settings.append(Setting(field, expr, reason))
     return tuple(settings), tuple(extra)
+
+
+def _attention_flags(spec: ArchitectureSpec) -> list[Setting]:
+    """The attention's flags, each from the config key HF reads or fixed as HF fixes it."""
+    attention = spec.text.attention
+    if attention is None:
+        return []
+    qk = {
+        "none": "no q_norm / k_norm",
+        "per_head": "q_norm / k_norm on each head",
+        "full_width": "q_norm / k_norm on the full projection width",
+    }[attention.qk_norm]
+    return [
+        Setting(
+            "attn_qk_norm",
+            repr(attention.qk_norm != "none"),
+            _why(qk, spec, "text.attention.qk_norm"),
+        ),
+        Setting(
+            "attn_qk_norm_full",
+            repr(attention.qk_norm == "full_width"),
+            _why(qk, spec, "text.attention.qk_norm"),
+        ),
+        _bool_setting(
+            spec,
+            "attn_qkv_bias",
+            attention.bias_key("q"),
+            attention.q_bias,
+            "text.attention.q_bias",
+            "q/k/v bias",
+        ),
+        _bool_setting(
+            spec,
+            "attn_o_bias",
+            attention.bias_key("o"),
+            attention.o_bias,
+            "text.attention.o_bias",
+            "o_proj bias",
+        )
+        if not attention.last_layer_o_bias
+        else Setting(
+            "attn_o_bias",
+            "True",
+            _why(
+                "o_proj bias: HF adds one in the last layer only, the others are zeros",
+                spec,
+                "text.attention.last_layer_o_bias",
+            ),
+        ),
+    ]
+
+
+def _mlp_flags(spec: ArchitectureSpec) -> list[Setting]:
+    """The MLP's bias and activation as HF's MLP reads them."""
+    mlp = spec.text.mlp
+    if mlp is None:
+        return []
+    return [
+        _bool_setting(spec, "mlp_bias", mlp.bias_key, mlp.bias, "text.mlp.bias", "MLP bias"),
+        Setting(
+            "hidden_act",
+            f"config.{mlp.activation_key}" if mlp.activation_key else repr(mlp.activation),
+            _why("MLP activation", spec, "text.mlp.activation"),
+        ),
+    ]
+
+
+def _kv_heads(spec: ArchitectureSpec) -> list[Setting]:
+    attention = spec.text.attention
+    if attention is None or not attention.kv_heads_expr:
+        return []
+    why = _why("k/v heads: one when multi_query", spec, "text.attention.multi_query")
+    return [Setting("num_key_value_heads", attention.kv_heads_expr, why)]
+
+
+def _mlp_width(spec: ArchitectureSpec) -> list[Setting]:
+    mlp = spec.text.mlp
+    if mlp is None or (mlp.width_expr == "config.intermediate_size" and not mlp.width_code):
+        return []
+    width = "_mlp_width(config)" if mlp.width_code else mlp.width_expr
+    why = _why("MLP width", spec, "text.mlp.intermediate_size")
+    return [Setting("intermediate_size", width, why)]
 
 
 def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
@@ -984,6 +1045,20 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                     _why("MoE layers: every interval-th from start to end", spec, "text.mlp_kinds"),
                 )
             )
+    elif moe.dense_rule == "expert_layer_period":
+        for key, default in (("period", "1"), ("offset", "0")):
+            extra.append(ExtraField(f"expert_layer_{key}", "int", default))
+            settings.append(
+                Setting(
+                    f"expert_layer_{key}",
+                    f"config.expert_layer_{key}",
+                    _why(
+                        "MoE layers: those at expert_layer_offset modulo the period",
+                        spec,
+                        "text.mlp_kinds",
+                    ),
+                )
+            )
     elif moe.dense_rule == "mlp_only_layers":
         extra.append(
             ExtraField("mlp_only_layers", "list[int]", "dataclasses.field(default_factory=list)")
@@ -1039,6 +1114,8 @@ def _attention_variant_settings(spec: ArchitectureSpec, extra: list[ExtraField])
     """The config values the generated attention variants read, from the keys HF reads: how
     many keys the dynamic mask leaves unmasked, the differential pair norm's epsilon."""
     attention = spec.text.attention
+    if attention is None:
+        return []
     settings = []
     mask = attention.dynamic_mask
     if mask is not None and mask.keep_window_key is not None:
@@ -1068,7 +1145,7 @@ def _rope_pairing(spec: ArchitectureSpec) -> list[Setting]:
 
 def _mla_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
     attention = spec.text.attention
-    if attention.mla is None:
+    if attention is None or attention.mla is None:
         return []
     why = _why("latent attention sizes", spec, "text.attention.mla")
     settings = [
@@ -1106,6 +1183,10 @@ def _profile_config_fields(profile: ClassProfile) -> frozenset[str]:
 def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tuple[str, ...]:
     attention = spec.text.attention
     lines = []
+    if spec.text.mlp is not None and spec.text.mlp.bias:
+        lines.append(_why("MLP biases", spec, "text.mlp.bias"))
+    if attention is None:
+        return tuple(lines)
     if attention.qk_norm != "none":
         width = "each head" if attention.qk_norm == "per_head" else "the full projection width"
         lines.append(
@@ -1119,8 +1200,6 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
                 "text.attention.q_bias",
             )
         )
-    if spec.text.mlp.bias:
-        lines.append(_why("MLP biases", spec, "text.mlp.bias"))
     if attention.softcap:
         lines.append(_why("attention logits soft-capped", spec, "text.attention.softcap"))
     return tuple(lines)
@@ -1134,7 +1213,7 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         renames.append((f"model.{final}.", "model.norm."))
     if o_name != "o_proj":
         renames.append((f".self_attn.{o_name}.", ".self_attn.o_proj."))
-    last_bias = spec.text.attention.last_layer_o_bias
+    last_bias = spec.text.attention and spec.text.attention.last_layer_o_bias
     if last_bias:  # a bare parameter: the name ends there
         renames.append((f".self_attn.{last_bias}", ".self_attn.o_proj.bias"))
     for role in ("q_proj", "k_proj", "v_proj", "q_norm", "k_norm"):
@@ -1159,6 +1238,22 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
         if moe.router_name != "gate":
             renames.append((f".mlp.{moe.router_name}.", ".mlp.gate."))
     mlp = spec.text.mlp
+    if mlp is not None:
+        renames += _mlp_renames(mlp)
+    placement = spec.text.norm.placement
+    if text_design is not None and text_design.custom_layer:
+        return tuple(renames)  # the generated layer uses the HF norm names
+    expected = DECODER_LAYER_NORMS.get(placement, {})
+    for role, hf_name in spec.text.norm.names:
+        ours = expected.get(role)
+        if ours and ours != hf_name:
+            renames.append((f".{hf_name}.", f".{ours}."))
+    return tuple(renames)
+
+
+def _mlp_renames(mlp: MLPSpec) -> list[tuple[str, str]]:
+    """HF's MLP names -> those of the mobius MLP the generated layers use."""
+    renames = []
     ours_by_kind = {
         "plain": ("up_proj", "down_proj"),
         "fused_gate_up": ("gate_up_proj", "down_proj"),
@@ -1170,12 +1265,4 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
                 renames.append((f".mlp.{hf_name}.", f".mlp.{ours}."))
     if mlp.learned_activation not in (None, "act_fn"):  # FCMLP's name for its activation
         renames.append((f".mlp.{mlp.learned_activation}.", ".mlp.act_fn."))
-    placement = spec.text.norm.placement
-    if text_design is not None and text_design.custom_layer:
-        return tuple(renames)  # the generated layer uses the HF norm names
-    expected = DECODER_LAYER_NORMS.get(placement, {})
-    for role, hf_name in spec.text.norm.names:
-        ours = expected.get(role)
-        if ours and ours != hf_name:
-            renames.append((f".{hf_name}.", f".{ours}."))
-    return tuple(renames)
+    return renames

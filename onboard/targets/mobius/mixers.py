@@ -17,11 +17,29 @@ from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 HYBRID_TASK = "hybrid-text-generation"
 # onboard's kind -> mobius' layer_types word for its state inputs
-MOBIUS_LABELS = {"short_conv": "conv", "mamba2": "mamba2", "gated_deltanet": "linear_attention"}
+MOBIUS_LABELS = {
+    "short_conv": "conv",
+    "mamba": "mamba",
+    "mamba2": "mamba2",
+    "gated_deltanet": "linear_attention",
+}
 # the generated component of each kind (its decoder layer adds DecoderLayer)
-_COMPONENTS = {"short_conv": "ShortConv", "mamba2": "Mamba2", "gated_deltanet": "GatedDeltaNet"}
-# why a kind has no generated component yet, for its blocker
-UNRENDERED = {"mamba": " (mobius 0.1.0's own MambaBlock runs one token at a time, hybrid M9)"}
+_COMPONENTS = {
+    "short_conv": "ShortConv",
+    "mamba": "Mamba",
+    "mamba2": "Mamba2",
+    "gated_deltanet": "GatedDeltaNet",
+}
+# Mamba spec field -> the mobius config field (the hybrid task sizes a mamba layer's states
+# from mamba_expand x hidden_size, mamba_d_conv and mamba_d_state), its annotation and default
+_MAMBA_FIELDS = {
+    "state_size": ("mamba_d_state", "int", "16"),
+    "conv_kernel": ("mamba_d_conv", "int", "4"),
+    "dt_rank": ("mamba_dt_rank", "int", "256"),
+    "conv_bias": ("mamba_conv_bias", "bool", "True"),
+    "proj_bias": ("mamba_proj_bias", "bool", "False"),
+    "activation": ("mamba_activation", "str", '"silu"'),
+}
 # Mamba-2 spec field -> the mobius config field the hybrid task and the component read
 _MAMBA2_FIELDS = {
     "num_heads": ("mamba_n_heads", "int", "8"),
@@ -70,7 +88,9 @@ def mixer_designs(spec: ArchitectureSpec, prefix: str) -> tuple[MixerDesign, ...
         if kind not in MOBIUS_LABELS:
             continue
         mixer = spec.text.mixers.of(kind)
-        name = f"{prefix}{_COMPONENTS[kind]}"
+        component = _COMPONENTS[kind]
+        # a model named for its mixer (Mamba2) calls it a mixer, as HF does: not Mamba2Mamba2
+        name = f"{prefix}{'Mixer' if prefix.endswith(component) else component}"
         reason = why(_reason(kind, mixer), spec, f"text.mixers.{kind}")
         designs.append(
             MixerDesign(
@@ -92,6 +112,12 @@ def _reason(kind: str, mixer: Any) -> str:
         return (
             "short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last "
             f"{mixer.conv_kernel - 1} inputs as state"
+        )
+    if kind == "mamba":
+        normed = ", dt/B/C RMS-normalised" if mixer.norms else ""
+        return (
+            f"Mamba layers ({mixer.inner} channels, state {mixer.state_size}{normed}), the whole "
+            "prompt scanned at once, padded positions kept out of their states"
         )
     if kind == "gated_deltanet":
         return (
@@ -153,6 +179,10 @@ def mixer_settings(
                     why("short convolution biases", spec, "text.mixers.short_conv"),
                 ),
             ]
+        elif design.kind == "mamba":
+            fields, more = _mamba_settings(spec, design.spec)
+            settings += fields
+            extra += more
         elif design.kind == "mamba2":
             fields, more = _mamba2_settings(spec, design.spec)
             settings += fields
@@ -177,6 +207,42 @@ def _deltanet_settings(
         reason = why(f"gated DeltaNet {field}", spec, "text.mixers.gated_deltanet")
         settings.append(Setting(name, expr, reason))
     return settings, extra
+
+
+def _mamba_settings(spec: ArchitectureSpec, mixer: Any) -> tuple[list[Setting], list[ExtraField]]:
+    """The width as a factor of hidden_size (the hybrid task's mamba_expand), then each size
+    and flag from the config key HF reads it from, else as the tiny model showed it."""
+    path = "text.mixers.mamba"
+    expand = mixer.key("expand")
+    factor = f"config.{expand}" if expand else f"config.{mixer.key('inner')} // config.hidden_size"
+    extra = [ExtraField("mamba_expand", "int", "2")]
+    settings = [Setting("mamba_expand", factor, why("Mamba width / hidden_size", spec, path))]
+    fields = dict(_MAMBA_FIELDS)
+    if mixer.norms:  # Jamba's dt, B and C norms
+        fields["norm_eps"] = ("mamba_norm_eps", "float", "1e-6")
+    for field, (name, annotation, default) in fields.items():
+        extra.append(ExtraField(name, annotation, default))
+        key = mixer.key(field)
+        if key is None:
+            expr = repr(getattr(mixer, field))
+        elif annotation == "bool":
+            expr = f"bool(config.{key})"
+        else:
+            expr = f"config.{key}"
+        settings.append(Setting(name, expr, why(f"Mamba {field}", spec, path)))
+    return settings, extra
+
+
+def mamba_width_blockers(spec: ArchitectureSpec) -> list[str]:
+    """The hybrid task sizes a mamba layer's states as mamba_expand x hidden_size."""
+    mixer = spec.text.mixers.mamba
+    if mixer is None or mixer.key("expand") or mixer.inner % spec.text.hidden_size == 0:
+        return []
+    return [
+        f"a Mamba width ({mixer.inner}) that is no multiple of hidden_size "
+        f"({spec.text.hidden_size}) (text.mixers.mamba): mobius' hybrid task sizes the states "
+        "as mamba_expand x hidden_size"
+    ]
 
 
 def _mamba2_settings(spec: ArchitectureSpec, mixer: Any) -> tuple[list[Setting], list[ExtraField]]:

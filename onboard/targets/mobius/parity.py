@@ -164,14 +164,16 @@ def quiet_mobius() -> Iterator[None]:
             lg.setLevel(level)
 
 
-_PAST = re.compile(r"past_key_values\.(\d+)\.(\w+)")
+# The cache inputs: past_key_values.{i}.<name>, or past_states.{i}.<name> in mobius' ssm tasks
+_PAST = re.compile(r"(past_key_values|past_states)\.(\d+)\.(\w+)")
 
 
 class OnnxRunner:
     """Runs a built model in onnxruntime; its ``Step.state`` is the cache to feed back, per layer.
 
     The cache is whatever the session declares: ``past_key_values.{i}.<name>`` inputs (key and
-    value; conv_state, ssm_state or recurrent_state), fed zeros for the prefill and the matching
+    value; conv_state, ssm_state or recurrent_state; ``past_states`` in mobius' ssm tasks), fed
+    zeros for the prefill and the matching
     ``present.{i}.<name>`` outputs after. Stateless layers (MLP, MoE) have no inputs.
     """
 
@@ -181,10 +183,20 @@ class OnnxRunner:
         self._inputs = {i.name: i for i in self.session.get_inputs()}
         self._outputs = [o.name for o in self.session.get_outputs()]
         self._past = past_inputs(self._inputs)
+        self._past_prefix = next(
+            (m[1] for name in self._inputs if (m := _PAST.fullmatch(name))), "past_key_values"
+        )
         # GroupQueryAttention derives sequence lengths as sum(mask) - 1: right padding only.
         # Hybrids are padded on the left too: HF zeroes padded positions before they reach a
-        # recurrent state, which a mixer that ignores the mask (mobius' own) gets wrong.
-        self.supports_left_padding = built.provider != "cpu"
+        # recurrent state, which a mixer that ignores the mask (mobius' own) gets wrong. A graph
+        # without a mask (mobius' ssm tasks) cannot be told where padding is at all.
+        self.left_padding_refused = (
+            "the graph takes no attention_mask"
+            if "attention_mask" not in self._inputs
+            else "provider needs right padding"
+            if built.provider == "cpu"
+            else None
+        )
 
     def prefill(self, batch: Batch) -> Step:
         batch_size = batch.input_ids.shape[0]
@@ -204,7 +216,9 @@ class OnnxRunner:
             "position_ids": batch.position_ids,
         }
         for i, layer in enumerate(past):
-            feeds.update({f"past_key_values.{i}.{name}": value for name, value in layer.items()})
+            feeds.update(
+                {f"{self._past_prefix}.{i}.{name}": value for name, value in layer.items()}
+            )
         feeds = {k: v for k, v in feeds.items() if k in self._inputs}
         results = dict(zip(self._outputs, self.session.run(self._outputs, feeds), strict=True))
         present = tuple(
@@ -221,7 +235,7 @@ def past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]], 
     for name, arg in inputs.items():
         match = _PAST.fullmatch(name)
         if match:
-            found.setdefault(int(match[1]), {})[match[2]] = tuple(arg.shape)
+            found.setdefault(int(match[2]), {})[match[3]] = tuple(arg.shape)
     return tuple(found.get(i, {}) for i in range(max(found, default=-1) + 1))
 
 

@@ -12,6 +12,7 @@ import difflib
 from pathlib import Path
 
 from onboard import STAMP
+from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.codegen import CodeStyle, format_python, render_template
 from onboard.codemods import (
     CodemodError,
@@ -171,20 +172,7 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
             f'"image_token_id": {spec.vision.merge.image_token_id}'
         )
         return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
-    overrides: dict[str, object] = {}
-    attention = spec.text.attention
-    if attention.qk_norm != "none":
-        overrides["attn_qk_norm"] = True
-    if attention.qk_norm == "full_width":
-        overrides["attn_qk_norm_full"] = True
-    if attention.q_bias:
-        overrides["attn_qkv_bias"] = True
-    if attention.o_bias:
-        overrides["attn_o_bias"] = True
-    if spec.text.mlp.bias:
-        overrides["mlp_bias"] = True
-    if spec.text.mlp.activation != "silu":
-        overrides["hidden_act"] = spec.text.mlp.activation
+    overrides = _attention_overrides(spec.text.attention) | _mlp_overrides(spec.text.mlp)
     kinds = spec.text.distinct_layer_types
     if spec.text.sliding_window and "sliding_attention" in kinds:
         overrides["layer_types"] = list(kinds) if len(kinds) > 1 else ["sliding_attention"] * 2
@@ -192,7 +180,8 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     mixers = design.text.mixers if design.text else ()
     if mixers:  # a hybrid: one layer of each kind, in mobius' words
         feed_forward = design.text.feed_forward_words
-        words = dict.fromkeys(["full_attention", *(m.label for m in mixers), *feed_forward])
+        attention = ["full_attention"] if spec.text.attention is not None else []
+        words = dict.fromkeys([*attention, *(m.label for m in mixers), *feed_forward])
         overrides["layer_types"] = list(words)
         overrides["num_hidden_layers"] = len(words)
     deltanet = spec.text.mixers.gated_deltanet
@@ -208,7 +197,7 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
             overrides |= {"n_group": 2, "topk_group": 1}
     for name, _ in design.base.init_needs:
         overrides.setdefault(name, TINY_INIT_NEEDS[name])
-    if attention.scale_key:
+    if spec.text.attention is not None and spec.text.attention.scale_key:
         overrides["query_pre_attn_scalar"] = 16
     rope = dict(spec.text.rope)
     if "sliding_attention" in rope and "full_attention" in rope:
@@ -220,6 +209,28 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
         for k, v in overrides.items()
     )
     return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
+
+
+def _attention_overrides(attention: AttentionSpec | None) -> dict[str, object]:
+    """The attention flags a tiny test config sets where mobius' defaults differ."""
+    if attention is None:
+        return {}
+    flags = {
+        "attn_qk_norm": attention.qk_norm != "none",
+        "attn_qk_norm_full": attention.qk_norm == "full_width",
+        "attn_qkv_bias": attention.q_bias,
+        "attn_o_bias": attention.o_bias,
+    }
+    return {name: True for name, on in flags.items() if on}
+
+
+def _mlp_overrides(mlp: MLPSpec | None) -> dict[str, object]:
+    if mlp is None:
+        return {}
+    overrides: dict[str, object] = {"mlp_bias": True} if mlp.bias else {}
+    if mlp.activation != "silu":
+        overrides["hidden_act"] = mlp.activation
+    return overrides
 
 
 def _literal(value: object) -> str:

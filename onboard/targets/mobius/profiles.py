@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onboard.block_specs import AttentionSpec
+from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
@@ -28,12 +28,14 @@ FEATURES = (
     "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier, unscaled
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
-    "mlp",  # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation
+    # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation; none
+    "mlp",
     "experts",  # none, routed
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
-    "attention_kind",  # standard, mla, dynamic_mask (Doge), differential (DiffLlama)
+    # standard, mla, dynamic_mask (Doge), differential (DiffLlama), none (a pure SSM)
+    "attention_kind",
     "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
     "positions",
@@ -250,6 +252,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         if r.rope_type is not None
     }
     moe = text.moe
+    attention = text.attention
     return {
         "experts": "routed" if moe else "none",
         "router": router_kind(moe.router) if moe else "none",
@@ -267,29 +270,43 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "per_kind_rope": "yes" if len(thetas) > 1 else "no",
         "rope_layers": "config_list" if text.rope_layers_key else "all",
         "nope_kinds": "+".join(k for k, r in text.rope if r.rope_type is None) or "none",
-        "positions": "alibi" if text.attention.alibi else _positions(text.positions),
+        "positions": "alibi" if attention and attention.alibi else _positions(text.positions),
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
-        "qk_norm_order": "after_rope" if text.attention.qk_norm_after_rope else "before_rope",
+        "qk_norm_order": "after_rope"
+        if attention and attention.qk_norm_after_rope
+        else "before_rope",
         "final_norm": "yes" if text.final_norm else "no",
         "head_transform": "yes" if text.head_transform else "no",
         "first_layer_without": "+".join(text.first_layer_without) or "none",
-        "attention_scale": "unscaled"
-        if text.attention.unscaled
-        else (text.attention.scale_key or "head_dim"),
+        "attention_scale": _attention_scale(attention),
         "final_softcap": "yes" if text.final_logit_softcap else "no",
         "scales": "+".join(sorted(s.site for s in text.scales)) or "none",
-        "mlp": text.mlp.kind + (f"/{text.mlp.activation}" if text.mlp.learned_activation else ""),
+        "mlp": _mlp(text.mlp),
         "token_mixers": "+".join(text.mixers.in_use()) or "none",
     }
 
 
-def _attention_kind(attention: AttentionSpec) -> str:
+def _attention_kind(attention: AttentionSpec | None) -> str:
+    if attention is None:  # a pure state-space model
+        return "none"
     if attention.mla:
         return "mla"
     if attention.dynamic_mask:
         return "dynamic_mask"
     return "differential" if attention.differential else "standard"
+
+
+def _attention_scale(attention: AttentionSpec | None) -> str:
+    if attention is None:  # nothing to scale: the default any class has
+        return "head_dim"
+    return "unscaled" if attention.unscaled else (attention.scale_key or "head_dim")
+
+
+def _mlp(mlp: MLPSpec | None) -> str:
+    if mlp is None:  # no layer mixes channels (Mamba)
+        return "none"
+    return mlp.kind + (f"/{mlp.activation}" if mlp.learned_activation else "")
 
 
 def _positions(positions: PositionsSpec | None) -> str:

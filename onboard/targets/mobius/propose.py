@@ -7,7 +7,7 @@ from collections import Counter
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
-from onboard.targets.mobius.mixers import MOBIUS_LABELS, UNRENDERED
+from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 from onboard.targets.mobius.vision import vision_blockers
 
@@ -91,25 +91,20 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
     ]
     attention = text.attention
-    if len({attention.q_bias, attention.k_bias, attention.v_bias}) > 1:
+    if attention is not None and len({attention.q_bias, attention.k_bias, attention.v_bias}) > 1:
         found.append(
             "q/k/v projections differ in bias "
             f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
             "mobius Attention has one attn_qkv_bias flag"
         )
     found += _mixer_blockers(text)
+    found += mamba_width_blockers(spec)
     found += _output_gate_blockers(text)
     found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
         found.append(f"norm kind {norm} (text.norm): mobius has no such norm component")
-    if text.mlp.kind == "plain" and len(text.mlp.projections) != 2:
-        found.append(f"non-gated MLP ({', '.join(text.mlp.projections)}) at model.layers.*.mlp")
-    if text.mlp.learned_activation and (text.mlp.kind != "plain" or text.moe is not None):
-        found.append(
-            f"{text.mlp.activation} activation (learned) in a {text.mlp.kind} MLP "
-            "(text.mlp.activation): the generated MLP learns it only without a gate"
-        )
+    found += _mlp_blockers(text)
     for kind, rope in text.rope:
         if rope.rope_type is not None and rope.rope_type not in SUPPORTED_ROPE:
             found.append(
@@ -135,11 +130,26 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _mlp_blockers(text: TextDecoderSpec) -> list[str]:
+    mlp = text.mlp
+    if mlp is None:
+        return []
+    found = []
+    if mlp.kind == "plain" and len(mlp.projections) != 2:
+        found.append(f"non-gated MLP ({', '.join(mlp.projections)}) at model.layers.*.mlp")
+    if mlp.learned_activation and (mlp.kind != "plain" or text.moe is not None):
+        found.append(
+            f"{mlp.activation} activation (learned) in a {mlp.kind} MLP "
+            "(text.mlp.activation): the generated MLP learns it only without a gate"
+        )
+    return found
+
+
 def _output_gate_blockers(text: TextDecoderSpec) -> list[str]:
     """A gated attention is mobius' Qwen35Attention, which norms q and k per head with (1 + w)
     and has no q/k/v bias apart from the output's."""
     attention = text.attention
-    if not attention.output_gate:
+    if attention is None or not attention.output_gate:
         return []
     found = []
     if attention.qk_norm != "per_head" or text.norm.weight_offset != 1.0:
@@ -163,7 +173,7 @@ def _mixer_blockers(text: TextDecoderSpec) -> list[str]:
         return []
     unrendered = [
         f"{kind} layers (text.mixers.{kind}): the mobius generator has no component for this "
-        f"mixer yet{UNRENDERED.get(kind, '')}"
+        "mixer yet"
         for kind in mixers
         if kind not in MOBIUS_LABELS
     ]

@@ -235,3 +235,45 @@ def test_nemotron_h_with_experts_re_onboards(tmp_path: Path) -> None:
     broken = parity_with(result, "return op.Add(routed, shared)", "return routed")
     checks = {c.name: c for c in broken.checks if c.provider == "default"}
     assert checks["prefill"].status is Status.FAIL
+
+
+JAMBA = "ai21labs/AI21-Jamba-1.5-Mini"
+
+
+def test_jamba_re_onboards_with_its_own_mamba_component(tmp_path: Path) -> None:
+    """Jamba: Mamba (the first, with dt/B/C norms) beside attention without RoPE, experts every
+    expert_layer_period-th layer, routed in the block (softmax, top-k, not renormalised)."""
+    model = str(fixture_config(JAMBA).parent)
+    result = onboard_new(NewOptions(model=model, treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c for c in report.checks if c.provider == "default"}
+    assert all(c.status is Status.PASS for c in default.values()), default
+    assert "(conv_state, key, ssm_state, value)" in default["states"].detail
+    moe = result.analysis.spec.text.moe
+    assert moe.dense_rule == "expert_layer_period"
+    assert (moe.router.order, moe.router.renormalize) == ("softmax_topk", False)
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    assert "return index % config.expert_layer_period == config.expert_layer_offset" in text
+    assert "self.dt_layernorm = RMSNorm(self.dt_rank, eps=config.mamba_norm_eps)" in text
+    assert "mamba_expand=config.mamba_expand" in text and "MambaBlock(" not in text
+    assert "rope_type=None" in text  # Jamba's attention has no RoPE
+
+
+def test_mobius_own_jamba_fails_and_is_named_the_culprit(tmp_path: Path) -> None:
+    """mobius 0.1.0's MambaBlock takes one token (hybrid notes, M9): its own Jamba fails the
+    prefill, and the report blames mobius' class."""
+    from rich.console import Console
+
+    from onboard.report import print_new
+
+    model = str(fixture_config(JAMBA).parent)
+    result = onboard_new(NewOptions(model=model, out=tmp_path / "out"))
+    assert result.proposal.already_supported is not None and result.plan is None
+    prefill = next(c for c in result.parity.checks if c.name == "prefill")
+    assert prefill.status is Status.FAIL
+    console = Console(record=True, width=200)
+    print_new(result, console)
+    assert "the library's own JambaCausalLMModel computes something else" in console.export_text()

@@ -13,13 +13,13 @@ Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed 
 - gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
   epsilon 1e-06 (modeling_qwen3_next.py:585)
 - norms scale by (1 + w) (modeling_qwen3_next.py:147)
+- each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
+  Qwen35Attention) (modeling_qwen3_next.py:308)
 - 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe of
   model.layers.0.mlp router (Qwen3NextTopKRouter))
 - a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
 - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
   model)
-- each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
-  Qwen35Attention) (modeling_qwen3_next.py:308)
 - q_norm / k_norm over each head before RoPE (modeling_qwen3_next.py:261)
 
 Replicates HuggingFace's ``Qwen3NextForCausalLM``.
@@ -383,13 +383,13 @@ class Qwen3NextTextModel(TextModel):
     - gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
       epsilon 1e-06 (modeling_qwen3_next.py:585)
     - norms scale by (1 + w) (modeling_qwen3_next.py:147)
+    - each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
+      Qwen35Attention) (modeling_qwen3_next.py:308)
     - 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe
       of model.layers.0.mlp router (Qwen3NextTopKRouter))
     - a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
     - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
       model)
-    - each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
-      Qwen35Attention) (modeling_qwen3_next.py:308)
     """
 
     def __init__(self, config: ArchitectureConfig):
