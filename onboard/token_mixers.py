@@ -102,6 +102,7 @@ class MambaSpec:
     activation: str
     norms: bool  # dt, B and C are RMS-normalised (Jamba's dt/b/c_layernorm)
     norm_eps: float | None = None
+    norm_weights: bool = True  # False: the norms learn nothing (FalconMamba's weightless ones)
     keys: tuple[tuple[str, str], ...] = ()  # spec field -> the config key HF reads it from
     attribute: str = "mamba"
 
@@ -135,6 +136,9 @@ class GatedDeltaNetSpec:
     projections: Literal["grouped", "separate"]
     keys: tuple[tuple[str, str], ...] = ()  # spec field -> the config key HF reads it from
     attribute: str = "linear_attn"
+    # The chunk of HF's chunked prefill (torch_chunk_gated_delta_rule's default, no config key):
+    # a prompt must cross it for the chunked rule and the recurrent step to be compared
+    chunk_size: int = 64
 
     def key(self, field: str) -> str | None:
         return dict(self.keys).get(field)
@@ -170,6 +174,12 @@ class TokenMixers:
 
     def in_use(self) -> tuple[str, ...]:
         return tuple(kind for kind in self.kinds() if getattr(self, kind) is not None)
+
+    def fixed_chunks(self) -> tuple[int, ...]:
+        """The chunks HF's prefill scans in whatever the config says (DeltaNet's 64), which a
+        parity prompt must cross; Mamba-2's chunk is a config key the tiny config shrinks."""
+        deltanet = self.gated_deltanet
+        return (deltanet.chunk_size,) if deltanet is not None else ()
 
 
 def sized_for(mixer: Any, config: Any) -> Any:

@@ -13,13 +13,16 @@ per layer, mobius' state names (``key``, ``value``, ``conv_state``, ``ssm_state`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from onboard.parity.report import Check, Metrics, Status
+
+if TYPE_CHECKING:
+    from onboard.spec import TextDecoderSpec
 
 PROMPT_LEN = 9  # longer than the tiny sliding window (4), so windows are exercised
 DECODE_STEPS = 3  # a recurrent state must survive being fed back more than once
@@ -67,12 +70,18 @@ class Runner(Protocol):
     def decode(self, previous: Step, batch: Batch) -> Step: ...
 
 
-def prompt_batch(vocab_size: int, seed: int = 0) -> Batch:
+def prompt_length(chunks: Iterable[int] = ()) -> int:
+    """PROMPT_LEN, or longer than every chunk a mixer's prefill scans in (HF's DeltaNet: 64),
+    so that a chunked prefill and the step-by-step recurrence must agree."""
+    return max([PROMPT_LEN, *(chunk + PROMPT_LEN for chunk in chunks)])
+
+
+def prompt_batch(vocab_size: int, seed: int = 0, length: int = PROMPT_LEN) -> Batch:
     rng = np.random.default_rng(seed)
     high = max(2, min(vocab_size - 1, 200))
-    ids = rng.integers(1, high, size=(1, PROMPT_LEN), dtype=np.int64)
+    ids = rng.integers(1, high, size=(1, length), dtype=np.int64)
     mask = np.ones_like(ids)
-    return Batch(ids, mask, np.arange(PROMPT_LEN, dtype=np.int64)[None])
+    return Batch(ids, mask, np.arange(length, dtype=np.int64)[None])
 
 
 def padded_batch(vocab_size: int, side: str, seed: int = 1) -> Batch:
@@ -89,18 +98,43 @@ def padded_batch(vocab_size: int, side: str, seed: int = 1) -> Batch:
     return Batch(ids, mask, positions)
 
 
+@dataclass(frozen=True)
+class Scenarios:
+    """How the scenarios run for one model. ``compare_kv`` False: the reference caches something
+    else than K and V (transformers keeps MLA's compressed latents), which decode steps then
+    cover; ``prompt_len``: the prefill's length (see ``prompt_length``)."""
+
+    compare_kv: bool = True
+    prompt_len: int = PROMPT_LEN
+
+
+DEFAULT_SCENARIOS = Scenarios()
+
+
+def scenarios_for(text: TextDecoderSpec) -> Scenarios:
+    """The scenarios a decoder's spec asks for: K and V compared unless the attention is latent
+    (MLA), a prompt past every chunk its mixers' prefill scans in."""
+    attention = text.attention
+    return Scenarios(
+        compare_kv=attention is None or attention.mla is None,
+        prompt_len=prompt_length(text.mixers.fixed_chunks()),
+    )
+
+
 def run_scenarios(
-    reference: Runner, candidate: Runner, vocab_size: int, *, compare_kv: bool = True
+    reference: Runner,
+    candidate: Runner,
+    vocab_size: int,
+    scenarios: Scenarios = DEFAULT_SCENARIOS,
 ) -> tuple[Check, ...]:
-    """Every scenario; ``compare_kv=False`` when the reference caches something else than K and V
-    (transformers keeps MLA's compressed latents), which decode steps then cover."""
+    """Every scenario: the prefill, its cache, decode steps (and states), padded batches."""
     provider = candidate.provider
-    prompt = prompt_batch(vocab_size)
+    prompt = prompt_batch(vocab_size, length=scenarios.prompt_len)
     ref_step, got_step, error = _both(reference, candidate, lambda r: r.prefill(prompt))
     if error:
         return (Check("prefill", provider, Status.FAIL, detail=error),)
     checks = [logits_check("prefill", provider, ref_step.logits, got_step.logits)]
-    checks += _cache_checks(provider, ref_step, got_step, compare_kv)
+    checks += _cache_checks(provider, ref_step, got_step, scenarios.compare_kv)
     checks += _decode_checks(reference, candidate, prompt, ref_step, got_step)
     checks += _padding_checks(reference, candidate, vocab_size)
     return tuple(checks)
@@ -135,7 +169,7 @@ def _decode_checks(
     for step in range(DECODE_STEPS):
         token = ref_step.logits[:, -1:].argmax(-1).astype(np.int64)
         mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)
-        position = np.full((1, 1), PROMPT_LEN + step, dtype=np.int64)
+        position = np.full((1, 1), prompt.input_ids.shape[1] + step, dtype=np.int64)
         batch = Batch(token, mask, position)
         try:
             ref_step = reference.decode(ref_step, batch)
@@ -148,7 +182,7 @@ def _decode_checks(
     if metrics:
         worst = max(metrics, key=lambda m: m.max_abs)
         status = Status.PASS if all(m.passes() for m in metrics) else Status.FAIL
-        detail = f"{len(metrics)} steps after a {PROMPT_LEN}-token prompt"
+        detail = f"{len(metrics)} steps after a {prompt.input_ids.shape[1]}-token prompt"
         checks.append(Check("decode", provider, status, worst, detail))
     if compare_states:
         checks.append(_states_check(provider, state_diffs, len(metrics)))

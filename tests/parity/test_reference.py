@@ -64,3 +64,14 @@ def test_mamba_decodes_as_generate_does(tmp_path) -> None:
     llama = _runner("llama", tmp_path)
     llama.decode(llama.prefill(prompt), batch)
     assert llama._decode_mask_dropped is False
+
+
+def test_a_prompt_crosses_every_fixed_chunk(tmp_path) -> None:
+    """HF's DeltaNet prefill runs in chunks of 64 whatever the config: Qwen3-Next's parity
+    prompt crosses one; a model without such a mixer keeps the short prompt."""
+    from onboard.parity.harness import PROMPT_LEN, scenarios_for
+    from tests.analyses import analysis_of
+
+    deltanet = scenarios_for(analysis_of("Qwen/Qwen3-Next-80B-A3B-Instruct").spec.text)
+    assert deltanet.prompt_len == 64 + PROMPT_LEN and deltanet.compare_kv
+    assert scenarios_for(analysis_of("Qwen/Qwen3-0.6B").spec.text).prompt_len == PROMPT_LEN

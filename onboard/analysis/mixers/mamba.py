@@ -61,7 +61,9 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
     norms = [n for n in _NORMS if n in children]
     if norms and len(norms) != len(_NORMS):
         return refused(f"a Mamba mixer normalising only {', '.join(norms)}", files, cls)
-    eps = getattr(children[norms[0]], "variance_epsilon", None) if norms else None
+    first = children[norms[0]] if norms else None
+    eps = getattr(first, "variance_epsilon", getattr(first, "eps", None))
+    learned = isinstance(getattr(first, "weight", None), torch.nn.Parameter)
     spec = MambaSpec(
         inner=int(inner),
         state_size=int(state),
@@ -72,6 +74,7 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
         activation=str(getattr(module, "activation", "silu")),
         norms=bool(norms),
         norm_eps=float(eps) if eps is not None else None,
+        norm_weights=learned or not norms,
         attribute=attribute,
     )
     keys, evidence = config_keys(files, cls, _ATTRIBUTES, _MEASURED)
@@ -80,6 +83,7 @@ def read(attribute: str, module: Any, config: Any, files: Sequence[SourceFile]) 
         return refused("a Mamba mixer computing something else", files, cls)
     detail = f"{inner} channels, state {state}, conv {spec.conv_kernel} taps, dt rank "
     detail += f"{spec.dt_rank}" + (", dt/B/C normalised" if norms else "")
+    detail += "" if spec.norm_weights else " (weightless)"
     evidence.insert(0, Evidence("probe", f"{attribute} ({cls})", detail))
     return found(spec, evidence, module)
 
@@ -112,7 +116,9 @@ def compute(spec: MambaSpec, weight: Callable[[str], Any], prefix: str, x: Any) 
     dt, b, c = projected.split([spec.dt_rank, spec.state_size, spec.state_size], dim=-1)
     if spec.norms:
         dt, b, c = (
-            _rms(value, weight(f"{prefix}{name}.weight"), spec.norm_eps)
+            _rms(
+                value, weight(f"{prefix}{name}.weight") if spec.norm_weights else 1.0, spec.norm_eps
+            )
             for value, name in zip((dt, b, c), _NORMS, strict=True)
         )
     dt = F.softplus(linear(weight, f"{prefix}dt_proj", dt, bias=True))

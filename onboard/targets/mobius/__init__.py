@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from onboard.analysis.attention_kinds import declared_kinds
 from onboard.errors import BadInputError, OnboardError, TargetRepoError, UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
+from onboard.parity.harness import scenarios_for
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius import design as _design
 from onboard.targets.mobius import plan as _plan
@@ -124,7 +125,7 @@ class MobiusTarget:
             model_type=analysis.spec.model_type,
             bug_ids=bug_ids,
             device=device,
-            compare_kv=not (attention := analysis.spec.text.attention) or attention.mla is None,
+            scenarios=scenarios_for(analysis.spec.text),
             expected_name=expected_name,
         )
 

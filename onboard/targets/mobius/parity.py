@@ -23,7 +23,15 @@ from typing import Any
 import numpy as np
 
 from onboard.hf_config import make_hf_config
-from onboard.parity.harness import Batch, LayerStates, Step, run_scenarios, split_cache
+from onboard.parity.harness import (
+    DEFAULT_SCENARIOS,
+    Batch,
+    LayerStates,
+    Scenarios,
+    Step,
+    run_scenarios,
+    split_cache,
+)
 from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.targets.mobius.bugs import (
@@ -256,7 +264,7 @@ def run_parity(
     model_type: str,
     bug_ids: tuple[str, ...],
     device: str = "cpu",
-    compare_kv: bool = True,
+    scenarios: Scenarios = DEFAULT_SCENARIOS,
     expected_name: Callable[[str], str | Collection[str]] | None = None,
 ) -> ParityReport:
     """Every check on both execution providers; failures a known bug explains become xfail."""
@@ -266,12 +274,12 @@ def run_parity(
     proof: WeightMapProof | None = None
     for provider in EXECUTION_PROVIDERS:
         provider_checks, provider_proof = _provider_checks(
-            module_class, tiny_config, provider, device, compare_kv, expected_name
+            module_class, tiny_config, provider, device, scenarios, expected_name
         )
         proof = proof or provider_proof
         if any(c.status is Status.FAIL for c in provider_checks):
             provider_checks, confirmed = _blame_known_bugs(
-                module_class, tiny_config, provider, device, provider_checks, bug_ids, compare_kv
+                module_class, tiny_config, provider, device, provider_checks, bug_ids, scenarios
             )
             bugs.extend(b for b in confirmed if b not in bugs)
         checks.extend(provider_checks)
@@ -292,7 +300,7 @@ def _provider_checks(
     tiny_config: Mapping[str, Any],
     provider: str,
     device: str,
-    compare_kv: bool = True,
+    scenarios: Scenarios = DEFAULT_SCENARIOS,
     expected_name: Callable[[str], str | Collection[str]] | None = None,
 ) -> tuple[list[Check], WeightMapProof | None]:
     hf_config = make_hf_config(tiny_config)
@@ -323,7 +331,7 @@ def _provider_checks(
             detail = f"the in-memory (fused) layout converts differently: {built.memory_layout}"
             checks.append(Check("weights-memory", provider, Status.FAIL, detail=detail))
         checks += run_scenarios(
-            HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, compare_kv=compare_kv
+            HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, scenarios
         )
     return checks, built.proof
 
@@ -343,7 +351,7 @@ def _blame_known_bugs(
     device: str,
     checks: list[Check],
     bug_ids: tuple[str, ...],
-    compare_kv: bool = True,
+    scenarios: Scenarios = DEFAULT_SCENARIOS,
 ) -> tuple[list[Check], tuple[TargetBug, ...]]:
     """Re-run with the triggers of the applicable bugs removed; if that passes, xfail.
 
@@ -360,7 +368,7 @@ def _blame_known_bugs(
         if rebuild == CPU_WITHOUT_GQA:
             register_cpu_without_gqa()
         rerun, _ = _provider_checks(
-            module_class, counterfactual(tiny_config, bugs), rebuild or provider, device, compare_kv
+            module_class, counterfactual(tiny_config, bugs), rebuild or provider, device, scenarios
         )
         worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
         return not any(c.status is Status.FAIL for c in rerun), worst

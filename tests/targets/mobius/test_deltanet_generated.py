@@ -37,6 +37,8 @@ def test_qwen3_next_re_onboards_with_zero_edits(tmp_path: Path) -> None:
     assert set(default) == {"weights", "prefill", "decode", "states", "pad-left", "pad-right"}
     assert all(c.status is Status.PASS for c in default.values())
     assert "(conv_state, key, recurrent_state, value)" in default["states"].detail
+    # past HF's 64-token chunk: its chunked prefill and the generated step-by-step scan agree
+    assert "3 steps after a 73-token prompt" in default["decode"].detail
     # the cpu EP's GroupQueryAttention cannot take the tiny model's narrow partial RoPE: a
     # known mobius bug, confirmed by its counterfactual, not a failure of the generated code
     assert {b.id for b in report.bugs} == {"M3", "M7"}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
@@ -62,10 +64,24 @@ def _onboarded(tmp_path: Path, model_type: str, **options):
     )
 
 
-def test_mamba_re_onboards_with_a_whole_prompt_scan(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("model_type", "component", "own_lines"),
+    [
+        ("mamba", "MambaMixer", ("mamba_dt_rank=config.time_step_rank",)),
+        # FalconMamba normalises dt, B and C without weights (its norms hold dummy buffers)
+        (
+            "falcon_mamba",
+            "FalconMambaMixer",
+            ("mamba_norm_eps=config.mixer_rms_eps", "dt, b, c = self._rms(op, dt)"),
+        ),
+    ],
+)
+def test_mamba_re_onboards_with_a_whole_prompt_scan(
+    tmp_path: Path, model_type: str, component: str, own_lines: tuple[str, ...]
+) -> None:
     """Mamba (the first): the generated mixer scans the prompt in one LinearAttention (one head
     per channel, a decay per state entry), not mobius' MambaBlock, which takes one token (M9)."""
-    result = _onboarded(tmp_path, "mamba")
+    result = _onboarded(tmp_path, model_type)
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     default = {c.name: c for c in report.checks if c.provider == "default"}
@@ -76,9 +92,9 @@ def test_mamba_re_onboards_with_a_whole_prompt_scan(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
-    assert "class MambaMixer(nn.Module)" in text and "MambaBlock(" not in text
+    assert f"class {component}(nn.Module)" in text and "MambaBlock(" not in text
     assert "mamba_expand=config.intermediate_size // config.hidden_size" in text
-    assert "mamba_dt_rank=config.time_step_rank" in text
+    assert all(line in text for line in own_lines), own_lines
 
 
 def test_mamba_with_one_decay_per_channel_fails(tmp_path: Path) -> None:
