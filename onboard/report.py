@@ -77,7 +77,8 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
     if evidence:
         table.add_column("evidence", style="dim")
     for feature in features(spec):
-        row = [feature.name, Text(str(feature.value))]
+        value = "absent" if feature.value is None else str(feature.value)  # (no attention)
+        row = [feature.name, Text(value)]
         if evidence:  # source lines hold brackets rich would read as markup
             row.append(Text("\n".join(e.cite() for e in feature.evidence[:2]) or "-"))
         table.add_row(*row)

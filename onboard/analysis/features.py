@@ -77,7 +77,7 @@ def _affine(s: ArchitectureSpec) -> Value:
 
 def _rope_type(s: ArchitectureSpec) -> Value:
     types = {r.rope_type or "none" for _, r in s.text.rope}
-    return "/".join(sorted(types))
+    return "/".join(sorted(types)) or "none"  # no layer attends: nothing rotates
 
 
 def _partial_rotary(s: ArchitectureSpec) -> Value:

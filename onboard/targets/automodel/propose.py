@@ -257,6 +257,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
             "dense and MoE decoders only"
         )
+    if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
+        return tuple(found)
     if getattr(text, "moe", None) is not None:
         found += moe_blockers(spec)
     elif spec.kind == "moe":
