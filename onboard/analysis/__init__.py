@@ -90,7 +90,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         )
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, tiny_heads=TINY_HEADS_FALLBACK
+            config, layer_types, real_layers, attention=attention, tiny_heads=TINY_HEADS_FALLBACK
         )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(

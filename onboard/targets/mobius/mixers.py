@@ -202,10 +202,8 @@ def _deltanet_settings(
     for field, (name, added) in _DELTANET_FIELDS.items():
         if added is not None:
             extra.append(ExtraField(name, *added))
-        key = mixer.key(field)
-        expr = f"config.{key}" if key else repr(getattr(mixer, field))
         reason = why(f"gated DeltaNet {field}", spec, "text.mixers.gated_deltanet")
-        settings.append(Setting(name, expr, reason))
+        settings.append(Setting(name, _read_from_config(mixer, field), reason))
     return settings, extra
 
 
@@ -222,15 +220,18 @@ def _mamba_settings(spec: ArchitectureSpec, mixer: Any) -> tuple[list[Setting], 
         fields["norm_eps"] = ("mamba_norm_eps", "float", "1e-6")
     for field, (name, annotation, default) in fields.items():
         extra.append(ExtraField(name, annotation, default))
-        key = mixer.key(field)
-        if key is None:
-            expr = repr(getattr(mixer, field))
-        elif annotation == "bool":
-            expr = f"bool(config.{key})"
-        else:
-            expr = f"config.{key}"
+        expr = _read_from_config(mixer, field, annotation)
         settings.append(Setting(name, expr, why(f"Mamba {field}", spec, path)))
     return settings, extra
+
+
+def _read_from_config(mixer: Any, field: str, annotation: str = "") -> str:
+    """A mixer field as the generated config reads it: from the config key HF reads (a bool
+    as ``bool(...)``), else the value the tiny model showed, which the source fixes."""
+    key = mixer.key(field)
+    if key is None:
+        return repr(getattr(mixer, field))
+    return f"bool(config.{key})" if annotation == "bool" else f"config.{key}"
 
 
 def mamba_width_blockers(spec: ArchitectureSpec) -> list[str]:
@@ -257,13 +258,9 @@ def _mamba2_settings(spec: ArchitectureSpec, mixer: Any) -> tuple[list[Setting],
             expr = f"config.{mixer.key('groups')}" if value == mixer.groups != 1 else "1"
         elif field == "time_step_limit" and mixer.key("time_step_min"):  # (min, inf) in HF
             expr = f"(config.{mixer.key('time_step_min')}, None)"
-        elif key is None:
-            expr = repr(value)
-        elif field == "time_step_limit":
+        elif field == "time_step_limit" and key is not None:
             expr = f"tuple(config.{key})"
-        elif annotation == "bool":
-            expr = f"bool(config.{key})"
         else:
-            expr = f"config.{key}"
+            expr = _read_from_config(mixer, field, annotation)
         settings.append(Setting(name, expr, why(f"Mamba-2 {field}", spec, "text.mixers.mamba2")))
     return settings, extra
