@@ -35,6 +35,13 @@ EXAMPLES = (
     Example("LiquidAI/LFM2-1.2B", "mobius", "lfm2/mobius"),
     # Gated DeltaNet and gated attention beside MoE layers; mobius' own qwen3_next is off (M7).
     Example("Qwen/Qwen3-Next-80B-A3B-Instruct", "mobius", "qwen3_next/mobius", ("--treat-as-new",)),
+    # The same hybrid into AutoModel: HF's DeltaNet kept, AutoModel's MoE with its shared expert.
+    Example(
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "automodel",
+        "qwen3_next/automodel",
+        ("--treat-as-new",),
+    ),
     # A vision-language model: mobius' own LLaVAModel loads no weights; rebuilt from its parts.
     Example("llava-hf/llava-1.5-7b-hf", "mobius", "llava/mobius", ("--treat-as-new",)),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).

@@ -33,6 +33,7 @@ from onboard.spec import ArchitectureSpec, Evidence, MoESpec
 from onboard.targets.base import Candidate, Proposal
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
+ATTENTION_KINDS = ("full_attention", "sliding_attention")
 LAYER_ZERO = "model.layers.0"
 
 
@@ -75,8 +76,23 @@ class MoEDesign:
     norm_topk_prob: str  # the expression the renormalisation flag is read from
     renames: tuple[Rename, ...]  # checkpoint names of the expert / router tensors that differ
     hf_router: str = "gate"  # the router's attribute in HF's sparse block
+    # A shared expert beside the routed ones: config key of its width, and whether
+    # sigmoid(shared_expert_gate(x)) scales it
+    shared_width_key: str | None = None
+    shared_gated: bool = False
     # A config edit that makes the tiny model's first layer dense, for the generated tests.
     dense_override: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class MixerDesign:
+    """A recurrent token mixer the generated layers keep as HF's own module."""
+
+    label: str  # the HF config's layer_types entry of its layers (Qwen3-Next: linear_attention)
+    kind: str  # onboard's kind (gated_deltanet, mamba2, ...)
+    attribute: str  # the decoder layer's attribute holding it (linear_attn)
+    hf_class: str
+    where: str  # modeling_x.py:N of the class
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,14 @@ class ModelDesign:
     changes: tuple[Reason, ...]  # what the generated code adds to the closest class
     switches: tuple[Reason, ...] = ()  # config flags HF honours that the generated code refuses
     moe: MoEDesign | None = None
+    mixers: tuple[MixerDesign, ...] = ()  # a hybrid's recurrent mixers, kept as HF's modules
+    output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head
+    partial_rope: bool = False  # RoPE rotates the first dims of each head only
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """The layer kinds that attend (and so have RoPE tables and masks of their own)."""
+        return tuple(k for k in self.layer_kinds if k in ATTENTION_KINDS)
 
     @property
     def package(self) -> str:
@@ -174,6 +198,65 @@ def design_model(
         changes=_changes(spec, proposal.chosen),
         switches=_switches(hf),
         moe=moe,
+        mixers=mixer_designs(spec, hf, tiny_config, probe),
+        output_gate=text.attention.output_gate,
+        partial_rope=any(r.partial_rotary_factor != 1.0 for _, r in text.rope),
+    )
+
+
+def mixer_designs(
+    spec: ArchitectureSpec, hf: HFNames, tiny_config: dict[str, Any], probe: Probe
+) -> tuple[MixerDesign, ...]:
+    """Each recurrent kind's HF label, layer attribute and class, read on the tiny model.
+
+    The tiny config labels its layers as HF does (``linear_attention``) and the spec by what
+    they compute (``gated_deltanet``); the layers of one kind pair the two up.
+    """
+    if not spec.text.mixers.in_use():
+        return ()
+    labels = list(getattr(make_hf_config(tiny_config), "layer_types", None) or ())
+    if not labels:
+        raise UnsupportedFeatureError(
+            f"{spec.model_type} names its layer kinds without config.layer_types: the generated "
+            "AutoModel layers read their kind from there"
+        )
+    modules = dict(probe.modules)
+    norms = {n.class_name for n in probe.layer_norms}
+    found: dict[str, MixerDesign] = {}
+    for index, label in enumerate(labels):
+        if label in ATTENTION_KINDS or label in found:
+            continue
+        layer = f"model.layers.{index}"
+        children = [
+            (name.rsplit(".", 1)[-1], cls)
+            for name, cls in modules.items()
+            if name.startswith(f"{layer}.") and name.count(".") == 3
+        ]
+        mixers = [(a, c) for a, c in children if a != MOE_ATTRIBUTE and c not in norms]
+        if len(mixers) != 1:
+            raise UnsupportedFeatureError(
+                f"cannot tell the token mixer of {layer} ({label})",
+                tuple(f"{layer}.{a}: {c}" for a, c in mixers),
+            )
+        attribute, cls = mixers[0]
+        found[label] = MixerDesign(
+            label=label,
+            kind=_mixer_kind(spec, label, labels),
+            attribute=attribute,
+            hf_class=cls,
+            where=_class_location(hf, cls),
+        )
+    return tuple(found.values())
+
+
+def _mixer_kind(spec: ArchitectureSpec, label: str, labels: list[str]) -> str:
+    """onboard's kind for HF's ``label``: the one recurrent kind in use, or refuse."""
+    kinds = spec.text.mixers.in_use()
+    if len(kinds) == 1:
+        return kinds[0]
+    raise UnsupportedFeatureError(
+        f"layers labelled {label!r} among {sorted(set(labels))}: more than one recurrent kind "
+        f"({', '.join(kinds)}) to pair with HF's labels"
     )
 
 
@@ -221,8 +304,8 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
         causal_lm=causal_lm,
         pretrained=pretrained or "",
         decoder_layer=modules.get(LAYER_ZERO, ""),
-        attention=modules.get(f"{LAYER_ZERO}.self_attn", ""),
-        mlp=modules.get(f"{LAYER_ZERO}.mlp", ""),
+        attention=_first_layer_module(modules, "self_attn"),
+        mlp=_first_layer_module(modules, "mlp"),
         norm=modules.get("model.norm", ""),
         rotary=modules.get("model.rotary_emb", ""),
         embedding=modules.get("model.embed_tokens", ""),
@@ -248,6 +331,12 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
     if missing:
         raise UnsupportedFeatureError("the HF modules to build on are not all importable", missing)
     return names
+
+
+def _first_layer_module(modules: dict[str, str], attribute: str) -> str:
+    """The class of the first decoder layer's ``attribute`` (a hybrid's layer 0 may not attend)."""
+    pattern = re.compile(rf"model\.layers\.\d+\.{attribute}")
+    return next((cls for name, cls in modules.items() if pattern.fullmatch(name)), "")
 
 
 def _layer_rule(tiny_config: dict[str, Any], kinds: tuple[str, ...]) -> str:
@@ -326,6 +415,19 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             f"RoPE of {kind} layers: {rope.rope_type}, theta {rope.theta:g}{scaling}",
             cite(spec, f"text.rope.{kind}"),
         )
+    if text.attention.output_gate:
+        reasons["output_gate"] = Reason(
+            "q_proj gives each head's query, then its gate: the output is scaled by "
+            "sigmoid(gate) before o_proj",
+            cite(spec, "text.attention.output_gate"),
+        )
+    for kind, rope in text.rope:
+        if rope.partial_rotary_factor != 1.0:
+            reasons["partial_rope"] = Reason(
+                f"RoPE rotates the first {rope.partial_rotary_factor:g} of each head (the "
+                "tables' width); the rest passes through",
+                cite(spec, f"text.rope.{kind}"),
+            )
     if text.attention.softcap:
         reasons["attention_softcap"] = Reason(
             "attention logits soft-capped", cite(spec, "text.attention.softcap")
@@ -389,6 +491,7 @@ def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason,
 # AutoModel's native names for one expert's projections (MoESplitExpertsStateDictMixin's keys).
 NATIVE_LEAVES = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 MOE_ATTRIBUTE = "mlp"  # where AutoModel's MoE parallelizer and FSDP mixin look for the block
+SHARED_ATTRIBUTE = "shared_experts"  # AutoModel's MoE keeps its shared expert MLP here
 
 
 def _sparse_block(modules: dict[str, str]) -> tuple[str, str] | None:
@@ -427,7 +530,12 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
     router = next((n for n in ("gate.weight", "router.weight") if n in params), None)
     gate_up, down = params.get("experts.gate_up_proj"), params.get("experts.down_proj")
     hidden = probe.param_shape("model.embed_tokens.weight")
-    extra = sorted(set(params) - {router, "experts.gate_up_proj", "experts.down_proj"})
+    shared = moe.shared
+    held = {router, "experts.gate_up_proj", "experts.down_proj"}
+    if shared is not None:  # AutoModel's MoE holds a swiglu shared expert and its sigmoid gate
+        held |= {f"{shared.name}.{leaf}.weight" for leaf in ("gate_proj", "up_proj", "down_proj")}
+        held |= {"shared_expert_gate.weight"} if shared.gated else set()
+    extra = sorted(set(params) - held)
     if extra:
         problems.append(
             f"MoE block parameters AutoModel's MoE does not hold ({', '.join(extra)}) at {where}"
@@ -466,6 +574,8 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         renames=_renames(moe),
         hf_router=router.split(".")[0] if router else "gate",
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
+        shared_width_key=shared.width_expr if shared is not None else None,
+        shared_gated=shared is not None and shared.gated,
     )
 
 
@@ -483,6 +593,19 @@ def _renames(moe: MoESpec) -> tuple[Rename, ...]:
                 native=rf".{MOE_ATTRIBUTE}.experts.\1.{native}.weight",
                 native_pattern=rf"\.{MOE_ATTRIBUTE}\.experts\.(\d+)\.{native}\.weight$",
                 hf=rf".{moe.block_name}.experts.\1.{leaf}.weight",
+            )
+        )
+    if moe.shared is not None and (moe.block_name, moe.shared.name) != (
+        MOE_ATTRIBUTE,
+        SHARED_ATTRIBUTE,
+    ):
+        name = re.escape(f"{moe.block_name}.{moe.shared.name}")
+        rules.append(
+            Rename(
+                hf_pattern=rf"\.{name}\.(\w+)\.weight$",
+                native=rf".{MOE_ATTRIBUTE}.{SHARED_ATTRIBUTE}.\1.weight",
+                native_pattern=rf"\.{MOE_ATTRIBUTE}\.{SHARED_ATTRIBUTE}\.(\w+)\.weight$",
+                hf=rf".{moe.block_name}.{moe.shared.name}.\1.weight",
             )
         )
     if moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
@@ -518,6 +641,12 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
             f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
         ),
     }
+    if spec_moe.shared is not None:
+        reasons["shared_expert"] = Reason(
+            f"one shared expert of width config.{moe.shared_width_key} beside the routed ones"
+            + (", scaled by sigmoid(shared_expert_gate(x))" if moe.shared_gated else ""),
+            cite(spec, "text.moe.shared") or router_location(spec),
+        )
     if moe.renames:
         leaves = "/".join(leaf for _, leaf in spec_moe.expert_leaves)
         reasons["moe_names"] = Reason(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onboard.errors import OnboardError
+from onboard.parity.harness import scenarios_for
 from onboard.parity.report import Check, Metrics, ParityReport, Status
 from onboard.targets.automodel.plan import DEVICE_ENV, TESTS_DIR, registry_with_entry
 from onboard.targets.automodel.registry import PACKAGE, REGISTRY, entry_for
@@ -96,6 +97,7 @@ def _generated_request(
         )
         overlay.append(str(scratch / "overlay"))
     tests = root / TESTS_DIR / model_file.parent.name
+    scenarios = scenarios_for(analysis.spec.text)
     return Request(
         module=module,
         class_name=class_name,
@@ -105,6 +107,8 @@ def _generated_request(
         checkout=str(library.root) if library.is_checkout else None,
         tests=str(tests) if tests.is_dir() else None,
         device_env=DEVICE_ENV,
+        prompt_len=scenarios.prompt_len,
+        compare_kv=scenarios.compare_kv,
     )
 
 
@@ -115,6 +119,7 @@ def _registered_request(
     entry = entry_for(library.root, variant.key) if variant is not None else None
     if entry is None:
         raise OnboardError("nothing to check: no generated module and no registered class")
+    scenarios = scenarios_for(analysis.spec.text)
     return Request(
         module=entry.module,
         class_name=entry.class_name,
@@ -122,6 +127,8 @@ def _registered_request(
         device=device,
         checkout=str(library.root) if library.is_checkout else None,
         device_env=DEVICE_ENV,
+        prompt_len=scenarios.prompt_len,
+        compare_kv=scenarios.compare_kv,
     )
 
 

@@ -187,6 +187,8 @@ def _owned_files(
             norms=_literal(list(norm_attributes(spec))),
             layer_summary=_layer_summary(tiny_config.get("layer_types") or ()) or "full attention",
             device_env=DEVICE_ENV,
+            mixer_attributes=_literal({m.label: m.attribute for m in design.mixers}),
+            chunk=scan_chunk(spec, tiny_config),
         )
     )
     context = {
@@ -248,6 +250,15 @@ def registry_patch(library: Library, new: str) -> str:
             tofile=f"b/{REGISTRY}",
         )
     )
+
+
+def scan_chunk(spec: ArchitectureSpec, tiny_config: dict[str, Any]) -> int:
+    """The tokens HF's chunked prefill scans at once: the generated tests' prompts cross it.
+
+    DeltaNet's chunk is fixed in HF's code; Mamba-2's is the (shrunk) config's chunk_size.
+    """
+    fixed = spec.text.mixers.fixed_chunks()
+    return max(fixed) if fixed else int(tiny_config.get("chunk_size") or 16)
 
 
 def _layer_summary(kinds: Any) -> str:

@@ -18,6 +18,11 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import cite, router_location
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
+# Model kinds the generator writes. A hybrid keeps HF's own recurrent mixer modules (their torch
+# paths run where fla, causal_conv1d or mamba_ssm are missing); a pure state-space model has no
+# attention or MLP for the generated code to own, so AutoModel's HF fallback already covers it.
+GENERATED_KINDS = frozenset({"dense", "moe", "hybrid", "hybrid_moe"})
+
 # RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
 # ``longrope`` recompute with the sequence length in HF and would be silently wrong here.
 SUPPORTED_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
@@ -50,6 +55,8 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
         "rope.per_layer_theta": {False},
         "moe.router": {"none"},
         "moe.shared_experts": {"none"},
+        "layers.mixers": {"none"},
+        "rope.partial": {False},
     }
     return {k: frozenset(v) for k, v in {**base, **overrides}.items()}
 
@@ -228,13 +235,6 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         ": the generated layers add the residual as it is",
         "probe",
     ),
-    (
-        "text.mixers",
-        lambda t: bool(t.mixers.in_use()),
-        lambda t: f"recurrent token mixers ({', '.join(t.mixers.in_use())}) beside attention",
-        ": the generated layers all attend, and keep no recurrent state",
-        "probe",
-    ),
 )
 
 
@@ -252,10 +252,10 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"transformers.models.{spec.model_type}, which transformers "
             f"{spec.source.transformers_version} does not have"
         )
-    if spec.kind not in ("dense", "moe"):
+    if spec.kind not in GENERATED_KINDS:
         found.append(
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
-            "dense and MoE decoders only"
+            "dense, MoE and hybrid decoders only"
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
@@ -318,11 +318,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
                 f"RoPE type {rope.rope_type!r} {where}: NeMo's rotary tables are computed once, "
                 "HF recomputes them with the sequence length"
             )
-        if rope.partial_rotary_factor != 1.0:
-            found.append(
-                f"partial RoPE (factor {rope.partial_rotary_factor:g}) {where}: NeMo's "
-                "apply_rotary_pos_emb rotates the whole head"
-            )
         if getattr(rope, "interleaved", False):
             found.append(f"interleaved RoPE pairs {where}")
     return tuple(found)
@@ -374,11 +369,10 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
             f"experts or router saved under other names (model.layers.*.{saved}): the "
             "state-dict adapter reads one tensor per expert"
         )
-    if moe.shared is not None:
+    if moe.shared is not None and moe.shared.plain:
         found.append(
-            f"shared expert{'s' if moe.shared.name.endswith('s') else ''} "
-            f"({'gated' if moe.shared.gated else 'ungated'}, model.layers.*.{moe.block_name}."
-            f"{moe.shared.name}): not generated"
+            f"shared expert without a gate projection (model.layers.*.{moe.block_name}."
+            f"{moe.shared.name}): AutoModel's shared MLP is generated for swiglu experts only"
         )
     if moe.activation != "silu":
         found.append(

@@ -34,6 +34,8 @@ class Request:
     checkout: str | None = None  # an Automodel checkout to import instead of the installed one
     tests: str | None = None  # the generated tests' directory
     device_env: str = "AUTOMODEL_TEST_DEVICE"
+    prompt_len: int = 9  # the shared scenarios' prompt (longer where a mixer scans in chunks)
+    compare_kv: bool = True
 
 
 @dataclass
@@ -146,7 +148,7 @@ def _scenarios(cls: type, request: Request) -> tuple[list[dict[str, Any]], dict[
     import torch
 
     from onboard.hf_config import make_hf_config
-    from onboard.parity.harness import run_scenarios
+    from onboard.parity.harness import Scenarios, run_scenarios
     from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
 
     reference = build_reference(make_hf_config(request.tiny_config), device=request.device)
@@ -161,7 +163,8 @@ def _scenarios(cls: type, request: Request) -> tuple[list[dict[str, Any]], dict[
     checks = [weights]
     if proof["problems"]:
         return [_check_dict(c) for c in checks], proof
-    checks += run_scenarios(HFRunner(reference), runner, config.vocab_size)
+    scenarios = Scenarios(compare_kv=request.compare_kv, prompt_len=request.prompt_len)
+    checks += run_scenarios(HFRunner(reference), runner, config.vocab_size, scenarios)
     return [_check_dict(c) for c in checks], proof
 
 

@@ -55,13 +55,16 @@ def _fixture(repo_id: str) -> str:
 
 
 def _assert_all_pass(
-    report: ParityReport, tests: set[str] = GENERATED_TESTS, tolerance: float = 1e-6
+    report: ParityReport,
+    tests: set[str] = GENERATED_TESTS,
+    tolerance: float = 1e-6,
+    scenarios: set[str] = SCENARIOS,
 ) -> None:
     failures = [(c.name, c.detail) for c in report.checks if c.status is not Status.PASS]
     assert report.passed and not failures, failures
     names = {c.name for c in report.checks}
     assert {n.split("(")[0] for n in names} >= tests
-    assert names >= SCENARIOS
+    assert names >= scenarios
     assert report.weights is not None and report.weights.ok
     for check in report.checks:
         if check.metrics is not None:
@@ -243,3 +246,46 @@ def test_broken_moe_adapter_fails_the_round_trip(automodel_target, tmp_path: Pat
     assert not report.passed
     assert "test_adapter_round_trip_is_exact" in failed
     assert "weights" in failed  # onboard's own weight-map proof / export check agrees
+
+
+# A hybrid package also checks each recurrent mixer against HF's and decodes through its state.
+GENERATED_HYBRID_TESTS = GENERATED_MOE_TESTS | {
+    "test_mixer_matches_hf",
+    "test_decode_steps_match_hf",
+}
+# Its cache holds recurrent states beside the keys and values: parity compares them all.
+HYBRID_SCENARIOS = SCENARIOS - {"kv-cache"} | {"states"}
+
+
+@pytest.mark.slow
+def test_qwen3_next_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
+    result = _new(_fixture("Qwen/Qwen3-Next-80B-A3B-Instruct"), out=tmp_path / "out")
+    _assert_all_pass(result.parity, GENERATED_HYBRID_TESTS, MOE_TOLERANCE, HYBRID_SCENARIOS)
+    _lint(tmp_path / "out", result)
+
+
+# The output gate and the partial rotation are what Qwen3-Next's attention adds to Qwen3's.
+HYBRID_SABOTAGE = {
+    "no-output-gate": (
+        "attn_output = attn_output * torch.sigmoid(gate)",
+        "attn_output = attn_output",
+    ),
+    "full-rotation": ("rotary = cos.shape[-1]", "rotary = q.shape[-1]"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", sorted(HYBRID_SABOTAGE))
+def test_broken_hybrid_attention_fails(automodel_target, tmp_path: Path, how) -> None:
+    out = tmp_path / "out"
+    result = _new(_fixture("Qwen/Qwen3-Next-80B-A3B-Instruct"), out=out, parity=False)
+    model_file = out / result.plan.model_file
+    old, new = HYBRID_SABOTAGE[how]
+    assert old in model_file.read_text()
+    model_file.write_text(model_file.read_text().replace(old, new, 1))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (model_file, result.plan.model_class), result.library
+    )
+    failed = {c.name.split("(")[0] for c in report.failures}
+    assert not report.passed
+    assert "test_attention_matches_hf" in failed and "prefill" in failed

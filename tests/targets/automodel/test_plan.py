@@ -134,7 +134,13 @@ def test_mixtral_adapter_renames_the_expert_and_router_names(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    "repo_id", ["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1", "allenai/OLMoE-1B-7B-0924"]
+    "repo_id",
+    [
+        "Qwen/Qwen3-30B-A3B",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "allenai/OLMoE-1B-7B-0924",
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",  # its shared_expert is AutoModel's shared_experts
+    ],
 )
 def test_moe_renames_round_trip_every_checkpoint_name(repo_id: str) -> None:
     analysis = analysis_of(repo_id)
@@ -159,3 +165,24 @@ def test_moe_renames_round_trip_every_checkpoint_name(repo_id: str) -> None:
     experts = {n for n in native_names if ".experts." in n}
     assert experts and all(re.search(r"\.mlp\.experts\.\d+\.\w+_proj\.weight$", n) for n in experts)
     assert "model.layers.0.mlp.gate.weight" in native_names
+
+
+def test_hybrid_package_keeps_hf_mixers_beside_generated_attention(tmp_path: Path) -> None:
+    """Qwen3-Next: DeltaNet layers stay HF's; attention gets its output gate and partial RoPE."""
+    analysis = analysis_of("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    proposal = TARGET.propose(analysis.spec, open_library(None), treat_as_new=True)
+    design = TARGET.design(analysis, proposal)
+    assert [(m.label, m.kind, m.attribute, m.hf_class) for m in design.mixers] == [
+        ("linear_attention", "gated_deltanet", "linear_attn", "Qwen3NextGatedDeltaNet")
+    ]
+    assert design.attention_kinds == ("full_attention",)
+    assert design.output_gate and design.partial_rope
+    assert design.moe.shared_gated
+    plan = _plan("Qwen/Qwen3-Next-80B-A3B-Instruct", tmp_path)
+    model = plan.content_of("nemo_automodel/components/models/qwen3_next/model.py")
+    assert 'causal_mask_mapping["linear_attention"] = create_recurrent_attention_mask(' in model
+    assert "attn_output = attn_output * torch.sigmoid(gate)" in model
+    assert "rotary = cos.shape[-1]" in model
+    assert '"shared_expert_gate": True' in model
+    tests = plan.content_of("tests/unit_tests/models/qwen3_next/test_qwen3_next_model.py")
+    assert "def test_mixer_matches_hf" in tests and "def test_decode_steps_match_hf" in tests

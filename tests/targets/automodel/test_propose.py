@@ -78,7 +78,6 @@ def test_unresolved_deltas_are_refused_with_their_location(library) -> None:
     ("change", "expected"),
     [
         ({"rope_type": "dynamic"}, "RoPE type 'dynamic' for full_attention layers"),
-        ({"partial_rotary_factor": 0.5}, "partial RoPE (factor 0.5) for full_attention layers"),
         ({"rope_type": None}, "layers without RoPE for full_attention layers"),
     ],
 )
@@ -136,8 +135,8 @@ def test_routers_the_generator_cannot_express_are_refused(library, router, expec
     ("change", "expected"),
     [
         (
-            {"shared": SharedExpertSpec(64, True, "shared_expert")},
-            "shared expert (gated, model.layers.*.mlp.shared_expert): not generated",
+            {"shared": SharedExpertSpec(64, False, "shared_experts", plain=True)},
+            "shared expert without a gate projection (model.layers.*.mlp.shared_experts)",
         ),
         ({"activation": "gelu"}, "expert activation 'gelu' (config.json:hidden_act)"),
     ],
@@ -155,7 +154,10 @@ def test_moe_blocks_the_generator_cannot_express_are_refused(library, change, ex
     ("kind", "expected"),
     [
         ("moe", "MoE model (Qwen3ForCausalLM) without an MoE block in its spec"),
-        ("hybrid", "hybrid model (Qwen3ForCausalLM): the AutoModel generator writes dense and MoE"),
+        (
+            "ssm",
+            "ssm model (Qwen3ForCausalLM): the AutoModel generator writes dense, MoE and hybrid",
+        ),
     ],
 )
 def test_other_kinds_are_refused(library, kind, expected) -> None:

@@ -16,12 +16,12 @@
 # modeling_qwen3.py sha256:849d80c7674793b3, for nemo-automodel 0.7.0. Closest AutoModel class:
 # LlamaForCausalLM. Regenerate: onboard new Qwen/Qwen3-0.6B --target automodel --treat-as-new
 
-"""Qwen3ForCausalLM against HF's ``Qwen3ForCausalLM``, on a tiny config with every layer kind.
+"""Qwen3ForCausalLM against HF's ``Qwen3ForCausalLM``.
 
-CPU by default; ``AUTOMODEL_TEST_DEVICE=cuda`` runs the same tests on a GPU. Models are built
-directly (``NeMoAutoModelForCausalLM`` needs CUDA), in float32, with every HF parameter
-perturbed so a wrong norm offset or an unmapped bias shows. The checkpoint is what
-``save_pretrained`` writes.
+The tiny config has every layer kind. CPU by default; ``AUTOMODEL_TEST_DEVICE=cuda`` runs the
+same tests on a GPU. Models are built directly (``NeMoAutoModelForCausalLM`` needs CUDA), in
+float32, with every HF parameter perturbed so a wrong norm offset or an unmapped bias shows.
+The checkpoint is what ``save_pretrained`` writes.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@
 # modeling_qwen3_moe.py sha256:510cbec619d1cc66, for nemo-automodel 0.7.0. Closest AutoModel class:
 # Qwen3ForCausalLM. Regenerate: onboard new Qwen/Qwen3-30B-A3B --target automodel --treat-as-new
 
-"""Qwen3MoeForCausalLM against HF's ``Qwen3MoeForCausalLM``, on a tiny config with every layer kind.
+"""Qwen3MoeForCausalLM against HF's ``Qwen3MoeForCausalLM``.
 
-CPU by default; ``AUTOMODEL_TEST_DEVICE=cuda`` runs the same tests on a GPU. Models are built
-directly (``NeMoAutoModelForCausalLM`` needs CUDA), in float32, with every HF parameter
-perturbed so a wrong norm offset or an unmapped bias shows. The checkpoint is what
-``save_pretrained`` writes.
+The tiny config has every layer kind. CPU by default; ``AUTOMODEL_TEST_DEVICE=cuda`` runs the
+same tests on a GPU. Models are built directly (``NeMoAutoModelForCausalLM`` needs CUDA), in
+float32, with every HF parameter perturbed so a wrong norm offset or an unmapped bias shows.
+The checkpoint is what ``save_pretrained`` writes.
 """
 
 from __future__ import annotations
