@@ -57,6 +57,8 @@ class HFRunner:
         params = inspect.signature(model.forward).parameters
         # transformers 5.24 says cache; Mamba's models say cache_params
         self._cache_kwarg = next((k for k in _CACHE_KWARGS if k in params), "past_key_values")
+        # AutoModel's own training classes take no cache argument at all: nothing to compare
+        self.takes_cache = any(k in params for k in _CACHE_KWARGS)
         self._cache = _HFCache.of(model.config)
         self._decode_mask_dropped: bool | None = None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import torch
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from onboard.analysis import analyse
 from onboard.hf_config import make_hf_config
@@ -75,3 +77,41 @@ def test_a_prompt_crosses_every_fixed_chunk(tmp_path) -> None:
     deltanet = scenarios_for(analysis_of("Qwen/Qwen3-Next-80B-A3B-Instruct").spec.text)
     assert deltanet.prompt_len == 64 + PROMPT_LEN and deltanet.compare_kv
     assert scenarios_for(analysis_of("Qwen/Qwen3-0.6B").spec.text).prompt_len == PROMPT_LEN
+
+
+class _Cacheless(torch.nn.Module):
+    """A training forward, as AutoModel's own classes have: no cache argument, no cache back."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def forward(self, input_ids, *, attention_mask=None, position_ids=None, **kwargs):
+        out = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        return CausalLMOutputWithPast(logits=out.logits)
+
+
+class _DropsCache(_Cacheless):
+    """Takes a cache argument and still returns none: a cache it should have kept."""
+
+    def forward(
+        self, input_ids, *, attention_mask=None, position_ids=None, past_key_values=None, **kwargs
+    ):
+        return super().forward(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+
+
+def test_a_forward_without_a_cache_argument_skips_only_the_cache_check(tmp_path) -> None:
+    from onboard.parity.harness import run_scenarios
+    from onboard.parity.report import Status
+
+    reference = _runner("llama", tmp_path)
+    vocab = reference.model.config.vocab_size
+    checks = {
+        c.name: c for c in run_scenarios(reference, HFRunner(_Cacheless(reference.model)), vocab)
+    }
+    assert checks["kv-cache"].status is Status.SKIP
+    assert all(c.status is Status.PASS for n, c in checks.items() if n != "kv-cache")
+    dropped = {
+        c.name: c for c in run_scenarios(reference, HFRunner(_DropsCache(reference.model)), vocab)
+    }
+    assert dropped["kv-cache"].status is Status.FAIL

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.errors import OnboardError
 from onboard.parity.harness import scenarios_for
-from onboard.parity.report import Check, Metrics, ParityReport, Status
+from onboard.parity.report import Check, Metrics, ParityReport, Status, TargetBug
+from onboard.targets.automodel.bugs import bugs_for
 from onboard.targets.automodel.plan import DEVICE_ENV, TESTS_DIR, registry_with_entry
 from onboard.targets.automodel.registry import PACKAGE, REGISTRY, entry_for
 from onboard.targets.automodel.runner import Request
@@ -63,6 +64,7 @@ def run_parity(
         model_class=request.class_name,
         checks=(*tests, *checks),
         weights=_proof(weights) if weights else None,
+        bugs=tuple(TargetBug(**bug) for bug in result.get("bugs", ())),
         versions=_versions(),
         seconds=time.perf_counter() - start,
         notes=notes,
@@ -129,6 +131,7 @@ def _registered_request(
         device_env=DEVICE_ENV,
         prompt_len=scenarios.prompt_len,
         compare_kv=scenarios.compare_kv,
+        known_bugs=bugs_for(entry.module, entry.class_name),
     )
 
 

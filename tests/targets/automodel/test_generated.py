@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,7 +262,37 @@ HYBRID_SCENARIOS = SCENARIOS - {"kv-cache"} | {"states"}
 def test_qwen3_next_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
     result = _new(_fixture("Qwen/Qwen3-Next-80B-A3B-Instruct"), out=tmp_path / "out")
     _assert_all_pass(result.parity, GENERATED_HYBRID_TESTS, MOE_TOLERANCE, HYBRID_SCENARIOS)
+    assert result.parity.bugs == ()  # the library's own class has A1 and A2: the generated none
     _lint(tmp_path / "out", result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("repo_id", "bugs", "excused"),
+    [
+        ("Qwen/Qwen3-30B-A3B", {"T3"}, {"build"}),
+        (
+            "Qwen/Qwen3-Next-80B-A3B-Instruct",
+            {"hybrid A1", "hybrid A2"},
+            {"build", "prefill", "decode", "pad-left", "pad-right"},
+        ),
+    ],
+)
+def test_registered_class_bugs_are_named(automodel_target, repo_id, bugs, excused) -> None:
+    """AutoModel's own class fails parity for a known reason: the report names the bug."""
+    result = onboard_new(NewOptions(model=_fixture(repo_id), target="automodel"))
+    report = result.parity
+    assert result.plan is None and report.passed
+    assert {b.id for b in report.bugs} == bugs
+    assert {c.name for c in report.checks if c.status is Status.XFAIL} == excused
+    assert all(c.bug in bugs for c in report.checks if c.status is Status.XFAIL)
+    if "hybrid A1" in bugs:  # as measured: logits off by ~2 as built, ~1e-6 with the norm fixed
+        a1 = next(b for b in report.bugs if b.id == "hybrid A1")
+        found = re.fullmatch(
+            r"max abs (\S+) as built; (\S+) with model\.norm\.weight .*", a1.evidence
+        )
+        as_built, fixed = float(found[1]), float(found[2])
+        assert as_built > 0.5 and fixed < 1e-4
 
 
 # The output gate and the partial rotation are what Qwen3-Next's attention adds to Qwen3's.
