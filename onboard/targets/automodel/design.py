@@ -31,6 +31,7 @@ from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec, Evidence, MoESpec
 from onboard.targets.base import Candidate, Proposal
+from onboard.token_mixers import FEED_FORWARD_KINDS
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
@@ -53,6 +54,39 @@ class HFNames:
     embedding: str
     config: str  # exported by the top-level transformers package
     sparse_block: str = ""  # the MoE block HF's decoder layer builds for sparse layers
+
+
+@dataclass(frozen=True)
+class HFLayout:
+    """HF's attribute names, which the generated classes keep: they subclass HF's modules.
+
+    The analysis sees every decoder through the Llama layout (``embed_tokens``, ``self_attn``,
+    ``mlp``, ``norm``); the generated code must use the names HF's own modules have.
+    """
+
+    embeddings: str = "embed_tokens"  # of the base model
+    final_norm: str = "norm"
+    attention: str = "self_attn"  # of a decoder layer
+    mlp: str = "mlp"
+    # Each layer is one residual block holding attention, a recurrent mixer or an MLP under one
+    # attribute (NemotronH's mixer), instead of Llama's attention and MLP
+    one_block: bool = False
+    # Checkpoint prefix -> in-memory prefix, as transformers renames on load and back on save
+    # (NemotronH checkpoints say backbone., its model says model.)
+    prefixes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def embeddings_weight(self) -> str:
+        return f"model.{self.embeddings}.weight"
+
+    @property
+    def checkpoint_embeddings_weight(self) -> str:
+        """The embeddings' name in the checkpoint, where a tied head is aliased from."""
+        name = self.embeddings_weight
+        for disk, memory in self.prefixes:
+            if name.startswith(memory):
+                return disk + name.removeprefix(memory)
+        return name
 
 
 @dataclass(frozen=True)
@@ -130,6 +164,9 @@ class ModelDesign:
     mixers: tuple[MixerDesign, ...] = ()  # a hybrid's recurrent mixers, kept as HF's modules
     output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head
     partial_rope: bool = False  # RoPE rotates the first dims of each head only
+    layout: HFLayout = HFLayout()
+    rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
+    ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -170,7 +207,8 @@ def design_model(
             f"{spec.model_type}; nothing was written",
             proposal.blockers,
         )
-    hf = hf_names(spec, probe.model_class, dict(probe.modules))
+    layout = hf_layout(spec)
+    hf = hf_names(spec, probe.model_class, dict(probe.modules), layout)
     text = spec.text
     reasons = _reasons(spec, hf)
     kinds = text.distinct_layer_types
@@ -201,7 +239,16 @@ def design_model(
         mixers=mixer_designs(spec, hf, tiny_config, probe),
         output_gate=text.attention.output_gate,
         partial_rope=any(r.partial_rotary_factor != 1.0 for _, r in text.rope),
+        layout=layout,
+        rope=any(r.rope_type is not None for _, r in text.rope),
+        ties=_hf_ties(hf),
     )
+
+
+def _hf_ties(hf: HFNames) -> bool:
+    """Whether HF's causal LM ties its head to the embeddings (it lists the tied keys)."""
+    causal_lm = getattr(importlib.import_module(hf.module), hf.causal_lm)
+    return bool(getattr(causal_lm, "_tied_weights_keys", None))
 
 
 def mixer_designs(
@@ -224,7 +271,8 @@ def mixer_designs(
     norms = {n.class_name for n in probe.layer_norms}
     found: dict[str, MixerDesign] = {}
     for index, label in enumerate(labels):
-        if label in ATTENTION_KINDS or label in found:
+        kind = spec.text.kind_of_label(label)
+        if label in ATTENTION_KINDS or label in found or kind in FEED_FORWARD_KINDS:
             continue
         layer = f"model.layers.{index}"
         children = [
@@ -241,7 +289,7 @@ def mixer_designs(
         attribute, cls = mixers[0]
         found[label] = MixerDesign(
             label=label,
-            kind=_mixer_kind(spec, label, labels),
+            kind=kind if kind in spec.text.mixers.in_use() else _mixer_kind(spec, label, labels),
             attribute=attribute,
             hf_class=cls,
             where=_class_location(hf, cls),
@@ -267,7 +315,60 @@ def with_name(design: ModelDesign, name: str | None) -> ModelDesign:
     return replace(design, module=module_name(name), prefix=class_prefix("", name))
 
 
-def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) -> HFNames:
+def hf_layout(spec: ArchitectureSpec) -> HFLayout:
+    """HF's names for what the analysis sees under the Llama layout's; refuses any other rename.
+
+    The view renames HF's embeddings and final norm (``model.embeddings.`` ->
+    ``model.embed_tokens.``); transformers' own conversion renames a checkpoint prefix
+    (``backbone.`` -> ``model.``), which the adapter undoes.
+    """
+    prefixes = checkpoint_prefixes(spec.model_type)
+    parts: dict[str, str] = {}
+    unknown = []
+    for source, target in spec.weights.renames:
+        if (source, target) in prefixes:
+            continue
+        part = target.removeprefix("model.").rstrip(".")
+        if source.startswith("model.") and part in ("embed_tokens", "norm"):
+            parts[part] = source.removeprefix("model.").rstrip(".")
+        else:
+            unknown.append(f"{source}* is the analysis' {target}*")
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{spec.model_type} keeps its decoder under names the AutoModel generator does not "
+            "write (it keeps HF's model.embed_tokens-style tree, renaming only the embeddings, "
+            "the final norm and a checkpoint prefix)",
+            tuple(unknown),
+        )
+    blocks = spec.text.blocks
+    return HFLayout(
+        embeddings=parts.get("embed_tokens", "embed_tokens"),
+        final_norm=parts.get("norm", "norm"),
+        attention=blocks.block if blocks else "self_attn",
+        mlp=blocks.block if blocks else "mlp",
+        one_block=blocks is not None,
+        prefixes=prefixes,
+    )
+
+
+def checkpoint_prefixes(model_type: str) -> tuple[tuple[str, str], ...]:
+    """transformers' load-time renames of a leading prefix for ``model_type`` (disk, memory)."""
+    from transformers.conversion_mapping import WeightRenaming, get_checkpoint_conversion_mapping
+
+    found = []
+    for rule in get_checkpoint_conversion_mapping(model_type) or ():
+        if not isinstance(rule, WeightRenaming):
+            continue
+        for source, target in zip(rule.source_patterns, rule.target_patterns, strict=False):
+            plain = re.fullmatch(r"\w+\.", source) and re.fullmatch(r"\w+\.", target)
+            if plain:
+                found.append((source, target))
+    return tuple(found)
+
+
+def hf_names(
+    spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str], layout: HFLayout = HFLayout()
+) -> HFNames:
     """The HF classes the probe found, checked importable from the modeling file they came from."""
     source_file = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
     if source_file is None:
@@ -287,14 +388,27 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
             tuple(f"{c} at {source_file}" for c in sorted(layer_classes)),
         )
     base_model = getattr(module, modules.get("model", ""), None)
-    pretrained = next(
+    pretrained_class = next(
         (
-            c.__name__
+            c
             for c in getattr(base_model, "__mro__", ())
             if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
         ),
         None,
     )
+    if base_model is None:  # a layout view: the causal LM's own base class says
+        pretrained_class = next(
+            (
+                c
+                for c in getattr(getattr(module, causal_lm, None), "__mro__", ())
+                if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
+            ),
+            None,
+        )
+    pretrained = pretrained_class.__name__ if pretrained_class else None
+    decoder_layer = modules.get(LAYER_ZERO, "")
+    if layout.one_block:  # the view's layers are stand-ins: HF names its block class
+        decoder_layer = next(iter(getattr(pretrained_class, "_no_split_modules", None) or ()), "")
     from transformers import CONFIG_MAPPING
 
     sparse = _sparse_block(modules)
@@ -303,7 +417,7 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
         source_file=source_file,
         causal_lm=causal_lm,
         pretrained=pretrained or "",
-        decoder_layer=modules.get(LAYER_ZERO, ""),
+        decoder_layer=decoder_layer,
         attention=_first_layer_module(modules, "self_attn"),
         mlp=_first_layer_module(modules, "mlp"),
         norm=modules.get("model.norm", ""),
@@ -319,8 +433,9 @@ def hf_names(spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str]) ->
         "attention": names.attention,
         "MLP": names.mlp,
         "final norm": names.norm,
-        "rotary embedding": names.rotary,
     }
+    if any(r.rope_type is not None for _, r in spec.text.rope):
+        wanted["rotary embedding"] = names.rotary
     if spec.text.moe is not None:
         wanted["sparse MoE block"] = names.sparse_block
     missing = tuple(
@@ -411,9 +526,15 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         )
     for kind, rope in text.rope:
         scaling = f", {dict(rope.scaling)}" if rope.scaling else ""
-        reasons[f"rope.{kind}"] = Reason(
-            f"RoPE of {kind} layers: {rope.rope_type}, theta {rope.theta:g}{scaling}",
-            cite(spec, f"text.rope.{kind}"),
+        said = f"RoPE of {kind} layers: {rope.rope_type}, theta {rope.theta:g}{scaling}"
+        if rope.rope_type is None:
+            said = f"{kind} layers have no positions (no RoPE)"
+        reasons[f"rope.{kind}"] = Reason(said, cite(spec, f"text.rope.{kind}"))
+    if text.blocks is not None:
+        reasons["placement"] = Reason(
+            f"one residual block a layer, x + {text.blocks.block}({text.blocks.norm}(x)), as "
+            f"{hf.decoder_layer} computes it",
+            cite(spec, "text.blocks"),
         )
     if text.attention.output_gate:
         reasons["output_gate"] = Reason(

@@ -9,6 +9,7 @@ Without it the plan writes a folder laid out like the repo, with the registry ed
 from __future__ import annotations
 
 import difflib
+import math
 import pprint
 import re
 from collections import Counter
@@ -20,10 +21,11 @@ from onboard import STAMP
 from onboard.codegen import format_python, render_template
 from onboard.codemods import CodemodError, upsert_ordereddict_entry
 from onboard.errors import BadInputError, TargetRepoError, UnsupportedFeatureError
+from onboard.hf_config import make_hf_config
 from onboard.plan import FileChange, Plan
 from onboard.provenance import header_for
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import ModelDesign
+from onboard.targets.automodel.design import HFLayout, ModelDesign
 from onboard.targets.automodel.registry import (
     ARCH_MAPPING,
     REGISTRY,
@@ -184,7 +186,8 @@ def _owned_files(
             f"{paths.tests}/test_{design.module}_model.py",
             "generated tests",
             tiny=_literal(test_config(tiny_config)),
-            norms=_literal(list(norm_attributes(spec))),
+            norms=_literal(list(norm_attributes(spec, design.layout))),
+            mlp_labels=_literal(feed_forward_labels(spec, tiny_config)),
             layer_summary=_layer_summary(tiny_config.get("layer_types") or ()) or "full attention",
             device_env=DEVICE_ENV,
             mixer_attributes=_literal({m.label: m.attribute for m in design.mixers}),
@@ -219,12 +222,23 @@ def test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in tiny_config.items() if k not in _TEST_CONFIG_DROP}
 
 
-def norm_attributes(spec: ArchitectureSpec) -> tuple[str, ...]:
-    """Every norm of a decoder layer, by attribute path (the layer norms, then q/k norms)."""
-    names = tuple(name for _, name in spec.text.norm.names)
+def norm_attributes(spec: ArchitectureSpec, layout: HFLayout) -> tuple[str, ...]:
+    """Every norm of a decoder layer, by HF's attribute path (layer norms, then q/k norms)."""
+    if spec.text.blocks is not None:  # one norm a layer, whatever its block
+        names: tuple[str, ...] = (spec.text.blocks.norm,)
+    else:
+        names = tuple(name for _, name in spec.text.norm.names)
     if spec.text.attention.qk_norm != "none":
-        names += ("self_attn.q_norm", "self_attn.k_norm")
+        names += (f"{layout.attention}.q_norm", f"{layout.attention}.k_norm")
     return names
+
+
+def feed_forward_labels(spec: ArchitectureSpec, tiny_config: dict[str, Any]) -> list[str]:
+    """HF's labels of one-block layers that hold an MLP (NemotronH: mlp); none otherwise."""
+    if spec.text.blocks is None:
+        return []
+    labels = dict.fromkeys(getattr(make_hf_config(tiny_config), "layer_types", None) or ())
+    return [label for label in labels if spec.text.kind_of_label(label) == "mlp"]
 
 
 def registry_with_entry(library: Library, arch: str, module: str, class_name: str) -> str:
@@ -267,7 +281,23 @@ def _layer_summary(kinds: Any) -> str:
 
 
 def _literal(value: Any) -> str:
-    return pprint.pformat(value, width=88, sort_dicts=False)
+    """``value`` as Python source (an infinite float as ``float("inf")``, not ``inf``)."""
+    return pprint.pformat(_spelt(value), width=88, sort_dicts=False)
+
+
+class _Infinity(float):
+    def __repr__(self) -> str:
+        return 'float("inf")' if self > 0 else '-float("inf")'
+
+
+def _spelt(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return _Infinity(value)
+    if isinstance(value, dict):
+        return {k: _spelt(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_spelt(v) for v in value)
+    return value
 
 
 def model_class_in(path: Path) -> str:

@@ -259,6 +259,12 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
+    if text.blocks is not None and text.moe is not None:
+        found.append(
+            f"one-block layers ({text.blocks.block} after {text.blocks.norm}) holding experts: "
+            "the generated one-block layers keep HF's MLPs, AutoModel's MoE is generated for "
+            "Llama-style layers only"
+        )
     if getattr(text, "moe", None) is not None:
         found += moe_blockers(spec)
     elif spec.kind == "moe":
@@ -309,10 +315,16 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "yarn_mscale", False):
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
+    positional = {kind for kind, rope in text.rope if rope.rope_type is not None}
     for kind, rope in text.rope:
         where = f"for {kind} layers (config.json:rope_parameters)"
-        if rope.rope_type is None:
-            found.append(f"layers without RoPE {where}")
+        if rope.rope_type is None and positional:  # all without RoPE is generated (NemotronH)
+            found.append(
+                f"layers without RoPE {where} beside layers with it "
+                f"({', '.join(sorted(positional))}): the generated model applies one RoPE or none"
+            )
+        elif rope.rope_type is None:
+            continue
         elif rope.rope_type not in SUPPORTED_ROPE:
             found.append(
                 f"RoPE type {rope.rope_type!r} {where}: NeMo's rotary tables are computed once, "

@@ -320,3 +320,36 @@ def test_broken_hybrid_attention_fails(automodel_target, tmp_path: Path, how) ->
     failed = {c.name.split("(")[0] for c in report.failures}
     assert not report.passed
     assert "test_attention_matches_hf" in failed and "prefill" in failed
+
+
+@pytest.mark.slow
+def test_nemotron_h_one_block_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
+    """NemotronH (Nano-9B-v2's pattern of Mamba-2, MLP and attention blocks) with zero edits."""
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    result = _new(str(folder), out=tmp_path / "out")
+    no_rope = GENERATED_TESTS - {"test_rotary_embedding_matches_hf"}
+    tests = no_rope | {"test_mixer_matches_hf", "test_decode_steps_match_hf"}
+    _assert_all_pass(result.parity, tests, scenarios=HYBRID_SCENARIOS)
+    _lint(tmp_path / "out", result)
+    prefill = next(c for c in result.parity.checks if c.name == "prefill")
+    assert prefill.metrics.max_abs == 0.0  # HF's own modules, the same attention: bit-exact
+
+
+@pytest.mark.slow
+def test_broken_prefix_rename_fails_the_round_trip(automodel_target, tmp_path: Path) -> None:
+    """The adapter must undo transformers' backbone. -> model. rename, or nothing loads."""
+    from tests.new_types import nemotron_nano_dir
+
+    folder = nemotron_nano_dir(tmp_path / "models")
+    out = tmp_path / "out"
+    result = _new(str(folder), out=out, parity=False)
+    adapter = out / "nemo_automodel/components/models/nemotron_h/state_dict_adapter.py"
+    old = 'PREFIXES = (("backbone.", "model."),)'
+    assert old in adapter.read_text()
+    adapter.write_text(adapter.read_text().replace(old, "PREFIXES = ()"))
+    model = (out / result.plan.model_file, result.plan.model_class)
+    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
+    failed = {c.name for c in report.failures}
+    assert "test_adapter_export_matches_checkpoint" in failed and "weights" in failed

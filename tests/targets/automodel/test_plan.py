@@ -186,3 +186,44 @@ def test_hybrid_package_keeps_hf_mixers_beside_generated_attention(tmp_path: Pat
     assert '"shared_expert_gate": True' in model
     tests = plan.content_of("tests/unit_tests/models/qwen3_next/test_qwen3_next_model.py")
     assert "def test_mixer_matches_hf" in tests and "def test_decode_steps_match_hf" in tests
+
+
+def test_one_block_hybrid_keeps_hf_names_without_rope(tmp_path: Path) -> None:
+    """NemotronH: one mixer a layer, HF's embeddings / norm_f, no RoPE, backbone. on disk."""
+    from onboard.analysis import analyse
+    from onboard.source import load_source
+    from onboard.targets.automodel.design import HFLayout
+    from tests.new_types import nemotron_nano_dir
+
+    analysis = analyse(load_source(str(nemotron_nano_dir(tmp_path / "models"))))
+    library = open_library(None)
+    proposal = TARGET.propose(analysis.spec, library, treat_as_new=True)
+    assert proposal.blockers == ()
+    design = TARGET.design(analysis, proposal)
+    assert design.layout == HFLayout(
+        embeddings="embeddings",
+        final_norm="norm_f",
+        attention="mixer",
+        mlp="mixer",
+        one_block=True,
+        prefixes=(("backbone.", "model."),),
+    )
+    assert not design.rope and not design.ties  # HF's NemotronH never ties its head
+    assert design.hf.decoder_layer == "NemotronHBlock"
+    assert [(m.label, m.kind, m.attribute) for m in design.mixers] == [
+        ("linear_attention", "mamba2", "mixer")
+    ]
+    plan = TARGET.plan(analysis, proposal, library, out=tmp_path / "out")
+    package = "nemo_automodel/components/models/nemotron_h"
+    model = plan.content_of(f"{package}/model.py")
+    assert "self.norm_f = NemotronHRMSNorm(" in model
+    assert "self.embeddings = nn.Embedding(" in model
+    assert "self.rotary_emb" not in model and "position_embeddings" not in model
+    assert "attention_mask=causal_mask_mapping.get(decoder_layer.attention_type)" in model
+    assert "TieSupport.UNTIED_ONLY" in model
+    adapter = plan.content_of(f"{package}/state_dict_adapter.py")
+    assert 'PREFIXES = (("backbone.", "model."),)' in adapter
+    tests = plan.content_of("tests/unit_tests/models/nemotron_h/test_nemotron_h_model.py")
+    assert 'MLP_LAYERS = [i for i, kind in enumerate(TINY_KINDS) if kind in ["mlp"]]' in tests
+    assert 'NORMS = ["norm"]' in tests
+    assert "def test_rotary_embedding_matches_hf" not in tests

@@ -78,7 +78,6 @@ def test_unresolved_deltas_are_refused_with_their_location(library) -> None:
     ("change", "expected"),
     [
         ({"rope_type": "dynamic"}, "RoPE type 'dynamic' for full_attention layers"),
-        ({"rope_type": None}, "layers without RoPE for full_attention layers"),
     ],
 )
 def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -> None:
@@ -88,6 +87,19 @@ def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -
     error = _refused(dataclasses.replace(spec, text=text), library)
     assert len(error.items) == 1 and error.items[0].startswith(expected)
     assert "config.json:rope_parameters" in error.items[0]
+
+
+def test_layers_without_rope_beside_layers_with_it_are_refused(library) -> None:
+    spec = analysis_of("google/gemma-3-1b-it").spec
+    sliding = dataclasses.replace(spec.text.rope_for("sliding_attention"), rope_type=None)
+    rope = tuple((k, sliding if k == "sliding_attention" else r) for k, r in spec.text.rope)
+    error = _refused(
+        dataclasses.replace(spec, text=dataclasses.replace(spec.text, rope=rope)), library
+    )
+    assert error.items == (
+        "layers without RoPE for sliding_attention layers (config.json:rope_parameters) beside "
+        "layers with it (full_attention): the generated model applies one RoPE or none",
+    )
 
 
 def test_moe_is_proposed_without_blockers(library) -> None:

@@ -306,7 +306,8 @@ def test_mlp_matches_hf(pair, device: torch.device, layer: int) -> None:
     hf, model, _ = pair
     x = hidden(device)
     with torch.no_grad():
-        assert_same(model.model.layers[layer].mlp(x), hf.model.layers[layer].mlp(x), atol(device))
+        ours = model.model.layers[layer].mlp(x)
+        assert_same(ours, hf.model.layers[layer].mlp(x), atol(device))
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -320,7 +321,8 @@ def test_norms_match_hf(pair, device: torch.device, layer: int) -> None:
             width = ours.weight.shape[-1]
             y = x[..., :width]
             assert_same(ours(y), theirs(y), atol(device))
-        assert_same(model.model.norm(x), hf.model.norm(x), atol(device))
+        final_norm = model.model.norm(x)
+        assert_same(final_norm, hf.model.norm(x), atol(device))
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -368,12 +370,12 @@ def test_loss_and_gradients_match_hf(pair, device: torch.device) -> None:
     hf_loss.backward()
     loss.backward()
     assert_same(loss, hf_loss, atol(device))
+    # the module trees are HF's: every parameter has HF's in-memory name
     grads = {name: p.grad for name, p in model.named_parameters()}
-    hf_grads = model.state_dict_adapter.to_hf(grads)
-    for name, param in hf.named_parameters():
-        if name in hf_grads:
-            assert_same(hf_grads[name], param.grad, 20 * atol(device))
-    assert set(hf_grads) <= {name for name, _ in hf.named_parameters()}
+    hf_grads = {name: p.grad for name, p in hf.named_parameters()}
+    assert sorted(grads) == sorted(hf_grads)
+    for name, grad in hf_grads.items():
+        assert_same(grads[name], grad, 20 * atol(device))
 
 
 def test_training_loss_decreases(pair, device: torch.device) -> None:

@@ -420,7 +420,8 @@ def test_mlp_matches_hf(pair, device: torch.device, layer: int) -> None:
     hf, model, _ = pair
     x = hidden(device)
     with torch.no_grad():
-        assert_same(model.model.layers[layer].mlp(x), hf.model.layers[layer].mlp(x), atol(device))
+        ours = model.model.layers[layer].mlp(x)
+        assert_same(ours, hf.model.layers[layer].mlp(x), atol(device))
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -468,7 +469,8 @@ def test_norms_match_hf(pair, device: torch.device, layer: int) -> None:
             width = ours.weight.shape[-1]
             y = x[..., :width]
             assert_same(ours(y), theirs(y), atol(device))
-        assert_same(model.model.norm(x), hf.model.norm(x), atol(device))
+        final_norm = model.model.norm(x)
+        assert_same(final_norm, hf.model.norm(x), atol(device))
 
 
 @pytest.mark.parametrize("layer", LAYERS)
