@@ -74,6 +74,13 @@ class HFLayout:
     # Checkpoint prefix -> in-memory prefix, as transformers renames on load and back on save
     # (NemotronH checkpoints say backbone., its model says model.)
     prefixes: tuple[tuple[str, str], ...] = ()
+    # The attention's own names where they are not Llama's: role -> attribute (LFM2: o_proj ->
+    # out_proj, q_norm -> q_layernorm)
+    attention_names: tuple[tuple[str, str], ...] = ()
+
+    def attr(self, role: str) -> str:
+        """HF's attribute of the attention for ``role`` (q_proj, ..., o_proj, q_norm, k_norm)."""
+        return dict(self.attention_names).get(role, role)
 
     @property
     def embeddings_weight(self) -> str:
@@ -167,6 +174,10 @@ class ModelDesign:
     layout: HFLayout = HFLayout()
     rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
+    attention_dropout: bool = True  # HF's attention has config.attention_dropout (LFM2's not)
+    # HF's rotary embedding is MRoPE over (t, h, w) positions (Qwen3.5's text model): text
+    # positions are equal in all three, where it computes 1-D RoPE
+    mrope: bool = False
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -242,7 +253,19 @@ def design_model(
         layout=layout,
         rope=any(r.rope_type is not None for _, r in text.rope),
         ties=_hf_ties(hf),
+        attention_dropout=_hf_attention_has(hf, "attention_dropout"),
+        mrope=bool(hf.rotary) and "mrope_section" in _hf_source(hf, hf.rotary),
     )
+
+
+def _hf_attention_has(hf: HFNames, attribute: str) -> bool:
+    """Whether HF's attention sets ``self.<attribute>`` in its ``__init__`` (read as source)."""
+    attention = getattr(importlib.import_module(hf.module), hf.attention)
+    return f"self.{attribute} =" in inspect.getsource(attention.__init__)
+
+
+def _hf_source(hf: HFNames, class_name: str) -> str:
+    return inspect.getsource(getattr(importlib.import_module(hf.module), class_name))
 
 
 def _hf_ties(hf: HFNames) -> bool:
@@ -328,9 +351,10 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
     for source, target in spec.weights.renames:
         if (source, target) in prefixes:
             continue
-        part = target.removeprefix("model.").rstrip(".")
-        if source.startswith("model.") and part in ("embed_tokens", "norm"):
-            parts[part] = source.removeprefix("model.").rstrip(".")
+        if source.startswith("model.") and target in ("model.embed_tokens.", "model.norm."):
+            parts[target] = source.removeprefix("model.").rstrip(".")
+        elif re.fullmatch(r"\.\w+\.", source) and target in (".self_attn.", ".mlp."):
+            parts[target] = source.strip(".")  # a layer's attribute (LFM2: feed_forward)
         else:
             unknown.append(f"{source}* is the analysis' {target}*")
     if unknown:
@@ -341,13 +365,15 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
             tuple(unknown),
         )
     blocks = spec.text.blocks
+    roles = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
     return HFLayout(
-        embeddings=parts.get("embed_tokens", "embed_tokens"),
-        final_norm=parts.get("norm", "norm"),
-        attention=blocks.block if blocks else "self_attn",
-        mlp=blocks.block if blocks else "mlp",
+        embeddings=parts.get("model.embed_tokens.", "embed_tokens"),
+        final_norm=dict(spec.text.names).get("final_norm") or parts.get("model.norm.", "norm"),
+        attention=blocks.block if blocks else parts.get(".self_attn.", "self_attn"),
+        mlp=blocks.block if blocks else parts.get(".mlp.", "mlp"),
         one_block=blocks is not None,
         prefixes=prefixes,
+        attention_names=tuple((r, a) for r, a in spec.text.names if r in roles and r != a),
     )
 
 
@@ -407,8 +433,14 @@ def hf_names(
         )
     pretrained = pretrained_class.__name__ if pretrained_class else None
     decoder_layer = modules.get(LAYER_ZERO, "")
-    if layout.one_block:  # the view's layers are stand-ins: HF names its block class
-        decoder_layer = next(iter(getattr(pretrained_class, "_no_split_modules", None) or ()), "")
+    if not hasattr(module, decoder_layer):  # a layout view's stand-in: HF names its layer class
+        layer_classes = tuple(getattr(pretrained_class, "_no_split_modules", None) or ())
+        if len(layer_classes) > 1:  # Jamba: one class for attention layers, one for Mamba
+            raise UnsupportedFeatureError(
+                "decoder layers of different classes: the generated model subclasses one",
+                tuple(f"{c} at {source_file}" for c in layer_classes),
+            )
+        decoder_layer = next(iter(layer_classes), "")
     from transformers import CONFIG_MAPPING
 
     sparse = _sparse_block(modules)
@@ -787,6 +819,9 @@ _DENSE_RULES = {
     "none": "every layer",
     "first_k_dense_replace": "layers from config.first_k_dense_replace on",
     "mlp_only_layers": "every config.decoder_sparse_step-th layer not in config.mlp_only_layers",
+    "expert_layer_period": (
+        "layers i with i % config.expert_layer_period == config.expert_layer_offset"
+    ),
 }
 
 

@@ -229,7 +229,7 @@ def norm_attributes(spec: ArchitectureSpec, layout: HFLayout) -> tuple[str, ...]
     else:
         names = tuple(name for _, name in spec.text.norm.names)
     if spec.text.attention.qk_norm != "none":
-        names += (f"{layout.attention}.q_norm", f"{layout.attention}.k_norm")
+        names += tuple(f"{layout.attention}.{layout.attr(n)}" for n in ("q_norm", "k_norm"))
     return names
 
 

@@ -323,6 +323,15 @@ def test_broken_hybrid_attention_fails(automodel_target, tmp_path: Path, how) ->
 
 
 @pytest.mark.slow
+def test_lfm2_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
+    """LFM2's short convolution stays HF's; its own attribute names reach the generated code."""
+    result = _new(_fixture("LiquidAI/LFM2-1.2B"), out=tmp_path / "out")
+    tests = GENERATED_TESTS | {"test_mixer_matches_hf", "test_decode_steps_match_hf"}
+    _assert_all_pass(result.parity, tests, scenarios=HYBRID_SCENARIOS)
+    _lint(tmp_path / "out", result)
+
+
+@pytest.mark.slow
 def test_nemotron_h_one_block_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
     """NemotronH (Nano-9B-v2's pattern of Mamba-2, MLP and attention blocks) with zero edits."""
     from tests.new_types import nemotron_nano_dir

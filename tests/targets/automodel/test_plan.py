@@ -227,3 +227,42 @@ def test_one_block_hybrid_keeps_hf_names_without_rope(tmp_path: Path) -> None:
     assert 'MLP_LAYERS = [i for i, kind in enumerate(TINY_KINDS) if kind in ["mlp"]]' in tests
     assert 'NORMS = ["norm"]' in tests
     assert "def test_rotary_embedding_matches_hf" not in tests
+
+
+def test_hf_attribute_names_reach_the_generated_code(tmp_path: Path) -> None:
+    """LFM2 names its parts its own way; the generated classes, subclassing HF's, keep them."""
+    from onboard.targets.automodel.design import HFLayout
+
+    analysis = analysis_of("LiquidAI/LFM2-1.2B")
+    proposal = TARGET.propose(analysis.spec, open_library(None), treat_as_new=True)
+    design = TARGET.design(analysis, proposal)
+    assert design.layout == HFLayout(
+        final_norm="embedding_norm",
+        mlp="feed_forward",
+        attention_names=(
+            ("o_proj", "out_proj"),
+            ("q_norm", "q_layernorm"),
+            ("k_norm", "k_layernorm"),
+        ),
+    )
+    assert design.hf.decoder_layer == "Lfm2DecoderLayer" and not design.attention_dropout
+    plan = _plan("LiquidAI/LFM2-1.2B", tmp_path)
+    model = plan.content_of("nemo_automodel/components/models/lfm2/model.py")
+    assert "return self.out_proj(attn_output), attn_weights" in model
+    assert "query_states = self.q_layernorm(query_states).transpose(1, 2)" in model
+    assert "self.embedding_norm = Lfm2RMSNorm(" in model
+    assert "dropout=0.0,  # Lfm2Attention has no attention dropout" in model
+    tests = plan.content_of("tests/unit_tests/models/lfm2/test_lfm2_model.py")
+    norms = ["operator_norm", "ffn_norm", "self_attn.q_layernorm", "self_attn.k_layernorm"]
+    assert all(f'    "{name}",' in tests for name in norms)
+
+
+def test_decoder_layers_of_two_classes_are_refused(tmp_path: Path) -> None:
+    from onboard.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError) as raised:
+        _plan("ai21labs/AI21-Jamba-1.5-Mini", tmp_path)
+    assert raised.value.items == (
+        "JambaAttentionDecoderLayer at modeling_jamba.py",
+        "JambaMambaDecoderLayer at modeling_jamba.py",
+    )
