@@ -3,10 +3,12 @@
 For each type: a config (the real fixture when tests/fixtures/hub has one, else transformers'
 default config), then `onboard new --treat-as-new` into a temporary folder, in one process.
 Prints one row per type (kind, closest class, deltas, parity, unresolved or blocking reasons,
-seconds) and the pass rate per kind. mobius' registry is keyed by model type; AutoModel's by
-architecture, so a type counts there when its causal-LM class is registered.
+seconds) and the pass rate per kind. The types are mobius' (so the targets' tables compare
+type for type); ``--registered`` keeps those the target itself registers (AutoModel's registry
+is keyed by architecture: a type counts when its causal-LM class is there).
 
-    .venv/bin/python benchmarks/reonboard.py [--target automodel] [--only qwen3,llama] [--json F]
+    .venv/bin/python benchmarks/reonboard.py [--target automodel] [--registered]
+        [--only qwen3,llama] [--json F]
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ def run(model_type: str, fixtures: dict[str, Path], scratch: Path, target: str =
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="mobius", choices=("mobius", "automodel"))
+    parser.add_argument("--registered", action="store_true", help="only the target's types")
     parser.add_argument("--only", help="comma-separated model types")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
@@ -131,17 +134,16 @@ def main() -> None:
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     )
 
+    from onboard.targets.mobius.registry import open_library as open_mobius
+
     known = {*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES}
-    if args.target == "automodel":
+    mobius_keys = {v.key for v in open_mobius(None).variants}
+    types = sorted(t for t in known if t in mobius_keys)
+    if args.target == "automodel" and args.registered:
         from onboard.targets.automodel.registry import open_library
 
         keys = {v.key for v in open_library(None).variants}
         types = sorted(t for t, arch in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if arch in keys)
-    else:
-        from onboard.targets.mobius.registry import open_library
-
-        keys = {v.key for v in open_library(None).variants}
-        types = sorted(t for t in known if t in keys)
     if args.only:
         types = [t for t in types if t in args.only.split(",")]
     fixtures = fixture_configs()

@@ -175,6 +175,15 @@ class ModelDesign:
     rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
     attention_dropout: bool = True  # HF's attention has config.attention_dropout (LFM2's not)
+    # RoPE rotates adjacent pairs (x0, x1), (x2, x3)... instead of the two halves (Cohere, GLM);
+    # hf_tables_interleaved: HF's own cos/sin tables repeat each frequency over a pair (Cohere)
+    # where NeMo's (and GLM's) repeat them over the halves
+    interleaved_rope: bool = False
+    hf_tables_interleaved: bool = False
+    # Config multipliers the generated model applies (Python over ``self.config``); HF's own
+    # decoder layer and attention apply the residual and attention ones
+    embedding_multiplier: str | None = None
+    logits_multiplier: str | None = None
     # HF's rotary embedding is MRoPE over (t, h, w) positions (Qwen3.5's text model): text
     # positions are equal in all three, where it computes 1-D RoPE
     mrope: bool = False
@@ -255,7 +264,16 @@ def design_model(
         ties=_hf_ties(hf),
         attention_dropout=_hf_attention_has(hf, "attention_dropout"),
         mrope=bool(hf.rotary) and "mrope_section" in _hf_source(hf, hf.rotary),
+        interleaved_rope=any(r.interleaved for _, r in text.rope),
+        hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
+        embedding_multiplier=_multiplier(text, "embedding"),
+        logits_multiplier=_multiplier(text, "logits"),
     )
+
+
+def _multiplier(text: Any, site: str) -> str | None:
+    scale = text.scale_at(site)
+    return scale.expression("self.config") if scale is not None else None
 
 
 def _hf_attention_has(hf: HFNames, attribute: str) -> bool:
@@ -562,12 +580,22 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         if rope.rope_type is None:
             said = f"{kind} layers have no positions (no RoPE)"
         reasons[f"rope.{kind}"] = Reason(said, cite(spec, f"text.rope.{kind}"))
+    for scale in text.scales:
+        reasons[f"scale.{scale.site}"] = Reason(
+            f"config multiplier: {scale.describe()}", f"config.json:{scale.key}"
+        )
     if text.blocks is not None:
         reasons["placement"] = Reason(
             f"one residual block a layer, x + {text.blocks.block}({text.blocks.norm}(x)), as "
             f"{hf.decoder_layer} computes it",
             cite(spec, "text.blocks"),
         )
+    for kind, rope in text.rope:
+        if rope.interleaved:
+            reasons["interleaved_rope"] = Reason(
+                "RoPE rotates adjacent pairs of each head (x0, x1), (x2, x3), ..., not its halves",
+                cite(spec, f"text.rope.{kind}"),
+            )
     if text.attention.output_gate:
         reasons["output_gate"] = Reason(
             "q_proj gives each head's query, then its gate: the output is scaled by "

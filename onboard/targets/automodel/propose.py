@@ -308,11 +308,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "
             "the generated norms are AutoModel's RMSNorm / LayerNorm, which learn one"
         )
-    for scale in getattr(text, "scales", ()):
-        found.append(
-            f"config multiplier: {scale.describe()} (config.json:{scale.key}); the generated "
-            "layers and model do not apply config multipliers yet"
-        )
     if getattr(text.attention, "yarn_mscale", False):
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
     positional = {kind for kind, rope in text.rope if rope.rope_type is not None}
@@ -330,8 +325,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
                 f"RoPE type {rope.rope_type!r} {where}: NeMo's rotary tables are computed once, "
                 "HF recomputes them with the sequence length"
             )
-        if getattr(rope, "interleaved", False):
-            found.append(f"interleaved RoPE pairs {where}")
     return tuple(found)
 
 

@@ -102,6 +102,52 @@ def test_treat_as_new_generated_tests_pass(automodel_target, tmp_path: Path, rep
     _lint(tmp_path / "out", result)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["granite", "cohere", "glm4", "helium"])
+def test_multipliers_and_interleaved_rope_generated_tests_pass(
+    automodel_target, tmp_path: Path, model_type
+) -> None:
+    """transformers' default configs: config multipliers (granite, cohere), interleaved RoPE."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir(model_type, tmp_path / "models")
+    result = _new(str(folder), out=tmp_path / "out")
+    _assert_all_pass(result.parity)
+    _lint(tmp_path / "out", result)
+
+
+# What Cohere adds to Llama: its logit scale and RoPE over adjacent pairs.
+COHERE_SABOTAGE = {
+    "no-logit-scale": (
+        "logits = logits * self.config.logit_scale",
+        "logits = logits",
+        {"test_logits_match_hf(eager)", "prefill"},
+    ),
+    "rotate-halves": (
+        "query_states, key_states = apply_interleaved_rotary_pos_emb(",
+        "query_states, key_states = apply_rotary_pos_emb(",
+        {"test_attention_matches_hf(0)", "prefill"},
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", sorted(COHERE_SABOTAGE))
+def test_broken_cohere_fails(automodel_target, tmp_path: Path, how) -> None:
+    from tests.new_types import default_config_dir
+
+    out = tmp_path / "out"
+    result = _new(str(default_config_dir("cohere", tmp_path / "models")), out=out, parity=False)
+    model_file = out / result.plan.model_file
+    old, new, expected = COHERE_SABOTAGE[how]
+    assert old in model_file.read_text()
+    model_file.write_text(model_file.read_text().replace(old, new, 1))
+    report = TARGET.parity(
+        result.analysis, result.proposal, (model_file, result.plan.model_class), result.library
+    )
+    assert not report.passed and expected <= {c.name for c in report.failures}
+
+
 SABOTAGE = {
     "drop-key": (
         "native = dict(hf_state_dict)",

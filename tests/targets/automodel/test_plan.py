@@ -266,3 +266,35 @@ def test_decoder_layers_of_two_classes_are_refused(tmp_path: Path) -> None:
         "JambaAttentionDecoderLayer at modeling_jamba.py",
         "JambaMambaDecoderLayer at modeling_jamba.py",
     )
+
+
+def _plan_default(model_type: str, tmp_path: Path):
+    from onboard.analysis import analyse
+    from onboard.source import load_source
+    from tests.new_types import default_config_dir
+
+    analysis = analyse(load_source(str(default_config_dir(model_type, tmp_path / "models"))))
+    library = open_library(None)
+    proposal = TARGET.propose(analysis.spec, library, treat_as_new=True)
+    return TARGET.plan(analysis, proposal, library, out=tmp_path / "out")
+
+
+def test_config_multipliers_are_applied_where_hf_applies_them(tmp_path: Path) -> None:
+    """Granite: embeddings and logits in the generated model; residual and attention in HF's."""
+    model = _plan_default("granite", tmp_path).content_of(
+        "nemo_automodel/components/models/granite/model.py"
+    )
+    assert "inputs_embeds = inputs_embeds * self.config.embedding_multiplier" in model
+    assert "logits = logits * 1.0 / self.config.logits_scaling" in model
+    words = " ".join(model.split())  # the docstring wraps
+    assert "HF's forward applies the config multiplier: attention and MLP outputs" in words
+
+
+def test_interleaved_rope_rotates_adjacent_pairs(tmp_path: Path) -> None:
+    plan = _plan_default("cohere", tmp_path)
+    model = plan.content_of("nemo_automodel/components/models/cohere/model.py")
+    assert "query_states, key_states = apply_interleaved_rotary_pos_emb(" in model
+    assert "logits = logits * self.config.logit_scale" in model
+    tests = plan.content_of("tests/unit_tests/models/cohere/test_cohere_model.py")
+    # Cohere's own tables repeat each frequency over a pair: the rotary test compares them so
+    assert "ours = tuple(t[..., : t.shape[-1] // 2].repeat_interleave(2, dim=-1)" in tests
