@@ -173,6 +173,7 @@ class ModelDesign:
     partial_rope: bool = False  # RoPE rotates the first dims of each head only
     layout: HFLayout = HFLayout()
     rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
+    nope_kinds: tuple[str, ...] = ()  # attention kinds without RoPE beside kinds with it (Cohere2)
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
     attention_dropout: bool = True  # HF's attention has config.attention_dropout (LFM2's not)
     # RoPE rotates adjacent pairs (x0, x1), (x2, x3)... instead of the two halves (Cohere, GLM);
@@ -184,6 +185,7 @@ class ModelDesign:
     # decoder layer and attention apply the residual and attention ones
     embedding_multiplier: str | None = None
     logits_multiplier: str | None = None
+    lm_head_bias: bool = False  # the head adds a bias (Phi)
     # HF's rotary embedding is MRoPE over (t, h, w) positions (Qwen3.5's text model): text
     # positions are equal in all three, where it computes 1-D RoPE
     mrope: bool = False
@@ -192,6 +194,11 @@ class ModelDesign:
     def attention_kinds(self) -> tuple[str, ...]:
         """The layer kinds that attend (and so have RoPE tables and masks of their own)."""
         return tuple(k for k in self.layer_kinds if k in ATTENTION_KINDS)
+
+    @property
+    def rope_kinds(self) -> tuple[str, ...]:
+        """The attention kinds whose layers rotate q and k."""
+        return tuple(k for k in self.attention_kinds if k not in self.nope_kinds)
 
     @property
     def package(self) -> str:
@@ -245,7 +252,10 @@ def design_model(
         qk_norm=text.attention.qk_norm,
         layer_rule=_layer_rule(tiny_config, kinds),
         layer_kinds=kinds,
-        per_kind_rope=len({(r.rope_type, r.theta, r.scaling) for _, r in text.rope}) > 1,
+        per_kind_rope=len(
+            {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
+        )
+        > 1,
         embedding_scale=text.embedding_scale == "sqrt_hidden",
         attention_softcap=bool(text.attention.softcap),
         final_softcap=bool(text.final_logit_softcap) or "final_softcap" in reasons,
@@ -261,12 +271,16 @@ def design_model(
         partial_rope=any(r.partial_rotary_factor != 1.0 for _, r in text.rope),
         layout=layout,
         rope=any(r.rope_type is not None for _, r in text.rope),
+        nope_kinds=tuple(k for k, r in text.rope if r.rope_type is None)
+        if any(r.rope_type is not None for _, r in text.rope)
+        else (),
         ties=_hf_ties(hf),
         attention_dropout=_hf_attention_has(hf, "attention_dropout"),
         mrope=bool(hf.rotary) and "mrope_section" in _hf_source(hf, hf.rotary),
         interleaved_rope=any(r.interleaved for _, r in text.rope),
         hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
         embedding_multiplier=_multiplier(text, "embedding"),
+        lm_head_bias=text.lm_head_bias,
         logits_multiplier=_multiplier(text, "logits"),
     )
 
@@ -470,7 +484,10 @@ def hf_names(
         decoder_layer=decoder_layer,
         attention=_first_layer_module(modules, "self_attn"),
         mlp=_first_layer_module(modules, "mlp"),
-        norm=modules.get("model.norm", ""),
+        # the view calls a renamed final norm model.norm (NemotronH), else keeps HF's name (Phi)
+        norm=_torch_or_hf(
+            module, modules.get(f"model.{layout.final_norm}") or modules.get("model.norm", "")
+        ),
         rotary=modules.get("model.rotary_emb", ""),
         embedding=modules.get("model.embed_tokens", ""),
         config=CONFIG_MAPPING[spec.model_type].__name__,
@@ -491,11 +508,20 @@ def hf_names(
     missing = tuple(
         f"{role} class {cls or '(not found by the probe)'} in {module_path}"
         for role, cls in wanted.items()
-        if not cls or not hasattr(module, cls)
+        if not cls or not (hasattr(module, cls) or cls.startswith("nn."))
     )
     if missing:
         raise UnsupportedFeatureError("the HF modules to build on are not all importable", missing)
     return names
+
+
+def _torch_or_hf(module: Any, class_name: str) -> str:
+    """``nn.LayerNorm`` for a torch class HF uses as is (Phi's final norm), else HF's name."""
+    import torch
+
+    if class_name and not hasattr(module, class_name) and hasattr(torch.nn, class_name):
+        return f"nn.{class_name}"
+    return class_name
 
 
 def _first_layer_module(modules: dict[str, str], attribute: str) -> str:

@@ -310,13 +310,14 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "yarn_mscale", False):
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
-    positional = {kind for kind, rope in text.rope if rope.rope_type is not None}
+    ropes = {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
+    positional = sorted(kind for kind, rope in text.rope if rope.rope_type is not None)
     for kind, rope in text.rope:
         where = f"for {kind} layers (config.json:rope_parameters)"
-        if rope.rope_type is None and positional:  # all without RoPE is generated (NemotronH)
+        if rope.rope_type is None and len(ropes) > 1:  # beside one RoPE: generated (Cohere2)
             found.append(
-                f"layers without RoPE {where} beside layers with it "
-                f"({', '.join(sorted(positional))}): the generated model applies one RoPE or none"
+                f"layers without RoPE {where} beside layers of {len(ropes)} RoPEs "
+                f"({', '.join(positional)}): the generated model skips RoPE beside one table"
             )
         elif rope.rope_type is None:
             continue

@@ -298,3 +298,20 @@ def test_interleaved_rope_rotates_adjacent_pairs(tmp_path: Path) -> None:
     tests = plan.content_of("tests/unit_tests/models/cohere/test_cohere_model.py")
     # Cohere's own tables repeat each frequency over a pair: the rotary test compares them so
     assert "ours = tuple(t[..., : t.shape[-1] // 2].repeat_interleave(2, dim=-1)" in tests
+
+
+def test_kinds_without_rope_skip_the_rotation(tmp_path: Path) -> None:
+    model = _plan_default("cohere2", tmp_path).content_of(
+        "nemo_automodel/components/models/cohere2/model.py"
+    )
+    assert 'ROPE_TYPES = ("sliding_attention",)' in model
+    assert "        if self.attention_type in ROPE_TYPES:\n            cos, sin = " in model
+
+
+def test_torch_norms_and_head_biases_are_kept(tmp_path: Path) -> None:
+    model = _plan_default("phi", tmp_path).content_of(
+        "nemo_automodel/components/models/phi/model.py"
+    )
+    assert "self.final_layernorm = nn.LayerNorm(config.hidden_size" in model
+    assert "nn.Linear(config.hidden_size, config.vocab_size, bias=True)" in model
+    assert "return self.dense(attn_output), attn_weights" in model

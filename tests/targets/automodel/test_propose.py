@@ -89,16 +89,20 @@ def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -
     assert "config.json:rope_parameters" in error.items[0]
 
 
-def test_layers_without_rope_beside_layers_with_it_are_refused(library) -> None:
+def test_layers_without_rope_beside_one_rope_are_generated(library) -> None:
+    """Cohere2-style: some kinds skip RoPE beside kinds sharing one table; two tables refuse."""
     spec = analysis_of("google/gemma-3-1b-it").spec
     sliding = dataclasses.replace(spec.text.rope_for("sliding_attention"), rope_type=None)
     rope = tuple((k, sliding if k == "sliding_attention" else r) for k, r in spec.text.rope)
-    error = _refused(
-        dataclasses.replace(spec, text=dataclasses.replace(spec.text, rope=rope)), library
-    )
-    assert error.items == (
-        "layers without RoPE for sliding_attention layers (config.json:rope_parameters) beside "
-        "layers with it (full_attention): the generated model applies one RoPE or none",
+    text = dataclasses.replace(spec.text, rope=rope)
+    assert propose(dataclasses.replace(spec, text=text), library, treat_as_new=True).blockers == ()
+    two_ropes = (*spec.text.rope, ("chunked_attention", sliding))
+    text = dataclasses.replace(spec.text, rope=two_ropes)
+    proposal = propose(dataclasses.replace(spec, text=text), library, treat_as_new=True)
+    assert proposal.blockers == (
+        "layers without RoPE for chunked_attention layers (config.json:rope_parameters) beside "
+        "layers of 2 RoPEs (full_attention, sliding_attention): the generated model skips RoPE "
+        "beside one table",
     )
 
 
