@@ -175,7 +175,8 @@ class ModelDesign:
     rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
     nope_kinds: tuple[str, ...] = ()  # attention kinds without RoPE beside kinds with it (Cohere2)
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
-    attention_dropout: bool = True  # HF's attention has config.attention_dropout (LFM2's not)
+    # HF's attention dropout probability, as Python over the attention (LFM2's has none)
+    attention_dropout: str | None = "self.attention_dropout"
     # RoPE rotates adjacent pairs (x0, x1), (x2, x3)... instead of the two halves (Cohere, GLM);
     # hf_tables_interleaved: HF's own cos/sin tables repeat each frequency over a pair (Cohere)
     # where NeMo's (and GLM's) repeat them over the halves
@@ -186,6 +187,10 @@ class ModelDesign:
     embedding_multiplier: str | None = None
     logits_multiplier: str | None = None
     lm_head_bias: bool = False  # the head adds a bias (Phi)
+    # One projection gives q, k and v (HF's attribute): their rows one after the other
+    # (concatenated: Phi-3) or head by head (per_head: Persimmon); HF's module keeps it fused
+    fused_qkv: str | None = None
+    fused_qkv_attr: str = ""
     # HF's rotary embedding is MRoPE over (t, h, w) positions (Qwen3.5's text model): text
     # positions are equal in all three, where it computes 1-D RoPE
     mrope: bool = False
@@ -275,12 +280,14 @@ def design_model(
         if any(r.rope_type is not None for _, r in text.rope)
         else (),
         ties=_hf_ties(hf),
-        attention_dropout=_hf_attention_has(hf, "attention_dropout"),
+        attention_dropout=_attention_dropout(hf),
         mrope=bool(hf.rotary) and "mrope_section" in _hf_source(hf, hf.rotary),
         interleaved_rope=any(r.interleaved for _, r in text.rope),
         hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
         embedding_multiplier=_multiplier(text, "embedding"),
         lm_head_bias=text.lm_head_bias,
+        fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
+        fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
     )
 
@@ -290,10 +297,14 @@ def _multiplier(text: Any, site: str) -> str | None:
     return scale.expression("self.config") if scale is not None else None
 
 
-def _hf_attention_has(hf: HFNames, attribute: str) -> bool:
-    """Whether HF's attention sets ``self.<attribute>`` in its ``__init__`` (read as source)."""
-    attention = getattr(importlib.import_module(hf.module), hf.attention)
-    return f"self.{attribute} =" in inspect.getsource(attention.__init__)
+def _attention_dropout(hf: HFNames) -> str | None:
+    """Where HF's attention reads its dropout probability (read as source), or None."""
+    source = _hf_source(hf, hf.attention)
+    if "self.attention_dropout = config.attention_dropout" in source:
+        return "self.attention_dropout"
+    if "config.attention_dropout" in source:  # Persimmon keeps an nn.Dropout under that name
+        return "self.config.attention_dropout"
+    return None
 
 
 def _hf_source(hf: HFNames, class_name: str) -> str:
@@ -622,6 +633,15 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
                 "RoPE rotates adjacent pairs of each head (x0, x1), (x2, x3), ..., not its halves",
                 cite(spec, f"text.rope.{kind}"),
             )
+    if text.attention.fused_qkv:
+        rows = {
+            "concatenated": "the q rows, then k's, then v's",
+            "per_head": "each head's q, k and v rows in turn",
+        }.get(text.attention.fused_qkv_layout, text.attention.fused_qkv_layout)
+        reasons["fused_qkv"] = Reason(
+            f"one {text.attention.fused_qkv} projection gives q, k and v: {rows}",
+            cite(spec, "text.attention.fused_qkv"),
+        )
     if text.attention.output_gate:
         reasons["output_gate"] = Reason(
             "q_proj gives each head's query, then its gate: the output is scaled by "

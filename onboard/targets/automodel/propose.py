@@ -276,11 +276,15 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"RoPE applied only in the layers config.{text.rope_layers_key} marks "
             "(config.json): the generated attention rotates in every layer"
         )
-    if getattr(text.attention, "fused_qkv", None):
+    attention = text.attention
+    fused_ok = attention.fused_qkv_layout == "concatenated" and attention.qk_norm == "none"
+    fused_ok |= attention.fused_qkv_layout == "per_head" and attention.qk_norm != "full_width"
+    if attention.fused_qkv and (not fused_ok or attention.output_gate):
         found.append(
-            f"one fused {text.attention.fused_qkv} for q, k and v "
-            f"(model.layers.*.self_attn.{text.attention.fused_qkv}): the state-dict adapter "
-            "does not split projections yet"
+            f"one fused {attention.fused_qkv} for q, k and v ({attention.fused_qkv_layout}, "
+            f"q/k norm {attention.qk_norm}) (model.layers.*.self_attn.{attention.fused_qkv}): "
+            "the generated attention splits concatenated rows without q/k norms, or head-by-head "
+            "rows with per-head norms"
         )
     if getattr(text.attention, "multi_query", False):
         found.append(

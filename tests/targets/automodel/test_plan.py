@@ -315,3 +315,16 @@ def test_torch_norms_and_head_biases_are_kept(tmp_path: Path) -> None:
     assert "self.final_layernorm = nn.LayerNorm(config.hidden_size" in model
     assert "nn.Linear(config.hidden_size, config.vocab_size, bias=True)" in model
     assert "return self.dense(attn_output), attn_weights" in model
+
+
+@pytest.mark.parametrize(
+    ("model_type", "split"),
+    [
+        ("phi3", "= self.qkv_proj(hidden_states).split("),
+        ("persimmon", "qkv = self.query_key_value(hidden_states).view(*input_shape, -1, 3, "),
+    ],
+)
+def test_fused_qkv_is_split_as_hf_splits_it(tmp_path: Path, model_type: str, split: str) -> None:
+    plan = _plan_default(model_type, tmp_path)
+    model = plan.content_of(f"nemo_automodel/components/models/{model_type}/model.py")
+    assert split in model and "self.v_proj" not in model

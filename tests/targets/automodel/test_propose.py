@@ -196,6 +196,11 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
         ({"final_norm": False}, {}, "no final norm"),
         ({"first_layer_without": ("attn_in",)}, {}, "layer 0 without the attn_in norm"),
         ({}, {"alibi": True}, "ALiBi attention biases"),
+        (
+            {},
+            {"fused_qkv": "qkv_proj", "fused_qkv_layout": "grouped"},
+            "one fused qkv_proj for q, k and v (grouped, q/k norm per_head)",
+        ),
         ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
         ({}, {"position_scale": True}, "a position-dependent query scale"),
         ({}, {"last_layer_o_bias": "dense_bias"}, "an attention output bias in the last layer"),
