@@ -809,42 +809,45 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
 def _renames(moe: MoESpec) -> tuple[Rename, ...]:
     """Checkpoint <-> native rules for the expert and router tensors whose names differ."""
     rules = []
-    block = re.escape(moe.block_name)
     for role, leaf in moe.expert_leaves:
         native = NATIVE_LEAVES[role]
         if moe.block_name == MOE_ATTRIBUTE and leaf == native:
             continue
         rules.append(
-            Rename(
-                hf_pattern=rf"\.{block}\.experts\.(\d+)\.{re.escape(leaf)}\.weight$",
-                native=rf".{MOE_ATTRIBUTE}.experts.\1.{native}.weight",
-                native_pattern=rf"\.{MOE_ATTRIBUTE}\.experts\.(\d+)\.{native}\.weight$",
-                hf=rf".{moe.block_name}.experts.\1.{leaf}.weight",
+            _rename(
+                f".{moe.block_name}.experts.{{}}.{leaf}.weight",
+                f".{MOE_ATTRIBUTE}.experts.{{}}.{native}.weight",
+                r"(\d+)",
             )
         )
-    if moe.shared is not None and (moe.block_name, moe.shared.name) != (
-        MOE_ATTRIBUTE,
-        SHARED_ATTRIBUTE,
-    ):
-        name = re.escape(f"{moe.block_name}.{moe.shared.name}")
+    shared = moe.shared
+    if shared is not None and (moe.block_name, shared.name) != (MOE_ATTRIBUTE, SHARED_ATTRIBUTE):
         rules.append(
-            Rename(
-                hf_pattern=rf"\.{name}\.(\w+)\.weight$",
-                native=rf".{MOE_ATTRIBUTE}.{SHARED_ATTRIBUTE}.\1.weight",
-                native_pattern=rf"\.{MOE_ATTRIBUTE}\.{SHARED_ATTRIBUTE}\.(\w+)\.weight$",
-                hf=rf".{moe.block_name}.{moe.shared.name}.\1.weight",
+            _rename(
+                f".{moe.block_name}.{shared.name}.{{}}.weight",
+                f".{MOE_ATTRIBUTE}.{SHARED_ATTRIBUTE}.{{}}.weight",
+                r"(\w+)",
             )
         )
     if moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
         rules.append(
-            Rename(
-                hf_pattern=rf"\.{block}\.{re.escape(moe.router_name)}\.weight$",
-                native=f".{MOE_ATTRIBUTE}.gate.weight",
-                native_pattern=rf"\.{MOE_ATTRIBUTE}\.gate\.weight$",
-                hf=f".{moe.block_name}.{moe.router_name}.weight",
-            )
+            _rename(f".{moe.block_name}.{moe.router_name}.weight", f".{MOE_ATTRIBUTE}.gate.weight")
         )
     return tuple(rules)
+
+
+def _rename(hf: str, native: str, group: str = "") -> Rename:
+    """The rule between two name endings; ``{}`` marks the part ``group`` matches in both."""
+
+    def pattern(name: str) -> str:
+        return re.escape(name).replace(re.escape("{}"), group) + "$"
+
+    return Rename(
+        hf_pattern=pattern(hf),
+        native=native.replace("{}", r"\1"),
+        native_pattern=pattern(native),
+        hf=hf.replace("{}", r"\1"),
+    )
 
 
 def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str, Reason]:
