@@ -187,6 +187,9 @@ class ModelDesign:
     embedding_multiplier: str | None = None
     logits_multiplier: str | None = None
     lm_head_bias: bool = False  # the head adds a bias (Phi)
+    # HF's decoder layer is told its kind by its model (Bamba: layer_type=), not the config
+    layer_type_argument: bool = False
+    layer_returns_tuple: bool = False  # HF's decoder layer returns (hidden states, weights)
     # One projection gives q, k and v (HF's attribute): their rows one after the other
     # (concatenated: Phi-3) or head by head (per_head: Persimmon); HF's module keeps it fused
     fused_qkv: str | None = None
@@ -286,6 +289,8 @@ def design_model(
         hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
         embedding_multiplier=_multiplier(text, "embedding"),
         lm_head_bias=text.lm_head_bias,
+        layer_type_argument=_layer_takes("layer_type", hf),
+        layer_returns_tuple="return hidden_states, " in _hf_source(hf, hf.decoder_layer),
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
@@ -305,6 +310,11 @@ def _attention_dropout(hf: HFNames) -> str | None:
     if "config.attention_dropout" in source:  # Persimmon keeps an nn.Dropout under that name
         return "self.config.attention_dropout"
     return None
+
+
+def _layer_takes(parameter: str, hf: HFNames) -> bool:
+    layer = getattr(importlib.import_module(hf.module), hf.decoder_layer)
+    return parameter in inspect.signature(layer.__init__).parameters
 
 
 def _hf_source(hf: HFNames, class_name: str) -> str:

@@ -374,6 +374,19 @@ def test_broken_hybrid_attention_fails(automodel_target, tmp_path: Path, how) ->
 
 
 @pytest.mark.slow
+def test_bamba_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
+    """Bamba's HF layer is told its kind (layer_type=) and returns a tuple; the attention
+    layers of Bamba-9B's pattern sit among Mamba-2 layers."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("bamba", tmp_path / "models", attn_layer_indices=[9, 18, 27])
+    result = _new(str(folder), out=tmp_path / "out")
+    tests = GENERATED_TESTS | {"test_mixer_matches_hf", "test_decode_steps_match_hf"}
+    _assert_all_pass(result.parity, tests, scenarios=HYBRID_SCENARIOS)
+    _lint(tmp_path / "out", result)
+
+
+@pytest.mark.slow
 def test_lfm2_hybrid_generated_tests_pass(automodel_target, tmp_path: Path) -> None:
     """LFM2's short convolution stays HF's; its own attribute names reach the generated code."""
     result = _new(_fixture("LiquidAI/LFM2-1.2B"), out=tmp_path / "out")

@@ -518,8 +518,20 @@ def test_decode_steps_match_hf(pair, device: torch.device) -> None:
         assert_same(ours.logits, theirs.logits, tolerance)
         for step in range(3):
             token = ids[:, step : step + 1]
-            theirs = hf(input_ids=token, past_key_values=theirs.past_key_values, use_cache=True)
-            ours = model(input_ids=token, past_key_values=ours.past_key_values, use_cache=True)
+            # positions given, as generate gives them (Bamba's HF model decodes at 0 otherwise)
+            position = torch.full_like(token, prompt.shape[1] + step)
+            theirs = hf(
+                input_ids=token,
+                position_ids=position,
+                past_key_values=theirs.past_key_values,
+                use_cache=True,
+            )
+            ours = model(
+                input_ids=token,
+                position_ids=position,
+                past_key_values=ours.past_key_values,
+                use_cache=True,
+            )
             assert_same(ours.logits, theirs.logits, tolerance)
 
 
