@@ -119,8 +119,15 @@ class MoEDesign:
     hf_router: str = "gate"  # the router's attribute in HF's sparse block
     # A shared expert beside the routed ones: config key of its width, and whether
     # sigmoid(shared_expert_gate(x)) scales it
-    shared_width_key: str | None = None
+    shared_width: str | None = None  # Python over ``config``
     shared_gated: bool = False
+    # How the router scores and picks, as MoEConfig fields (Python over ``config``): sigmoid
+    # scores with an expert-choice correction bias, group-limited, scaled (DeepSeek-V3, GLM-4.5)
+    score_func: str = "softmax"
+    correction_bias: bool = False
+    n_groups: str = "0"
+    topk_groups: str = "0"
+    route_scale: str = "1.0"
     # A config edit that makes the tiny model's first layer dense, for the generated tests.
     dense_override: tuple[tuple[str, Any], ...] = ()
 
@@ -811,9 +818,35 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         renames=_renames(moe),
         hf_router=router.split(".")[0] if router else "gate",
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
-        shared_width_key=shared.width_expr if shared is not None else None,
+        shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
+        **_router_fields(spec, router_spec),
     )
+
+
+def _over_config(expression: str) -> str:
+    """``moe_intermediate_size * n_shared_experts`` -> the same over ``config.``."""
+    return re.sub(r"\b([A-Za-z_]\w*)\b", r"config.\1", expression)
+
+
+def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
+    """MoEConfig's routing fields for a sigmoid router, read from the config where HF reads."""
+    if router.scoring != "sigmoid":
+        return {}
+    from transformers import CONFIG_MAPPING
+
+    defaults = CONFIG_MAPPING[spec.model_type]()
+
+    def read(key: str, value: Any) -> str:
+        return f"config.{key}" if hasattr(defaults, key) else repr(value)
+
+    return {
+        "score_func": "sigmoid",
+        "correction_bias": router.correction_bias,
+        "n_groups": read("n_group", router.n_group),
+        "topk_groups": read("topk_group", router.topk_group),
+        "route_scale": read("routed_scaling_factor", router.routed_scaling_factor),
+    }
 
 
 def _renames(moe: MoESpec) -> tuple[Rename, ...]:
@@ -883,7 +916,7 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
     }
     if spec_moe.shared is not None:
         reasons["shared_expert"] = Reason(
-            f"one shared expert of width config.{moe.shared_width_key} beside the routed ones"
+            f"one shared expert of width {moe.shared_width} beside the routed ones"
             + (", scaled by sigmoid(shared_expert_gate(x))" if moe.shared_gated else ""),
             cite(spec, "text.moe.shared") or router_location(spec),
         )

@@ -347,20 +347,23 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
     router = moe.router
     at = router_location(spec)
     found = []
-    if router.scoring != "softmax":
-        found.append(f"{router.scoring} router scores at {at}: only softmax routers are generated")
-    if router.correction_bias:
+    # A sigmoid router maps onto AutoModel's Gate with its correction bias, groups and scale.
+    if router.scoring == "sigmoid" and router.order != "softmax_topk":
+        found.append(f"sigmoid router scores over the top-k logits at {at}: not generated")
+    if router.scoring == "softmax" and router.correction_bias:
         found.append(
-            f"expert-choice correction bias (e_score_correction_bias) at {at}: not generated"
+            f"expert-choice correction bias (e_score_correction_bias) beside softmax scores at "
+            f"{at}: not generated"
         )
-    if router.n_group > 1:
+    if router.scoring == "softmax" and router.n_group > 1:
         found.append(
             f"group-limited routing (n_group={router.n_group}, topk_group={router.topk_group}) "
-            f"at {at}: not generated"
+            f"at {at}: generated for sigmoid routers only"
         )
-    if router.routed_scaling_factor != 1.0:
+    if router.scoring == "softmax" and router.routed_scaling_factor != 1.0:
         found.append(
-            f"routed weights scaled by {router.routed_scaling_factor:g} at {at}: not generated"
+            f"routed weights scaled by {router.routed_scaling_factor:g} at {at}: generated for "
+            "sigmoid routers only"
         )
     if router.bias:
         found.append(f"router linear with a bias at {at}: not generated")

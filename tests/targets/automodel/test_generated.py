@@ -121,6 +121,30 @@ def test_multipliers_and_interleaved_rope_generated_tests_pass(
     _lint(tmp_path / "out", result)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [None, "softmax-scores"])
+def test_sigmoid_router_generated_tests_pass(automodel_target, tmp_path: Path, how) -> None:
+    """GLM-4.5's sigmoid router with its correction bias; scored by a softmax it must fail."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("glm4_moe", tmp_path / "models")
+    out = tmp_path / "out"
+    result = _new(str(folder), out=out, parity=how is None)
+    if how is None:
+        _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+        _lint(out, result)
+        return
+    model_file = out / result.plan.model_file
+    model_file.write_text(
+        model_file.read_text().replace('"score_func": "sigmoid"', '"score_func": "softmax"', 1)
+    )
+    report = TARGET.parity(
+        result.analysis, result.proposal, (model_file, result.plan.model_class), result.library
+    )
+    failed = {c.name.split("(")[0] for c in report.failures}
+    assert not report.passed and "test_router_matches_hf" in failed
+
+
 # What Cohere adds to Llama: its logit scale and RoPE over adjacent pairs.
 COHERE_SABOTAGE = {
     "no-logit-scale": (

@@ -328,3 +328,18 @@ def test_fused_qkv_is_split_as_hf_splits_it(tmp_path: Path, model_type: str, spl
     plan = _plan_default(model_type, tmp_path)
     model = plan.content_of(f"nemo_automodel/components/models/{model_type}/model.py")
     assert split in model and "self.v_proj" not in model
+
+
+def test_sigmoid_router_maps_onto_automodels_gate(tmp_path: Path) -> None:
+    """GLM-4.5: sigmoid scores, correction bias, groups and scale read from the config."""
+    model = _plan_default("glm4_moe", tmp_path).content_of(
+        "nemo_automodel/components/models/glm4_moe/model.py"
+    )
+    assert '"score_func": "sigmoid"' in model
+    assert '"force_e_score_correction_bias": True' in model
+    assert '"n_expert_groups": config.n_group' in model
+    assert '"n_limited_groups": config.topk_group' in model
+    assert '"route_scale": config.routed_scaling_factor' in model
+    assert (
+        '"shared_expert_inter_dim": config.moe_intermediate_size * config.n_shared_experts' in model
+    )

@@ -124,14 +124,18 @@ ROUTER = "modeling_qwen3_moe.py:258"  # Qwen3MoeTopKRouter.forward in transforme
 @pytest.mark.parametrize(
     ("router", "expected"),
     [
-        ({"scoring": "sigmoid"}, f"sigmoid router scores at {ROUTER}"),
+        (
+            {"scoring": "sigmoid", "order": "topk_softmax"},
+            f"sigmoid router scores over the top-k logits at {ROUTER}",
+        ),
         (
             {"correction_bias": True},
-            f"expert-choice correction bias (e_score_correction_bias) at {ROUTER}",
+            f"expert-choice correction bias (e_score_correction_bias) beside softmax scores at "
+            f"{ROUTER}",
         ),
         (
             {"n_group": 8, "topk_group": 4},
-            f"group-limited routing (n_group=8, topk_group=4) at {ROUTER}",
+            f"group-limited routing (n_group=8, topk_group=4) at {ROUTER}: generated for sigmoid",
         ),
         ({"routed_scaling_factor": 2.5}, f"routed weights scaled by 2.5 at {ROUTER}"),
         ({"bias": True}, f"router linear with a bias at {ROUTER}"),
