@@ -31,10 +31,9 @@ from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec, Evidence, MoESpec
 from onboard.targets.base import Candidate, Proposal
-from onboard.token_mixers import FEED_FORWARD_KINDS
+from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
-ATTENTION_KINDS = ("full_attention", "sliding_attention")
 LAYER_ZERO = "model.layers.0"
 
 
@@ -85,15 +84,6 @@ class HFLayout:
     @property
     def embeddings_weight(self) -> str:
         return f"model.{self.embeddings}.weight"
-
-    @property
-    def checkpoint_embeddings_weight(self) -> str:
-        """The embeddings' name in the checkpoint, where a tied head is aliased from."""
-        name = self.embeddings_weight
-        for disk, memory in self.prefixes:
-            if name.startswith(memory):
-                return disk + name.removeprefix(memory)
-        return name
 
 
 @dataclass(frozen=True)
@@ -179,8 +169,8 @@ class ModelDesign:
     output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head
     partial_rope: bool = False  # RoPE rotates the first dims of each head only
     layout: HFLayout = HFLayout()
-    rope: bool = True  # False: no layer has RoPE (NemotronH's attention has no positions)
-    nope_kinds: tuple[str, ...] = ()  # attention kinds without RoPE beside kinds with it (Cohere2)
+    # Attention kinds without RoPE: beside kinds with it (Cohere2) or all of them (NemotronH)
+    nope_kinds: tuple[str, ...] = ()
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
     # HF's attention dropout probability, as Python over the attention (LFM2's has none)
     attention_dropout: str | None = "self.attention_dropout"
@@ -214,6 +204,11 @@ class ModelDesign:
     def rope_kinds(self) -> tuple[str, ...]:
         """The attention kinds whose layers rotate q and k."""
         return tuple(k for k in self.attention_kinds if k not in self.nope_kinds)
+
+    @property
+    def rope(self) -> bool:
+        """False when no layer has RoPE (NemotronH's attention has no positions)."""
+        return bool(self.rope_kinds)
 
     @property
     def package(self) -> str:
@@ -267,10 +262,7 @@ def design_model(
         qk_norm=text.attention.qk_norm,
         layer_rule=_layer_rule(tiny_config, kinds),
         layer_kinds=kinds,
-        per_kind_rope=len(
-            {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
-        )
-        > 1,
+        per_kind_rope=len(distinct_ropes(text)) > 1,
         embedding_scale=text.embedding_scale == "sqrt_hidden",
         attention_softcap=bool(text.attention.softcap),
         final_softcap=bool(text.final_logit_softcap) or "final_softcap" in reasons,
@@ -285,10 +277,7 @@ def design_model(
         output_gate=text.attention.output_gate,
         partial_rope=any(r.partial_rotary_factor != 1.0 for _, r in text.rope),
         layout=layout,
-        rope=any(r.rope_type is not None for _, r in text.rope),
-        nope_kinds=tuple(k for k, r in text.rope if r.rope_type is None)
-        if any(r.rope_type is not None for _, r in text.rope)
-        else (),
+        nope_kinds=tuple(k for k, r in text.rope if r.rope_type is None),
         ties=_hf_ties(hf),
         attention_dropout=_attention_dropout(hf),
         mrope=bool(hf.rotary) and "mrope_section" in _hf_source(hf, hf.rotary),
@@ -302,6 +291,11 @@ def design_model(
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
     )
+
+
+def distinct_ropes(text: Any) -> set[tuple[Any, ...]]:
+    """The different RoPEs the layer kinds apply (kinds without RoPE left out)."""
+    return {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
 
 
 def _multiplier(text: Any, site: str) -> str | None:
@@ -320,18 +314,21 @@ def _attention_dropout(hf: HFNames) -> str | None:
 
 
 def _layer_takes(parameter: str, hf: HFNames) -> bool:
-    layer = getattr(importlib.import_module(hf.module), hf.decoder_layer)
-    return parameter in inspect.signature(layer.__init__).parameters
+    init = _hf_class(hf, hf.decoder_layer).__init__
+    return parameter in inspect.signature(init).parameters
 
 
 def _hf_source(hf: HFNames, class_name: str) -> str:
-    return inspect.getsource(getattr(importlib.import_module(hf.module), class_name))
+    return inspect.getsource(_hf_class(hf, class_name))
 
 
 def _hf_ties(hf: HFNames) -> bool:
     """Whether HF's causal LM ties its head to the embeddings (it lists the tied keys)."""
-    causal_lm = getattr(importlib.import_module(hf.module), hf.causal_lm)
-    return bool(getattr(causal_lm, "_tied_weights_keys", None))
+    return bool(getattr(_hf_class(hf, hf.causal_lm), "_tied_weights_keys", None))
+
+
+def _hf_class(hf: HFNames, class_name: str) -> type:
+    return getattr(importlib.import_module(hf.module), class_name)
 
 
 def mixer_designs(
@@ -473,24 +470,16 @@ def hf_names(
             "decoder layers of different classes",
             tuple(f"{c} at {source_file}" for c in sorted(layer_classes)),
         )
-    base_model = getattr(module, modules.get("model", ""), None)
+    # a layout view's base model is a stand-in: the causal LM's own base class says then
+    owner = getattr(module, modules.get("model", ""), None) or getattr(module, causal_lm, None)
     pretrained_class = next(
         (
             c
-            for c in getattr(base_model, "__mro__", ())
+            for c in getattr(owner, "__mro__", ())
             if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
         ),
         None,
     )
-    if base_model is None:  # a layout view: the causal LM's own base class says
-        pretrained_class = next(
-            (
-                c
-                for c in getattr(getattr(module, causal_lm, None), "__mro__", ())
-                if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
-            ),
-            None,
-        )
     pretrained = pretrained_class.__name__ if pretrained_class else None
     decoder_layer = modules.get(LAYER_ZERO, "")
     if not hasattr(module, decoder_layer):  # a layout view's stand-in: HF names its layer class
@@ -529,7 +518,7 @@ def hf_names(
         "MLP": names.mlp,
         "final norm": names.norm,
     }
-    if any(r.rope_type is not None for _, r in spec.text.rope):
+    if distinct_ropes(spec.text):
         wanted["rotary embedding"] = names.rotary
     if spec.text.moe is not None:
         wanted["sparse MoE block"] = names.sparse_block
@@ -634,6 +623,17 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         if rope.rope_type is None:
             said = f"{kind} layers have no positions (no RoPE)"
         reasons[f"rope.{kind}"] = Reason(said, cite(spec, f"text.rope.{kind}"))
+        if rope.interleaved:
+            reasons["interleaved_rope"] = Reason(
+                "RoPE rotates adjacent pairs of each head (x0, x1), (x2, x3), ..., not its halves",
+                cite(spec, f"text.rope.{kind}"),
+            )
+        if rope.partial_rotary_factor != 1.0:
+            reasons["partial_rope"] = Reason(
+                f"RoPE rotates the first {rope.partial_rotary_factor:g} of each head (the "
+                "tables' width); the rest passes through",
+                cite(spec, f"text.rope.{kind}"),
+            )
     for scale in text.scales:
         reasons[f"scale.{scale.site}"] = Reason(
             f"config multiplier: {scale.describe()}", f"config.json:{scale.key}"
@@ -644,12 +644,6 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             f"{hf.decoder_layer} computes it",
             cite(spec, "text.blocks"),
         )
-    for kind, rope in text.rope:
-        if rope.interleaved:
-            reasons["interleaved_rope"] = Reason(
-                "RoPE rotates adjacent pairs of each head (x0, x1), (x2, x3), ..., not its halves",
-                cite(spec, f"text.rope.{kind}"),
-            )
     if text.attention.fused_qkv:
         rows = {
             "concatenated": "the q rows, then k's, then v's",
@@ -665,13 +659,6 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             "sigmoid(gate) before o_proj",
             cite(spec, "text.attention.output_gate"),
         )
-    for kind, rope in text.rope:
-        if rope.partial_rotary_factor != 1.0:
-            reasons["partial_rope"] = Reason(
-                f"RoPE rotates the first {rope.partial_rotary_factor:g} of each head (the "
-                "tables' width); the rest passes through",
-                cite(spec, f"text.rope.{kind}"),
-            )
     if text.attention.softcap:
         reasons["attention_softcap"] = Reason(
             "attention logits soft-capped", cite(spec, "text.attention.softcap")

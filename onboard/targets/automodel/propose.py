@@ -15,7 +15,7 @@ from typing import Any
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import cite, router_location
+from onboard.targets.automodel.design import cite, distinct_ropes, router_location
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
 # Model kinds the generator writes. A hybrid keeps HF's own recurrent mixer modules (their torch
@@ -314,7 +314,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if getattr(text.attention, "yarn_mscale", False):
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
-    ropes = {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
+    ropes = distinct_ropes(text)
     positional = sorted(kind for kind, rope in text.rope if rope.rope_type is not None)
     for kind, rope in text.rope:
         where = f"for {kind} layers (config.json:rope_parameters)"
