@@ -66,6 +66,10 @@ class Check:
     detail: str = ""
     bug: str | None = None  # known target-library bug id when status is xfail
 
+    def excused_by(self, bug: str) -> Check:
+        """A failure a confirmed target-library bug explains becomes xfail; others stay."""
+        return replace(self, status=Status.XFAIL, bug=bug) if self.status is Status.FAIL else self
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name,

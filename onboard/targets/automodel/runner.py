@@ -9,7 +9,6 @@ Everything comes back as plain JSON, so a crash in generated code cannot take on
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 import inspect
 import json
@@ -211,8 +210,12 @@ def _scenarios(cls: type, request: Request, bugs: tuple[LibraryBug, ...]) -> Out
         rebuilt, _ = _build(cls, config, request.device, bugs)
         rerun, _ = measure(rebuilt, add_final_norm_offset)
         if not any(c.status is Status.FAIL for c in rerun):
-            measured = [_excused(c, offset_bug) for c in measured]
-            found.append(_found(offset_bug, _worst(failed), _worst(rerun)))
+            measured = [c.excused_by(offset_bug.id) for c in measured]
+            evidence = (
+                f"max abs {_worst(failed):.2g} as built; {_worst(rerun):.2g} with "
+                f"{offset_bug.trigger}"
+            )
+            found.append(_found(offset_bug, evidence))
     return [_check_dict(c) for c in checks + measured], proof, found
 
 
@@ -232,28 +235,14 @@ def _build(cls: type, config: Any, device: str, bugs: tuple[LibraryBug, ...]) ->
     move_cuda_devices_to_cpu(model)
     detail = f"{error}; builds with {shim.trigger}"
     check = Check("build", device, Status.XFAIL, detail=detail, bug=shim.id)
-    return model, (check, _found(shim, None, None, as_built_error=error))
-
-
-def _excused(check: Any, bug: LibraryBug) -> Any:
-    from onboard.parity.report import Status
-
-    if check.status is not Status.FAIL:
-        return check
-    return dataclasses.replace(check, status=Status.XFAIL, bug=bug.id)
+    return model, (check, _found(shim, detail))
 
 
 def _worst(checks: list[Any]) -> float:
     return max((c.metrics.max_abs for c in checks if c.metrics is not None), default=0.0)
 
 
-def _found(
-    bug: LibraryBug, as_built: float | None, fixed: float | None, *, as_built_error: str = ""
-) -> dict[str, str]:
-    if as_built is None:
-        evidence = f"{as_built_error}; builds with {bug.trigger}"
-    else:
-        evidence = f"max abs {as_built:.2g} as built; {fixed:.2g} with {bug.trigger}"
+def _found(bug: LibraryBug, evidence: str) -> dict[str, str]:
     return {"id": bug.id, "title": bug.title, "evidence": evidence}
 
 

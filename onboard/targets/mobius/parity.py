@@ -394,10 +394,7 @@ def _blame_known_bugs(
         (c.metrics.max_abs for c in checks if c.metrics and c.status is Status.FAIL), default=0.0
     )
     ids = "+".join(b.id for b in needed)
-    marked = [
-        dataclasses.replace(c, status=Status.XFAIL, bug=ids) if c.status is Status.FAIL else c
-        for c in checks
-    ]
+    marked = [c.excused_by(ids) for c in checks]
     found = tuple(
         TargetBug(
             b.id,
