@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard import STAMP
-from onboard.codegen import format_python, render_template
+from onboard.codegen import CodeStyle, format_python, render_template
 from onboard.codemods import CodemodError, upsert_ordereddict_entry
 from onboard.errors import BadInputError, TargetRepoError, UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
@@ -39,6 +39,9 @@ MODELS_DIR = "nemo_automodel/components/models"
 TESTS_DIR = "tests/unit_tests/models"
 # Fields of onboard's tiny config.json the generated tests set themselves, or that only describe
 # the file the config came from.
+# Automodel's own ruff settings (pyproject.toml): line length 120 (E501 left to the formatter),
+# nemo_automodel imports in the first-party block.
+STYLE = CodeStyle(line_length=120, first_party=("nemo_automodel",), ignore=("E501",))
 _TEST_CONFIG_DROP = frozenset(
     {
         "architectures",
@@ -164,7 +167,8 @@ def _owned_files(
 ) -> tuple[FileChange, ...]:
     def python(template: str, path: str, why: str, **extra: Any) -> FileChange:
         text = render_template(f"automodel/{template}", d=design, header=header, **extra)
-        return FileChange(path, format_python(text, filename=Path(path).name), True, why)
+        formatted = format_python(text, filename=Path(path).name, style=STYLE)
+        return FileChange(path, formatted, True, why)
 
     layer_summary = _layer_summary(spec.text.layer_types)
     files = [

@@ -14,6 +14,7 @@ from onboard.parity.report import ParityReport, Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.render import Action
 from onboard.targets.automodel import TARGET
+from onboard.targets.automodel.plan import STYLE
 from tests.hub_cache import fixture_config
 
 COMMITTED = Path(__file__).parents[3] / "generated_examples" / "qwen3" / "automodel"
@@ -76,7 +77,8 @@ def _lint(root: Path, result) -> None:
     for change in result.plan.changes:
         if change.path.endswith(".py"):
             text = (root / change.path).read_text()
-            assert lint_python(text, filename=Path(change.path).name) == "", change.path
+            name = Path(change.path).name
+            assert lint_python(text, filename=name, style=STYLE) == "", change.path
 
 
 def test_qwen3_from_the_bundled_snapshot(hf_cache, automodel_target, tmp_path: Path) -> None:

@@ -36,6 +36,19 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from transformers import Qwen3Config
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention as HFQwen3Attention
+from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer as HFQwen3DecoderLayer
+from transformers.models.qwen3.modeling_qwen3 import Qwen3PreTrainedModel as HFQwen3PreTrainedModel
+from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, eager_attention_forward
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
+
 from nemo_automodel.components.models.common import BackendConfig, compute_lm_head_logits
 from nemo_automodel.components.models.common.hf_checkpointing_mixin import HFCheckpointingMixin
 from nemo_automodel.components.models.common.tie_word_embeddings import (
@@ -50,18 +63,6 @@ from nemo_automodel.components.models.llama.rope_utils import (
 from nemo_automodel.components.models.qwen3.state_dict_adapter import Qwen3StateDictAdapter
 from nemo_automodel.shared.import_utils import get_check_model_inputs_decorator
 from nemo_automodel.shared.utils import dtype_from_str
-from transformers import Qwen3Config
-from transformers.cache_utils import Cache, DynamicCache
-from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
-from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention as HFQwen3Attention
-from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer as HFQwen3DecoderLayer
-from transformers.models.qwen3.modeling_qwen3 import Qwen3PreTrainedModel as HFQwen3PreTrainedModel
-from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm, eager_attention_forward
-from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple
 
 __all__ = ["Qwen3ForCausalLM"]
 
@@ -89,9 +90,7 @@ class Qwen3Attention(HFQwen3Attention):
         super().__init__(config=config, layer_idx=layer_idx)
         self.backend = backend
         self.attention_type = layer_types(config)[layer_idx]
-        self.sliding_window = (
-            config.sliding_window if self.attention_type == "sliding_attention" else None
-        )
+        self.sliding_window = config.sliding_window if self.attention_type == "sliding_attention" else None
 
     def forward(
         self,
@@ -114,9 +113,7 @@ class Qwen3Attention(HFQwen3Attention):
         cos, sin = position_embeddings[:2]
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         if past_key_values is not None:
-            key_states, value_states = past_key_values.update(
-                key_states, value_states, self.layer_idx
-            )
+            key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
 
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -223,9 +220,7 @@ class Qwen3Model(Qwen3PreTrainedModel):
             if "full_attention" in self.layer_types:
                 causal_mask_mapping["full_attention"] = create_causal_mask(**mask_kwargs)
             if "sliding_attention" in self.layer_types:
-                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(
-                    **mask_kwargs
-                )
+                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(**mask_kwargs)
 
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
@@ -329,14 +324,10 @@ class Qwen3ForCausalLM(HFCheckpointingMixin, Qwen3PreTrainedModel, GenerationMix
             use_cache=use_cache,
             **kwargs,
         )
-        logits = compute_lm_head_logits(
-            self.lm_head, outputs.last_hidden_state, logits_to_keep
-        ).logits
+        logits = compute_lm_head_logits(self.lm_head, outputs.last_hidden_state, logits_to_keep).logits
         loss = None
         if labels is not None:
-            loss = self.loss_function(
-                logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
-            )
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

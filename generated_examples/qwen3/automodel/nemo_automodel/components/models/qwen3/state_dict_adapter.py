@@ -67,9 +67,7 @@ class Qwen3StateDictAdapter(StateDictAdapter):
     ) -> dict[str, Any]:
         hf_state_dict: dict[str, Any] = {}
         for fqn, tensor in state_dict.items():
-            for name, value in self.convert_single_tensor_to_hf(
-                fqn, tensor, exclude_key_regex=exclude_key_regex
-            ):
+            for name, value in self.convert_single_tensor_to_hf(fqn, tensor, exclude_key_regex=exclude_key_regex):
                 hf_state_dict[name] = value
         return hf_state_dict
 

@@ -34,13 +34,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
+from transformers import Qwen3Config
+from transformers.models.qwen3.modeling_qwen3 import Qwen3ForCausalLM as HFQwen3ForCausalLM
+
 from nemo_automodel.components.models.common import BackendConfig
 from nemo_automodel.components.models.common.tie_word_embeddings import TieSupport
 from nemo_automodel.components.models.qwen3.model import ModelClass, Qwen3ForCausalLM, layer_types
 from nemo_automodel.components.models.qwen3.state_dict_adapter import Qwen3StateDictAdapter
-from safetensors.torch import load_file
-from transformers import Qwen3Config
-from transformers.models.qwen3.modeling_qwen3 import Qwen3ForCausalLM as HFQwen3ForCausalLM
 
 ARCH = "Qwen3ForCausalLM"
 MODULE = "nemo_automodel.components.models.qwen3.model"
@@ -292,12 +293,8 @@ def test_attention_matches_hf(pair, device: torch.device, layer: int) -> None:
     hf_cos_sin, cos_sin = rope_pair(hf, model, kind, x, position_ids)
     mask = additive_mask(kind, x.shape[1], device)
     with torch.no_grad():
-        theirs = hf.model.layers[layer].self_attn(
-            x, position_embeddings=hf_cos_sin, attention_mask=mask
-        )[0]
-        ours = model.model.layers[layer].self_attn(
-            x, position_embeddings=cos_sin, attention_mask=mask
-        )[0]
+        theirs = hf.model.layers[layer].self_attn(x, position_embeddings=hf_cos_sin, attention_mask=mask)[0]
+        ours = model.model.layers[layer].self_attn(x, position_embeddings=cos_sin, attention_mask=mask)[0]
     assert_same(ours, theirs, atol(device))
 
 
@@ -336,9 +333,7 @@ def test_decoder_layer_matches_hf(pair, device: torch.device, layer: int) -> Non
         theirs = hf.model.layers[layer](
             x, attention_mask=mask, position_ids=position_ids, position_embeddings=hf_cos_sin
         )
-        ours = model.model.layers[layer](
-            x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin
-        )
+        ours = model.model.layers[layer](x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
     theirs = theirs[0] if isinstance(theirs, tuple) else theirs
     ours = ours[0] if isinstance(ours, tuple) else ours
     assert_same(ours, theirs, atol(device))

@@ -41,6 +41,21 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from transformers import Qwen3MoeConfig
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeAttention as HFQwen3MoeAttention
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeDecoderLayer as HFQwen3MoeDecoderLayer
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoePreTrainedModel as HFQwen3MoePreTrainedModel
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeRMSNorm, eager_attention_forward
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock as HFQwen3MoeSparseMoeBlock
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
+
 from nemo_automodel.components.models.common import BackendConfig, compute_lm_head_logits
 from nemo_automodel.components.models.common.hf_checkpointing_mixin import HFCheckpointingMixin
 from nemo_automodel.components.models.common.tie_word_embeddings import (
@@ -59,31 +74,6 @@ from nemo_automodel.components.moe.fsdp_mixin import MoEFSDPSyncMixin
 from nemo_automodel.components.moe.layers import Gate, MoE
 from nemo_automodel.shared.import_utils import get_check_model_inputs_decorator
 from nemo_automodel.shared.utils import dtype_from_str
-from transformers import Qwen3MoeConfig
-from transformers import initialization as init
-from transformers.cache_utils import Cache, DynamicCache
-from transformers.generation import GenerationMixin
-from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
-from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeAttention as HFQwen3MoeAttention,
-)
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeDecoderLayer as HFQwen3MoeDecoderLayer,
-)
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoePreTrainedModel as HFQwen3MoePreTrainedModel,
-)
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeRMSNorm,
-    eager_attention_forward,
-)
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeSparseMoeBlock as HFQwen3MoeSparseMoeBlock,
-)
-from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple
 
 __all__ = ["Qwen3MoeForCausalLM"]
 
@@ -151,9 +141,7 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
         super().__init__(config=config, layer_idx=layer_idx)
         self.backend = backend
         self.attention_type = layer_types(config)[layer_idx]
-        self.sliding_window = (
-            config.sliding_window if self.attention_type == "sliding_attention" else None
-        )
+        self.sliding_window = config.sliding_window if self.attention_type == "sliding_attention" else None
 
     def forward(
         self,
@@ -176,9 +164,7 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
         cos, sin = position_embeddings[:2]
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         if past_key_values is not None:
-            key_states, value_states = past_key_values.update(
-                key_states, value_states, self.layer_idx
-            )
+            key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
 
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -252,9 +238,7 @@ class Qwen3MoePreTrainedModel(HFQwen3MoePreTrainedModel):
 class Qwen3MoeModel(Qwen3MoePreTrainedModel):
     """Embeddings, decoder layers, final norm and RoPE tables, for padded BSHD batches."""
 
-    def __init__(
-        self, config: Qwen3MoeConfig, backend: BackendConfig, moe_config: MoEConfig
-    ) -> None:
+    def __init__(self, config: Qwen3MoeConfig, backend: BackendConfig, moe_config: MoEConfig) -> None:
         super().__init__(config)
         self.moe_config = moe_config  # where AutoModel's MoE parallelizer reads it
         self.padding_idx = config.pad_token_id
@@ -262,9 +246,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, self.padding_idx)
         self.layers = nn.ModuleList(
             [
-                Qwen3MoeDecoderLayer(
-                    config=config, layer_idx=idx, backend=backend, moe_config=moe_config
-                )
+                Qwen3MoeDecoderLayer(config=config, layer_idx=idx, backend=backend, moe_config=moe_config)
                 for idx in range(config.num_hidden_layers)
             ]
         )
@@ -313,9 +295,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
             if "full_attention" in self.layer_types:
                 causal_mask_mapping["full_attention"] = create_causal_mask(**mask_kwargs)
             if "sliding_attention" in self.layer_types:
-                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(
-                    **mask_kwargs
-                )
+                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(**mask_kwargs)
 
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
@@ -335,9 +315,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
         )
 
 
-class Qwen3MoeForCausalLM(
-    HFCheckpointingMixin, Qwen3MoePreTrainedModel, GenerationMixin, MoEFSDPSyncMixin
-):
+class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, GenerationMixin, MoEFSDPSyncMixin):
     """Qwen3Moe causal LM: HF checkpoints load through ``Qwen3MoeStateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=False
@@ -379,8 +357,7 @@ class Qwen3MoeForCausalLM(
         for key in UNSUPPORTED_SWITCHES:
             if getattr(config, key, False):
                 raise NotImplementedError(
-                    f"{type(self).__name__} was generated for {key}=False; "
-                    "regenerate it with onboard for this config"
+                    f"{type(self).__name__} was generated for {key}=False; regenerate it with onboard for this config"
                 )
         super().__init__(config)
         self.backend = backend or BackendConfig()
@@ -395,9 +372,7 @@ class Qwen3MoeForCausalLM(
         self.vocab_size = config.vocab_size
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if self.backend.enable_hf_state_dict_adapter:
-            self.state_dict_adapter = Qwen3MoeStateDictAdapter(
-                config, moe_config, self.backend, dtype=moe_config.dtype
-            )
+            self.state_dict_adapter = Qwen3MoeStateDictAdapter(config, moe_config, self.backend, dtype=moe_config.dtype)
         self.post_init()
         self.tie_weights()
         if dtype is not None:
@@ -443,14 +418,10 @@ class Qwen3MoeForCausalLM(
             use_cache=use_cache,
             **kwargs,
         )
-        logits = compute_lm_head_logits(
-            self.lm_head, outputs.last_hidden_state, logits_to_keep
-        ).logits
+        logits = compute_lm_head_logits(self.lm_head, outputs.last_hidden_state, logits_to_keep).logits
         loss = None
         if labels is not None:
-            loss = self.loss_function(
-                logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
-            )
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

@@ -34,6 +34,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
+from transformers import Qwen3MoeConfig
+from transformers.core_model_loading import revert_weight_conversion
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeForCausalLM as HFQwen3MoeForCausalLM
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock as HFQwen3MoeSparseMoeBlock
+
 from nemo_automodel.components.models.common import BackendConfig
 from nemo_automodel.components.models.common.tie_word_embeddings import TieSupport
 from nemo_automodel.components.models.qwen3_moe.model import (
@@ -45,15 +51,6 @@ from nemo_automodel.components.models.qwen3_moe.model import (
 from nemo_automodel.components.models.qwen3_moe.state_dict_adapter import Qwen3MoeStateDictAdapter
 from nemo_automodel.components.moe.fsdp_mixin import MoEFSDPSyncMixin
 from nemo_automodel.components.moe.layers import MoE
-from safetensors.torch import load_file
-from transformers import Qwen3MoeConfig
-from transformers.core_model_loading import revert_weight_conversion
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeForCausalLM as HFQwen3MoeForCausalLM,
-)
-from transformers.models.qwen3_moe.modeling_qwen3_moe import (
-    Qwen3MoeSparseMoeBlock as HFQwen3MoeSparseMoeBlock,
-)
 
 ARCH = "Qwen3MoeForCausalLM"
 MODULE = "nemo_automodel.components.models.qwen3_moe.model"
@@ -131,11 +128,7 @@ def sparse_layers() -> list[int]:
     """The layers HF's decoder builds its MoE block for, on the tiny config."""
     with torch.device("meta"):
         hf = HFQwen3MoeForCausalLM(make_config())
-    return [
-        i
-        for i, layer in enumerate(hf.model.layers)
-        if isinstance(layer.mlp, HFQwen3MoeSparseMoeBlock)
-    ]
+    return [i for i, layer in enumerate(hf.model.layers) if isinstance(layer.mlp, HFQwen3MoeSparseMoeBlock)]
 
 
 SPARSE_LAYERS = sparse_layers()
@@ -303,9 +296,7 @@ def test_class_contract() -> None:
 
 
 def test_moe_overrides_reach_every_sparse_layer() -> None:
-    model = Qwen3MoeForCausalLM(
-        make_config(), backend=backend(), moe_overrides={"aux_loss_coeff": 0.01}
-    )
+    model = Qwen3MoeForCausalLM(make_config(), backend=backend(), moe_overrides={"aux_loss_coeff": 0.01})
     assert model.model.moe_config.aux_loss_coeff == 0.01
     gates = [model.model.layers[i].mlp.gate for i in SPARSE_LAYERS]
     assert gates and all(gate.aux_loss_coeff == 0.01 for gate in gates)
@@ -393,12 +384,8 @@ def test_attention_matches_hf(pair, device: torch.device, layer: int) -> None:
     hf_cos_sin, cos_sin = rope_pair(hf, model, kind, x, position_ids)
     mask = additive_mask(kind, x.shape[1], device)
     with torch.no_grad():
-        theirs = hf.model.layers[layer].self_attn(
-            x, position_embeddings=hf_cos_sin, attention_mask=mask
-        )[0]
-        ours = model.model.layers[layer].self_attn(
-            x, position_embeddings=cos_sin, attention_mask=mask
-        )[0]
+        theirs = hf.model.layers[layer].self_attn(x, position_embeddings=hf_cos_sin, attention_mask=mask)[0]
+        ours = model.model.layers[layer].self_attn(x, position_embeddings=cos_sin, attention_mask=mask)[0]
     assert_same(ours, theirs, atol(device))
 
 
@@ -461,9 +448,7 @@ def test_decoder_layer_matches_hf(pair, device: torch.device, layer: int) -> Non
         theirs = hf.model.layers[layer](
             x, attention_mask=mask, position_ids=position_ids, position_embeddings=hf_cos_sin
         )
-        ours = model.model.layers[layer](
-            x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin
-        )
+        ours = model.model.layers[layer](x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
     theirs = theirs[0] if isinstance(theirs, tuple) else theirs
     ours = ours[0] if isinstance(ours, tuple) else ours
     assert_same(ours, theirs, atol(device))

@@ -48,6 +48,25 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from transformers import Qwen3NextConfig
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import (
+    create_causal_mask,
+    create_recurrent_attention_mask,
+    create_sliding_window_causal_mask,
+)
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention as HFQwen3NextAttention
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextDecoderLayer as HFQwen3NextDecoderLayer
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextPreTrainedModel as HFQwen3NextPreTrainedModel
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRMSNorm, eager_attention_forward
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextSparseMoeBlock as HFQwen3NextSparseMoeBlock
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple
+
 from nemo_automodel.components.models.common import BackendConfig, compute_lm_head_logits
 from nemo_automodel.components.models.common.hf_checkpointing_mixin import HFCheckpointingMixin
 from nemo_automodel.components.models.common.tie_word_embeddings import (
@@ -66,35 +85,6 @@ from nemo_automodel.components.moe.fsdp_mixin import MoEFSDPSyncMixin
 from nemo_automodel.components.moe.layers import Gate, MoE
 from nemo_automodel.shared.import_utils import get_check_model_inputs_decorator
 from nemo_automodel.shared.utils import dtype_from_str
-from transformers import Qwen3NextConfig
-from transformers import initialization as init
-from transformers.cache_utils import Cache, DynamicCache
-from transformers.generation import GenerationMixin
-from transformers.masking_utils import (
-    create_causal_mask,
-    create_recurrent_attention_mask,
-    create_sliding_window_causal_mask,
-)
-from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextAttention as HFQwen3NextAttention,
-)
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextDecoderLayer as HFQwen3NextDecoderLayer,
-)
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextPreTrainedModel as HFQwen3NextPreTrainedModel,
-)
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextRMSNorm,
-    eager_attention_forward,
-)
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextSparseMoeBlock as HFQwen3NextSparseMoeBlock,
-)
-from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple
 
 __all__ = ["Qwen3NextForCausalLM"]
 
@@ -168,9 +158,7 @@ class Qwen3NextAttention(HFQwen3NextAttention):
         super().__init__(config=config, layer_idx=layer_idx)
         self.backend = backend
         self.attention_type = layer_types(config)[layer_idx]
-        self.sliding_window = (
-            config.sliding_window if self.attention_type == "sliding_attention" else None
-        )
+        self.sliding_window = config.sliding_window if self.attention_type == "sliding_attention" else None
 
     def forward(
         self,
@@ -200,15 +188,11 @@ class Qwen3NextAttention(HFQwen3NextAttention):
         # RoPE rotates the first 0.25 of each head (the tables' width); the rest passes through
         # (config.json:rope_parameters)
         rotary = cos.shape[-1]
-        query_rot, key_rot = apply_rotary_pos_emb(
-            query_states[..., :rotary], key_states[..., :rotary], cos, sin
-        )
+        query_rot, key_rot = apply_rotary_pos_emb(query_states[..., :rotary], key_states[..., :rotary], cos, sin)
         query_states = torch.cat((query_rot, query_states[..., rotary:]), dim=-1)
         key_states = torch.cat((key_rot, key_states[..., rotary:]), dim=-1)
         if past_key_values is not None:
-            key_states, value_states = past_key_values.update(
-                key_states, value_states, self.layer_idx
-            )
+            key_states, value_states = past_key_values.update(key_states, value_states, self.layer_idx)
 
         attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
@@ -286,9 +270,7 @@ class Qwen3NextPreTrainedModel(HFQwen3NextPreTrainedModel):
 class Qwen3NextModel(Qwen3NextPreTrainedModel):
     """Embeddings, decoder layers, final norm and RoPE tables, for padded BSHD batches."""
 
-    def __init__(
-        self, config: Qwen3NextConfig, backend: BackendConfig, moe_config: MoEConfig
-    ) -> None:
+    def __init__(self, config: Qwen3NextConfig, backend: BackendConfig, moe_config: MoEConfig) -> None:
         super().__init__(config)
         self.moe_config = moe_config  # where AutoModel's MoE parallelizer reads it
         self.padding_idx = config.pad_token_id
@@ -296,9 +278,7 @@ class Qwen3NextModel(Qwen3NextPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, self.padding_idx)
         self.layers = nn.ModuleList(
             [
-                Qwen3NextDecoderLayer(
-                    config=config, layer_idx=idx, backend=backend, moe_config=moe_config
-                )
+                Qwen3NextDecoderLayer(config=config, layer_idx=idx, backend=backend, moe_config=moe_config)
                 for idx in range(config.num_hidden_layers)
             ]
         )
@@ -347,9 +327,7 @@ class Qwen3NextModel(Qwen3NextPreTrainedModel):
             if "full_attention" in self.layer_types:
                 causal_mask_mapping["full_attention"] = create_causal_mask(**mask_kwargs)
             if "sliding_attention" in self.layer_types:
-                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(
-                    **mask_kwargs
-                )
+                causal_mask_mapping["sliding_attention"] = create_sliding_window_causal_mask(**mask_kwargs)
             # linear_attention layers take the 2-D padding mask (None when nothing is padded)
             causal_mask_mapping["linear_attention"] = create_recurrent_attention_mask(**mask_kwargs)
 
@@ -371,9 +349,7 @@ class Qwen3NextModel(Qwen3NextPreTrainedModel):
         )
 
 
-class Qwen3NextForCausalLM(
-    HFCheckpointingMixin, Qwen3NextPreTrainedModel, GenerationMixin, MoEFSDPSyncMixin
-):
+class Qwen3NextForCausalLM(HFCheckpointingMixin, Qwen3NextPreTrainedModel, GenerationMixin, MoEFSDPSyncMixin):
     """Qwen3Next causal LM: HF checkpoints load through ``Qwen3NextStateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=False
@@ -415,8 +391,7 @@ class Qwen3NextForCausalLM(
         for key in UNSUPPORTED_SWITCHES:
             if getattr(config, key, False):
                 raise NotImplementedError(
-                    f"{type(self).__name__} was generated for {key}=False; "
-                    "regenerate it with onboard for this config"
+                    f"{type(self).__name__} was generated for {key}=False; regenerate it with onboard for this config"
                 )
         super().__init__(config)
         self.backend = backend or BackendConfig()
@@ -479,14 +454,10 @@ class Qwen3NextForCausalLM(
             use_cache=use_cache,
             **kwargs,
         )
-        logits = compute_lm_head_logits(
-            self.lm_head, outputs.last_hidden_state, logits_to_keep
-        ).logits
+        logits = compute_lm_head_logits(self.lm_head, outputs.last_hidden_state, logits_to_keep).logits
         loss = None
         if labels is not None:
-            loss = self.loss_function(
-                logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
-            )
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

@@ -36,6 +36,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import torch
+
 from nemo_automodel.components.checkpoint.state_dict_adapter import StateDictAdapter
 from nemo_automodel.components.models.common import BackendConfig
 from nemo_automodel.components.moe.config import MoEConfig

@@ -35,6 +35,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
+from transformers import Qwen3NextConfig
+from transformers.core_model_loading import revert_weight_conversion
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextForCausalLM as HFQwen3NextForCausalLM
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextSparseMoeBlock as HFQwen3NextSparseMoeBlock
+
 from nemo_automodel.components.models.common import BackendConfig
 from nemo_automodel.components.models.common.tie_word_embeddings import TieSupport
 from nemo_automodel.components.models.qwen3_next.model import (
@@ -46,15 +52,6 @@ from nemo_automodel.components.models.qwen3_next.model import (
 from nemo_automodel.components.models.qwen3_next.state_dict_adapter import Qwen3NextStateDictAdapter
 from nemo_automodel.components.moe.fsdp_mixin import MoEFSDPSyncMixin
 from nemo_automodel.components.moe.layers import MoE
-from safetensors.torch import load_file
-from transformers import Qwen3NextConfig
-from transformers.core_model_loading import revert_weight_conversion
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextForCausalLM as HFQwen3NextForCausalLM,
-)
-from transformers.models.qwen3_next.modeling_qwen3_next import (
-    Qwen3NextSparseMoeBlock as HFQwen3NextSparseMoeBlock,
-)
 
 ARCH = "Qwen3NextForCausalLM"
 MODULE = "nemo_automodel.components.models.qwen3_next.model"
@@ -144,11 +141,7 @@ def sparse_layers() -> list[int]:
     """The layers HF's decoder builds its MoE block for, on the tiny config."""
     with torch.device("meta"):
         hf = HFQwen3NextForCausalLM(make_config())
-    return [
-        i
-        for i, layer in enumerate(hf.model.layers)
-        if isinstance(layer.mlp, HFQwen3NextSparseMoeBlock)
-    ]
+    return [i for i, layer in enumerate(hf.model.layers) if isinstance(layer.mlp, HFQwen3NextSparseMoeBlock)]
 
 
 SPARSE_LAYERS = sparse_layers()
@@ -316,9 +309,7 @@ def test_class_contract() -> None:
 
 
 def test_moe_overrides_reach_every_sparse_layer() -> None:
-    model = Qwen3NextForCausalLM(
-        make_config(), backend=backend(), moe_overrides={"aux_loss_coeff": 0.01}
-    )
+    model = Qwen3NextForCausalLM(make_config(), backend=backend(), moe_overrides={"aux_loss_coeff": 0.01})
     assert model.model.moe_config.aux_loss_coeff == 0.01
     gates = [model.model.layers[i].mlp.gate for i in SPARSE_LAYERS]
     assert gates and all(gate.aux_loss_coeff == 0.01 for gate in gates)
@@ -406,12 +397,8 @@ def test_attention_matches_hf(pair, device: torch.device, layer: int) -> None:
     hf_cos_sin, cos_sin = rope_pair(hf, model, kind, x, position_ids)
     mask = additive_mask(kind, x.shape[1], device)
     with torch.no_grad():
-        theirs = hf.model.layers[layer].self_attn(
-            x, position_embeddings=hf_cos_sin, attention_mask=mask
-        )[0]
-        ours = model.model.layers[layer].self_attn(
-            x, position_embeddings=cos_sin, attention_mask=mask
-        )[0]
+        theirs = hf.model.layers[layer].self_attn(x, position_embeddings=hf_cos_sin, attention_mask=mask)[0]
+        ours = model.model.layers[layer].self_attn(x, position_embeddings=cos_sin, attention_mask=mask)[0]
     assert_same(ours, theirs, atol(device))
 
 
@@ -485,9 +472,7 @@ def test_decoder_layer_matches_hf(pair, device: torch.device, layer: int) -> Non
         theirs = hf.model.layers[layer](
             x, attention_mask=mask, position_ids=position_ids, position_embeddings=hf_cos_sin
         )
-        ours = model.model.layers[layer](
-            x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin
-        )
+        ours = model.model.layers[layer](x, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
     theirs = theirs[0] if isinstance(theirs, tuple) else theirs
     ours = ours[0] if isinstance(ours, tuple) else ours
     assert_same(ours, theirs, atol(device))
