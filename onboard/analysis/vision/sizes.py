@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
+from onboard.errors import InvalidConfigError
 from onboard.vision import ProjectorSpec, VisionSpec, VitTowerSpec
 
 
@@ -87,4 +88,13 @@ def _real_kernel(kernel: int, tokens_key: str | None, real: Any) -> int:
     if not kernel or tokens_key is None:
         return kernel
     side = real.vision_config.image_size // real.vision_config.patch_size
-    return side // math.isqrt(getattr(real, tokens_key))
+    tokens = getattr(real, tokens_key)
+    per_side = math.isqrt(tokens)
+    if not per_side or side % per_side:
+        raise InvalidConfigError(
+            f"config.json:{tokens_key} {tokens} does not pool the tower's patch grid: "
+            f"vision_config image_size {real.vision_config.image_size} // patch_size "
+            f"{real.vision_config.patch_size} = {side} patches a side, not a multiple of "
+            f"{per_side}"
+        )
+    return side // per_side

@@ -142,6 +142,8 @@ def _vision_parity(
         model_type=analysis.spec.model_type,
         unread=tuple(unread_tensors(analysis.spec)),
         generated=generated is not None,
+        # The generated decoder routes around its base class's bugs, as a text model's does
+        bug_ids=PROVIDER_BUGS,
     )
 
 

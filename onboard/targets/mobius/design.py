@@ -18,7 +18,6 @@ from onboard.block_specs import (
     DynamicMaskSpec,
     MLPSpec,
 )
-from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     ArchitectureSpec,
@@ -355,12 +354,6 @@ def design_model(
     module = module_name(name or spec.model_type)
     renames = _renames(spec, text_design)
     vision = design_vision(spec, prefix)
-    if vision is not None and text_design is not None:
-        raise UnsupportedFeatureError(
-            f"{spec.model_type}'s text backbone needs generated layers "
-            f"({'; '.join(text_design.reasons[:2])}): the generated VLM decoder runs mobius' "
-            "TextModel on embeddings only so far"
-        )
     changes += vision.changes if vision else ()
     return ModelDesign(
         model_type=spec.model_type,

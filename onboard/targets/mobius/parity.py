@@ -353,12 +353,26 @@ def _blame_known_bugs(
     bug_ids: tuple[str, ...],
     scenarios: Scenarios = DEFAULT_SCENARIOS,
 ) -> tuple[list[Check], tuple[TargetBug, ...]]:
-    """Re-run with the triggers of the applicable bugs removed; if that passes, xfail.
+    def rerun(config: Mapping[str, Any], on: str) -> list[Check]:
+        return _provider_checks(module_class, config, on, device, scenarios)[0]
+
+    return blame_known_bugs(tiny_config, provider, checks, bug_ids, rerun)
+
+
+def blame_known_bugs(
+    text_config: Mapping[str, Any],
+    provider: str,
+    checks: list[Check],
+    bug_ids: tuple[str, ...],
+    rerun: Callable[[Mapping[str, Any], str], list[Check]],
+) -> tuple[list[Check], tuple[TargetBug, ...]]:
+    """Re-run (``rerun(text config, provider)``) with the triggers of the applicable bugs
+    removed from the tiny text config; if that passes, xfail.
 
     With several suspects, each is kept only if the re-run fails without removing its trigger,
     so the report names the bugs that are needed to explain the failure.
     """
-    suspects = applicable(bug_ids, provider, tiny_config)
+    suspects = applicable(bug_ids, provider, text_config)
     # A checkpoint tensor left over or a parameter left empty is always the conversion's fault.
     if not suspects or any(c.name == "weights" and c.status is Status.FAIL for c in checks):
         return checks, ()
@@ -367,11 +381,9 @@ def _blame_known_bugs(
         rebuild = next((b.rebuild_provider for b in bugs if b.rebuild_provider), None)
         if rebuild == CPU_WITHOUT_GQA:
             register_cpu_without_gqa()
-        rerun, _ = _provider_checks(
-            module_class, counterfactual(tiny_config, bugs), rebuild or provider, device, scenarios
-        )
-        worst = max((c.metrics.max_abs for c in rerun if c.metrics), default=0.0)
-        return not any(c.status is Status.FAIL for c in rerun), worst
+        rerun_checks = rerun(counterfactual(text_config, bugs), rebuild or provider)
+        worst = max((c.metrics.max_abs for c in rerun_checks if c.metrics), default=0.0)
+        return not any(c.status is Status.FAIL for c in rerun_checks), worst
 
     explained, best = passes_without(suspects)
     if not explained and len(suspects) > 1:

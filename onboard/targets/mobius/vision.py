@@ -14,21 +14,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
-from onboard.vision import ProjectorStep, VisionSpec, VitTowerSpec
+from onboard.vision import ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
 
 VLM_TASK = "vision-language"
 
 
 @dataclass(frozen=True)
 class ProjectorLayer:
-    """One projector step as the generated module writes it: a Linear with config widths, or
-    an activation."""
+    """One projector step as the generated module writes it, its sizes as config expressions:
+    a Linear, an activation, a LayerNorm or (offset) RMSNorm, an average pool over the patch
+    grid, or a product with a bare weight."""
 
     name: str
-    activation: str | None  # None: a Linear
-    in_expr: str = ""
-    out_expr: str = ""
-    bias_expr: str = ""
+    op: ProjectorOp
+    in_expr: str = ""  # linear, matmul; the norms' width
+    out_expr: str = ""  # linear, matmul
+    bias_expr: str = ""  # linear
+    eps_expr: str = ""  # layer_norm, rms_norm
+    offset: bool = False  # rms_norm: scales by (1 + w)
+
+    @property
+    def activation(self) -> bool:
+        return self.op == "activation"
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,9 @@ class VisionDesign:
     tower: TowerNames | None = None
     patch_bias: bool = False
     post_normed: bool = False  # the selected state goes through the post norm
+    # The token rows are scaled (the text's embedding scale) before image features replace
+    # the placeholders', so the features are not scaled
+    scaled_embeddings: bool = False
 
     @property
     def tower_class(self) -> str:
@@ -127,11 +137,11 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "features from several layers (vision.select): the generated tower returns one "
             "hidden state"
         )
-    unwritten = sorted({s.op for s in vision.projector.steps} - {"linear", "activation"})
-    if unwritten:
+    offsets = {s.weight_offset for s in vision.projector.steps if s.op == "rms_norm"}
+    if offsets - {0.0, 1.0}:
         found.append(
-            f"projector steps {', '.join(unwritten)} (vision.projector): the generated projector "
-            "writes linears and activations so far"
+            f"a projector RMSNorm scaling by {sorted(offsets)} + w (vision.projector): mobius "
+            "norms scale by w or 1 + w"
         )
     if vision.merge.bidirectional_images:
         found.append(
@@ -143,10 +153,15 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths if w):
         found.append("a projector width that is neither the tower's nor the text's")
     text = spec.text
-    if text.embedding_scale != "none" or text.scales:
+    if text.embedding_scale != "none" and not vision.merge.scaled_before_merge:
         found.append(
-            "a text embedding or logits scale (text.embedding_scale, text.scales): the decoder "
-            "takes merged embeddings, and where HF scales them is not generated yet"
+            "a text embedding scale HF applies after the merge (text.embedding_scale, "
+            "vision.merge): the generated embedding scales the token rows only"
+        )
+    if text.scales:
+        found.append(
+            "config multipliers of the text model (text.scales): the generated decoder runs "
+            "the text model and head on merged embeddings without them"
         )
     if text.final_logit_softcap is not None or text.lm_head_bias:
         found.append(
@@ -161,16 +176,12 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
     if vision is None:
         return None
     prefixes = dict(vision.prefixes)
-    projector = vision.projector
     clip = _clip_shaped(vision.tower) and not vision.select.post_norm
     return VisionDesign(
         prefix=prefix,
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
         projector_attribute=prefixes["projector"].rstrip(".").split(".")[-1],
-        layers=tuple(
-            _layer(vision, spec.text.hidden_size, step, projector.bias_key)
-            for step in projector.steps
-        ),
+        layers=_layers(vision, spec.text.hidden_size),
         fields=_fields(vision),
         text_prefix=prefixes["text"],
         head_prefix=prefixes.get("lm_head"),
@@ -183,6 +194,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         tower=None if clip else _tower_names(vision.tower),
         patch_bias=vision.tower.patch_bias,
         post_normed=vision.select.post_norm,
+        scaled_embeddings=vision.merge.scaled_before_merge,
     )
 
 
@@ -249,7 +261,8 @@ def _tower_names(tower: VitTowerSpec) -> TowerNames | None:
 
 
 def _widths(steps: tuple[ProjectorStep, ...]) -> list[int]:
-    return [w for s in steps if s.op == "linear" for w in (s.in_features, s.out_features)]
+    sized = ("linear", "matmul")
+    return [w for s in steps if s.op in sized for w in (s.in_features, s.out_features)]
 
 
 def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
@@ -261,27 +274,47 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
     return "config.hidden_size" if width == text_hidden else None
 
 
-def _layer(
-    vision: VisionSpec, text_hidden: int, step: ProjectorStep, bias_key: str | None
-) -> ProjectorLayer:
-    if step.op == "activation":
-        return ProjectorLayer(step.name, step.activation)
+def _layers(vision: VisionSpec, text_hidden: int) -> tuple[ProjectorLayer, ...]:
+    """The projector's steps with their sizes as config expressions; a norm's width is the
+    width of what reaches it (the tower's until a linear or product changes it)."""
+    width = vision.tower.hidden_size * len(vision.select.layers)
+    layers = []
+    for step in vision.projector.steps:
+        layers.append(_layer(vision, text_hidden, step, width))
+        if step.op in ("linear", "matmul"):
+            width = step.out_features
+    return tuple(layers)
+
+
+def _layer(vision: VisionSpec, text_hidden: int, step: ProjectorStep, width: int) -> ProjectorLayer:
+    if step.op in ("activation", "avg_pool"):
+        return ProjectorLayer(step.name, step.op)
+    if step.op in ("layer_norm", "rms_norm"):
+        return ProjectorLayer(
+            step.name,
+            step.op,
+            in_expr=_width_expr(vision, text_hidden, width) or "",
+            eps_expr=_eps_expr(vision, step.eps),
+            offset=step.weight_offset == 1.0,
+        )
+    bias_key = vision.projector.bias_key
     return ProjectorLayer(
         step.name,
-        None,
+        step.op,
         in_expr=_width_expr(vision, text_hidden, step.in_features) or "",
         out_expr=_width_expr(vision, text_hidden, step.out_features) or "",
         bias_expr=f"config.{bias_key}" if bias_key else str(step.bias),
     )
 
 
+def _eps_expr(vision: VisionSpec, eps: float) -> str:
+    """The tower's epsilon when the norm shares it (HF reads both from vision_config)."""
+    return "config.vision.norm_eps" if eps == vision.tower.norm.eps else repr(eps)
+
+
 def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
     select = vision.select
-    activation = next(s for s in vision.projector.steps if s.op == "activation").activation
-    bias = next(s.bias for s in vision.projector.steps if s.op == "linear")
-    key = vision.projector.activation_key
-    bias_key = vision.projector.bias_key
-    return (
+    fields = [
         ConfigField(
             "vision_feature_layer",
             "int",
@@ -298,21 +331,45 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
             else str(select.drop_class_token),
             "the class token's feature is dropped before the projector",
         ),
-        ConfigField(
-            "projector_hidden_act",
-            "str",
-            f'"{activation}"',
-            f"top.{key}" if key else f'"{activation}"',
-            "the projector's activation",
-        ),
-        ConfigField(
-            "multimodal_projector_bias",
-            "bool",
-            str(bias),
-            f"top.{bias_key}" if bias_key else str(bias),
-            "the projector's linears add a bias",
-        ),
-    )
+    ]
+    steps = vision.projector.steps
+    activation = next((s.activation for s in steps if s.op == "activation"), None)
+    if activation is not None:
+        key = vision.projector.activation_key
+        fields.append(
+            ConfigField(
+                "projector_hidden_act",
+                "str",
+                f'"{activation}"',
+                f"top.{key}" if key else f'"{activation}"',
+                "the projector's activation",
+            )
+        )
+    bias = next((s.bias for s in steps if s.op == "linear"), None)
+    if bias is not None:
+        bias_key = vision.projector.bias_key
+        fields.append(
+            ConfigField(
+                "multimodal_projector_bias",
+                "bool",
+                str(bias),
+                f"top.{bias_key}" if bias_key else str(bias),
+                "the projector's linears add a bias",
+            )
+        )
+    pool = next((s for s in steps if s.op == "avg_pool"), None)
+    if pool is not None:
+        side = vision.tower.image_size // vision.tower.patch_size // pool.kernel
+        fields.append(
+            ConfigField(
+                "mm_tokens_per_image",
+                "int",
+                str(side * side),
+                f"top.{pool.tokens_key}" if pool.tokens_key else str(side * side),
+                "image tokens per image after the projector's average pool",
+            )
+        )
+    return tuple(fields)
 
 
 def _changes(vision: VisionSpec) -> tuple[str, ...]:

@@ -212,3 +212,97 @@ def test_a_checkout_keeps_its_own_llava_module(mobius_repo: Path) -> None:
     assert "from mobius.models.llava_clip import LlavaClipMultiModalConfig" in configs
     assert '"_config_cls": LlavaClipMultiModalConfig' in configs
     assert (mobius_repo / "testdata/cases/vision-language/llava_clip.yaml").is_file()
+
+
+# Gemma 3: a SigLIP tower read at its post-normed last state, a projector that pools the patch
+# grid, RMS-normalises by (1 + w) and multiplies by a bare weight, token embeddings scaled before
+# the merge, and a text backbone with generated (sandwich-norm, per-kind RoPE) layers.
+# transformers' default Gemma3Config pools a 14 x 14 grid to 16 x 16 tokens (HF cannot build
+# it); Gemma 3 4B's tower sees 896-pixel images in 14-pixel patches.
+GEMMA3_TOWER = {"image_size": 896, "patch_size": 14}
+
+
+def _gemma3(root: Path, **tower) -> Path:
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("gemma3", root)
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"].update(tower)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _without_bidirectional_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generate Gemma 3 although its image blocks are bidirectional: the parity reference is
+    then HF called without ``token_type_ids``, whose mask is causal everywhere."""
+    from onboard.targets.mobius import propose, vision
+
+    def blockers(spec) -> list[str]:
+        return [b for b in vision.vision_blockers(spec) if "token_type_ids" not in b]
+
+    monkeypatch.setattr(propose, "vision_blockers", blockers)
+
+
+def test_gemma3_is_refused_for_its_bidirectional_image_blocks_only(tmp_path: Path) -> None:
+    from onboard.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError) as refused:
+        _new(tmp_path / "out", model=_gemma3(tmp_path, **GEMMA3_TOWER))
+    (item,) = refused.value.items
+    assert "token_type_ids" in item and "M13" in item
+
+
+def test_a_config_whose_tokens_do_not_pool_the_grid_is_bad_input(tmp_path: Path) -> None:
+    from onboard.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="mm_tokens_per_image 256 does not pool"):
+        _new(tmp_path / "out", model=_gemma3(tmp_path))
+
+
+def test_gemma3_projector_scale_and_text_layers_pass_with_causal_image_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_bidirectional_refusal(monkeypatch)
+    result = _new(tmp_path / "out", model=_gemma3(tmp_path, **GEMMA3_TOWER))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c.status for c in report.checks if c.provider == "default"}
+    assert default == dict.fromkeys(CHECKS, Status.PASS)
+    # the cpu EP's GroupQueryAttention keeps one RoPE table for both layer kinds (T8),
+    # confirmed by the counterfactual on the tiny text config
+    assert [b.id for b in report.bugs] == ["T8"]
+    text = (result.root / result.plan.model_file).read_text()
+    assert lint_python(text, filename="gemma3.py", style=STYLE) == ""
+    assert "self.mm_soft_emb_norm = OffsetRMSNorm(" in text
+    assert "op.MatMul(features, self.mm_input_projection_weight)" in text
+    assert "features = self._average_pool(op, features)" in text
+    assert "mm_tokens_per_image=top.mm_tokens_per_image" in text
+    assert "GemmaScaledWordEmbedding(" in text.split("Embedding(nn.Module)")[1]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "failing"),
+    [
+        (  # the projector's norm scaling by w instead of (1 + w): (1 + w) x^ - x^
+            "features = self.mm_soft_emb_norm(op, features)",
+            "features = op.Sub(self.mm_soft_emb_norm(op, features), op.Div(features, op.Sqrt("
+            "op.Add(op.ReduceMean(op.Mul(features, features), op.Constant(value_ints=[-1])), "
+            "1e-6))))",
+            "image-features",
+        ),
+        (  # the token rows left unscaled before the merge
+            "op.Where(op.Unsqueeze(is_image, [-1]), rows, embeddings)",
+            "op.Where(op.Unsqueeze(is_image, [-1]), rows, op.Div(embeddings, 2.0))",
+            "merged-embeddings",
+        ),
+    ],
+    ids=["projector-norm-offset", "token-scale"],
+)
+def test_a_wrong_gemma3_projector_or_scale_fails_parity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str, failing: str
+) -> None:
+    _without_bidirectional_refusal(monkeypatch)
+    checks = _sabotaged(tmp_path, old, new, model=_gemma3(tmp_path, **GEMMA3_TOWER))
+    assert checks["weights"] is Status.PASS
+    assert checks[failing] is Status.FAIL
+    assert checks["prefill"] is Status.FAIL
