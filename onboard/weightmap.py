@@ -99,14 +99,14 @@ def prove(
     zeros: list[str] = []
     placements: dict[str, list[str]] = defaultdict(list)  # checkpoint key -> parameters it fills
     seen: dict[int, list[Any]] = defaultdict(list)  # key index -> element ids found
+    orphans: dict[str, list[str]] = {}  # converted names no parameter takes -> their sources
     for name, tensor in converted.items():
         ids = tensor.detach().reshape(-1).to(torch.float64)
         owners = torch.searchsorted(starts, ids, right=True) - 1
         known = sorted({int(o) for o in owners.unique() if 0 <= int(o) < len(keys)})
         if name not in parameters:
             if name not in derived_ok:
-                sources = ", ".join(keys[o] for o in known) or "no checkpoint tensor"
-                problems.append(f"{name} (from {sources}) fills no parameter")
+                orphans[name] = [keys[o] for o in known]
             continue
         if tuple(tensor.shape) != tuple(parameters[name]):
             problems.append(
@@ -125,6 +125,12 @@ def prove(
             allowed = {wanted} if isinstance(wanted, str) else set(wanted or ())
             if allowed and name not in allowed and name not in derived_ok:
                 problems.append(f"{key} landed in {name}, expected {' or '.join(sorted(allowed))}")
+    # A converted copy no parameter takes is harmless when its source is placed elsewhere or
+    # is one HF never reads either (a library dropping a pooling head late); else it is lost
+    for name, sources in orphans.items():
+        if not sources or any(k not in placements and k not in unread for k in sources):
+            shown = ", ".join(sources) or "no checkpoint tensor"
+            problems.append(f"{name} (from {shown}) fills no parameter")
     for name in sorted(set(parameters) - set(converted)):
         problems.append(f"{name} is filled by no checkpoint tensor")
     for index, key in enumerate(keys):

@@ -136,3 +136,27 @@ def test_zeros_from_no_checkpoint_tensor_are_counted_other_values_are_not_allowe
 
     problems = prove(CHECKPOINT, negative_bias, parameters, expected_name=_expected).problems
     assert problems == ("model.layers.0.bias holds values from no checkpoint tensor",)
+
+
+def test_a_copy_no_parameter_takes_is_harmless_only_when_its_source_is_consumed() -> None:
+    """A library's conversion may keep a copy the graph does not hold (the decoder's embedding
+    table under a decoder that runs on embeddings): fine while the source fills a parameter
+    elsewhere or HF never reads it; a tensor whose only copy lands nowhere is lost."""
+    checkpoint = {"embed.weight": (4, 2), "head.weight": (4, 2), "pool.weight": (2,)}
+
+    def convert(state):
+        return {
+            "embedding.embed.weight": state["embed.weight"],
+            "decoder.embed.weight": state["embed.weight"],  # a copy no parameter takes
+            "decoder.head.weight": state["head.weight"],
+            "vision.pool.weight": state["pool.weight"],  # HF never reads the pool either
+        }
+
+    parameters = {"embedding.embed.weight": (4, 2), "decoder.head.weight": (4, 2)}
+    proof = prove(checkpoint, convert, parameters, unread=("pool.weight",))
+    assert proof.ok, proof.problems
+    lost = prove(checkpoint, convert, parameters)
+    assert list(lost.problems) == [
+        "vision.pool.weight (from pool.weight) fills no parameter",
+        "pool.weight is not used",
+    ]

@@ -143,8 +143,11 @@ class HFVisionRunner:
 
     provider = "transformers"
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, image_token_types: int | None = None) -> None:
+        """``image_token_types``: the image token whose placeholders prefill marks with
+        ``token_type_ids`` 1, as the processor does for models that read them (Gemma 3)."""
         self.model = model
+        self.image_token_types = image_token_types
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
         import torch
@@ -163,12 +166,18 @@ class HFVisionRunner:
                 if pixels is not None:
                     per_image = self.model.get_image_features(pixel_values=pixels).pooler_output
                     features = torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image]).numpy()
+                input_ids = torch.from_numpy(batch.input_ids)
+                types = {}
+                if self.image_token_types is not None:
+                    marks = (input_ids == self.image_token_types).long()
+                    types["token_type_ids"] = marks
                 out = self.model(
-                    input_ids=torch.from_numpy(batch.input_ids),
+                    input_ids=input_ids,
                     pixel_values=pixels,
                     attention_mask=torch.from_numpy(batch.attention_mask),
                     position_ids=torch.from_numpy(batch.position_ids),
                     use_cache=True,
+                    **types,
                 )
         finally:
             handle.remove()

@@ -218,9 +218,9 @@ def test_automodel_refuses_the_vision_side_by_name() -> None:
 def test_mobius_generates_llava_and_names_what_it_cannot_build_on(tmp_path: Path) -> None:
     assert _blockers("mobius", analysis_of(LLAVA).spec) == ()
     # PaliGemma's tower, projector and embedding scale are generated; its bidirectional
-    # prefix is not yet
-    blockers = _blockers("mobius", analyse(_default(tmp_path, "paligemma")).spec)
-    assert len(blockers) == 1 and "token_type_ids" in blockers[0]
+    # prefix (token types that change what text sees) is not
+    (blocker,) = _blockers("mobius", analyse(_default(tmp_path, "paligemma")).spec)
+    assert "bidirectional prefix" in blocker and "modeling_paligemma.py:" in blocker
     several = _analyse(tmp_path / "several", vision_feature_layer=[-2, -5]).spec
     assert any("several layers" in b for b in _blockers("mobius", several))
 
@@ -237,7 +237,9 @@ def test_paligemma_reads_the_post_normed_last_state_and_a_linear_projector(
     tmp_path: Path,
 ) -> None:
     spec = analyse(_default(tmp_path, "paligemma")).spec
-    assert spec.unresolved == ()
+    # token types that widen what text attends to: a delta, not image blocks
+    (delta,) = spec.unresolved
+    assert "bidirectional prefix" in delta.what
     assert spec.vision.select.post_norm and not spec.vision.select.drop_class_token
     assert [s.op for s in spec.vision.projector.steps] == ["linear"]
     # Gemma's embedding scales token rows itself: the image features enter unscaled
@@ -269,8 +271,8 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
     assert vision.select.post_norm and vision.merge.scaled_before_merge
     assert vision.merge.bidirectional_images  # hybrid notes M13: mobius' gemma3 is causal only
     assert not analysis_of(LLAVA).spec.vision.merge.bidirectional_images
-    blockers = _blockers("mobius", spec)
-    assert any("M13" in b for b in blockers)
+    # generated with image blocks (mobius' own gemma3 decoder is causal: hybrid notes M13)
+    assert _blockers("mobius", spec) == ()
 
 
 @pytest.mark.parametrize(

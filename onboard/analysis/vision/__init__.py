@@ -128,9 +128,14 @@ def _scaled_before_merge(language_model: Any, trace: Any) -> bool:
     return not bool((table[trace.input_ids] == trace.text_embeddings).all())
 
 
-def _bidirectional_images(model: Any, config: Any, trace: Any) -> bool:
+def _bidirectional_images(model: Any, config: Any, trace: Any) -> tuple[bool, Delta | None]:
     """Whether marking the placeholders in ``token_type_ids`` changes the logits: HF then lets
-    each image's tokens see each other both ways (Gemma 3), which a causal mask does not."""
+    each image's tokens see each other both ways (Gemma 3), which a causal mask does not.
+
+    Under that rule a token before the first placeholder sees only earlier text, so its logits
+    stay; when they move too, the types mean something else (a bidirectional prefix, as in
+    PaliGemma), which is a delta.
+    """
     import torch
 
     types = (trace.input_ids == config.image_token_id).long()
@@ -139,9 +144,22 @@ def _bidirectional_images(model: Any, config: Any, trace: Any) -> bool:
         try:
             marked = model(**inputs, token_type_ids=types).logits
         except (TypeError, ValueError):  # the model takes no token types
-            return False
+            return False, None
         plain = model(**inputs).logits
-    return not torch.allclose(marked, plain, atol=1e-6)
+    if torch.allclose(marked, plain, atol=1e-6):
+        return False, None
+    first = int(types[0].argmax())
+    if torch.allclose(marked[:, :first], plain[:, :first], atol=1e-6):
+        return True, None
+    from onboard.analysis.probe import source_location
+
+    forward = type(model.base_model).forward
+    return True, Delta(
+        "token_type_ids change what text before the image placeholders attends to (a "
+        "bidirectional prefix, not image blocks)",
+        source_location(forward) or type(model.base_model).__name__,
+        "onboard generates image tokens that see the rest of their image both ways",
+    )
 
 
 def _did_not_run(model: Any, exc: Exception) -> Delta:
@@ -186,11 +204,13 @@ def _read_vision(
     if select.spec is None or projector.spec is None:
         return None, tower.evidence, deltas
     key = image_token_key(config)
+    bidirectional, prefix = _bidirectional_images(model, config, trace)
+    deltas += (prefix,) if prefix else ()
     merge = MergeSpec(
         image_token_id=config.image_token_id,
         image_token_key=key,
         scaled_before_merge=_scaled_before_merge(parts.module(model, "language_model"), trace),
-        bidirectional_images=_bidirectional_images(model, config, trace),
+        bidirectional_images=bidirectional,
     )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)

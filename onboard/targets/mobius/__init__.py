@@ -134,16 +134,24 @@ def _vision_parity(
     analysis: Analysis, proposal: Proposal, generated: tuple[Path, str] | None
 ) -> ParityReport:
     from onboard.targets.mobius.vision import unread_tensors
-    from onboard.targets.mobius.vision_parity import run_vision_parity
+    from onboard.targets.mobius.vision_parity import VisionCase, run_vision_parity
 
-    return run_vision_parity(
+    vision = analysis.spec.vision
+    image_blocks = vision.merge.bidirectional_images
+    case = VisionCase(
         _module_class(proposal, generated),
         analysis.tiny.config,
-        model_type=analysis.spec.model_type,
         unread=tuple(unread_tensors(analysis.spec)),
+        image_blocks=image_blocks,
+        published_aliases=vision.published_aliases,
+    )
+    return run_vision_parity(
+        case,
+        model_type=analysis.spec.model_type,
         generated=generated is not None,
-        # The generated decoder routes around its base class's bugs, as a text model's does
-        bug_ids=PROVIDER_BUGS,
+        # The generated decoder routes around its base class's bugs, as a text model's does;
+        # image blocks are an attention bias of its own (M5)
+        bug_ids=PROVIDER_BUGS + (("M5",) if image_blocks else ()),
     )
 
 

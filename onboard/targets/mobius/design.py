@@ -18,6 +18,7 @@ from onboard.block_specs import (
     DynamicMaskSpec,
     MLPSpec,
 )
+from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     ArchitectureSpec,
@@ -156,6 +157,9 @@ class TextDesign:
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
+    # A VLM's image tokens see the rest of their image both ways (Gemma 3): the masks carry the
+    # image blocks, and a generated Attention takes them as the whole mask (not causal again)
+    image_blocks: bool = False
     learned_activation: bool = False  # the MLP's activation learns parameters (Apertus' xIELU)
     final_norm: bool = True  # False: a generated identity stands in for TextModel's norm
     head_transform: HeadTransformSpec | None = None  # generated, applied after the final norm
@@ -191,7 +195,11 @@ class TextDesign:
     @property
     def generated_attention(self) -> bool:
         """Each layer's attention is the generated ``<prefix>Attention``."""
-        return self.qk_norm_after_rope or bool(self.dynamic_mask or self.differential)
+        return (
+            self.qk_norm_after_rope
+            or self.image_blocks
+            or bool(self.dynamic_mask or self.differential)
+        )
 
     def norm_attr(self, role: str) -> str:
         """The attribute the generated layers give the norm of ``role`` (mobius' DecoderLayer
@@ -354,6 +362,12 @@ def design_model(
     module = module_name(name or spec.model_type)
     renames = _renames(spec, text_design)
     vision = design_vision(spec, prefix)
+    if vision is not None and vision.image_blocks and text_design is None:
+        raise UnsupportedFeatureError(
+            "image tokens that attend to each other both ways (vision.merge): the masks of "
+            f"mobius' {chosen.variant.class_name} are causal; onboard adds image blocks to "
+            "generated text models only"
+        )
     changes += vision.changes if vision else ()
     return ModelDesign(
         model_type=spec.model_type,
@@ -565,6 +579,7 @@ def _text_design(
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
+        image_blocks=spec.vision is not None and spec.vision.merge.bidirectional_images,
         learned_activation=mlp is not None and mlp.learned_activation is not None,
         final_norm=text.final_norm,
         head_transform=text.head_transform,

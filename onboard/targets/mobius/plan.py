@@ -143,7 +143,8 @@ def _shared_edits(
         edits[f"src/mobius/{MODELS_INIT}"] = (init, "export the model class")
         original = registry = _read(library, REGISTRY)
         registry = add_from_import(registry, "mobius.models", cls)
-        task = f', task="{design.task}"' if design.vision else ""
+        # a VLM whose decoder takes input_ids names its own task class (default_task)
+        task = f', task="{design.task}"' if design.vision and not design.vision.image_blocks else ""
         registry = upsert_dict_entry(
             registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls}{task})"
         )

@@ -90,6 +90,9 @@ class VisionDesign:
     # The token rows are scaled (the text's embedding scale) before image features replace
     # the placeholders', so the features are not scaled
     scaled_embeddings: bool = False
+    # An image's placeholders see each other both ways (HF's token_type_ids): the decoder
+    # takes input_ids too, through a task of the module's own
+    image_blocks: bool = False
 
     @property
     def tower_class(self) -> str:
@@ -119,6 +122,10 @@ class VisionDesign:
     def decoder_class(self) -> str:
         return f"{self.prefix}Decoder"
 
+    @property
+    def task_class(self) -> str:
+        return f"{self.prefix}VisionLanguageTask"
+
 
 def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     """What the generator cannot write for this vision side, each with where it was seen."""
@@ -142,12 +149,6 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         found.append(
             f"a projector RMSNorm scaling by {sorted(offsets)} + w (vision.projector): mobius "
             "norms scale by w or 1 + w"
-        )
-    if vision.merge.bidirectional_images:
-        found.append(
-            "image tokens that attend to each other both ways when token_type_ids mark them "
-            "(vision.merge): the generated decoder's mask is causal (mobius' gemma3 decoder is "
-            "causal only: hybrid notes M13)"
         )
     widths = _widths(vision.projector.steps)
     if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths if w):
@@ -195,6 +196,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         patch_bias=vision.tower.patch_bias,
         post_normed=vision.select.post_norm,
         scaled_embeddings=vision.merge.scaled_before_merge,
+        image_blocks=vision.merge.bidirectional_images,
     )
 
 

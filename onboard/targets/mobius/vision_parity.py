@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,32 @@ from onboard.weightmap import WeightMapProof, prove
 PARTS = ("vision_encoder", "embedding", "decoder")
 
 
+@dataclass(frozen=True)
+class VisionCase:
+    """What one parity run of a vision-language class needs, passed to every re-run."""
+
+    module_class: type
+    tiny_config: Mapping[str, Any]
+    unread: Collection[str] = ()  # checkpoint tensors HF never reads the result of (saved names)
+    # HF marks the placeholders with token_type_ids, as the processor does (Gemma 3)
+    image_blocks: bool = False
+    # (published, saved) prefixes: the checkpoint is fed under its published names
+    published_aliases: tuple[tuple[str, str], ...] = ()
+
+    def with_text_config(self, text_config: Mapping[str, Any]) -> VisionCase:
+        return replace(self, tiny_config={**self.tiny_config, "text_config": dict(text_config)})
+
+    def published(self, name: str) -> str:
+        for published, saved in self.published_aliases:
+            if name.startswith(saved) and not name.startswith(published):
+                return published + name.removeprefix(saved)
+        return name
+
+
 def run_vision_parity(
-    module_class: type,
-    tiny_config: Mapping[str, Any],
+    case: VisionCase,
     *,
     model_type: str,
-    unread: Collection[str] = (),
     generated: bool = True,
     bug_ids: tuple[str, ...] = (),
 ) -> ParityReport:
@@ -61,27 +82,24 @@ def run_vision_parity(
     bugs: list[TargetBug] = []
     proof: WeightMapProof | None = None
     for provider in EXECUTION_PROVIDERS:
-        provider_checks, provider_proof = _provider_checks(
-            module_class, tiny_config, provider, unread
-        )
+        provider_checks, provider_proof = _provider_checks(case, provider)
         proof = proof or provider_proof
         if any(c.status is Status.FAIL for c in provider_checks):
 
             def rerun(text_config: Mapping[str, Any], on: str) -> list[Check]:
-                config = {**tiny_config, "text_config": dict(text_config)}
-                return _provider_checks(module_class, config, on, unread)[0]
+                return _provider_checks(case.with_text_config(text_config), on)[0]
 
             provider_checks, confirmed = blame_known_bugs(
-                tiny_config["text_config"], provider, provider_checks, bug_ids, rerun
+                case.tiny_config["text_config"], provider, provider_checks, bug_ids, rerun
             )
             bugs.extend(b for b in confirmed if b not in bugs)
         checks.extend(provider_checks)
     if not generated and proof is not None:
-        bugs.extend(_weights_never_load(module_class, proof))
+        bugs.extend(_weights_never_load(case.module_class, proof))
     return ParityReport(
         target="mobius",
         model_type=model_type,
-        model_class=module_class.__name__,
+        model_class=case.module_class.__name__,
         checks=tuple(checks),
         weights=proof,
         bugs=tuple(bugs),
@@ -90,18 +108,13 @@ def run_vision_parity(
     )
 
 
-def _provider_checks(
-    module_class: type,
-    tiny_config: Mapping[str, Any],
-    provider: str,
-    unread: Collection[str],
-) -> tuple[list[Check], WeightMapProof | None]:
+def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], WeightMapProof | None]:
     """Every vision check on one execution provider, and the weight proof."""
     import torch
 
-    hf_config = make_hf_config(tiny_config)
+    hf_config = make_hf_config(case.tiny_config)
     reference = build_reference(hf_config)
-    checkpoint = saved_checkpoint(reference)
+    checkpoint = {case.published(k): v for k, v in saved_checkpoint(reference).items()}
     vision = hf_config.vision_config
     per_image = image_tokens(
         reference, torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
@@ -113,8 +126,9 @@ def _provider_checks(
     prompt = text_batch(text.vocab_size, hf_config.image_token_id)
     with scratch_dir() as workdir:
         try:
+            unread = [case.published(name) for name in case.unread]
             sessions, proof = _build(
-                module_class, hf_config, checkpoint, provider, Path(workdir), unread
+                case.module_class, hf_config, checkpoint, provider, Path(workdir), unread
             )
         except _WeightsFailed as exc:
             return [weights_check(provider, exc.proof)], exc.proof
@@ -122,7 +136,8 @@ def _provider_checks(
             detail = f"{type(exc).__name__}: {first_line(exc)}"
             return [Check("build", provider, Status.FAIL, detail=detail)], None
         candidate = OnnxVisionRunner(provider, sessions, text.hidden_size)
-        scenarios = run_vision_scenarios(HFVisionRunner(reference), candidate, batch, prompt)
+        types = hf_config.image_token_id if case.image_blocks else None
+        scenarios = run_vision_scenarios(HFVisionRunner(reference, types), candidate, batch, prompt)
     return [weights_check(provider, proof), *scenarios], proof
 
 
@@ -216,8 +231,14 @@ class OnnxVisionRunner:
     def prefill(self, batch: VisionBatch) -> VisionStep:
         features = None
         if batch.pixel_values is not None:
-            (features,) = self.sessions["vision_encoder"].run(
-                None, {"pixel_values": batch.pixel_values}
+            # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
+            # gemma3 encoder squeezes a batch of one)
+            encoder = self.sessions["vision_encoder"]
+            features = np.concatenate(
+                [
+                    encoder.run(None, {"pixel_values": image[None]})[0]
+                    for image in batch.pixel_values
+                ]
             )
         rows = batch.input_ids.shape[0]
         empty = tuple(
@@ -240,6 +261,7 @@ class OnnxVisionRunner:
             "inputs_embeds": embeddings,
             "attention_mask": batch.attention_mask,
             "position_ids": batch.position_ids,
+            "input_ids": batch.input_ids,  # a decoder that finds image blocks takes them
         }
         for i, layer in enumerate(past):
             feeds.update({f"past_key_values.{i}.{name}": value for name, value in layer.items()})

@@ -142,7 +142,8 @@ def test_a_siglip_tower_is_generated_and_passes(tmp_path: Path) -> None:
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     # the post norm and the pooling head: HF computes them and the projector never reads them
     unread = report.weights.unread
-    assert {n.split(".")[1] for n in unread} == {"post_layernorm", "head"}
+    # named as published checkpoints name them (vision_tower.vision_model.)
+    assert {n.split(".")[2] for n in unread} == {"post_layernorm", "head"}
     text = (result.root / result.plan.model_file).read_text()
     assert lint_python(text, filename="llava.py", style=STYLE) == ""
     assert "class LlavaVisionTransformer(nn.Module)" in text
@@ -183,7 +184,7 @@ def test_a_graph_that_stops_a_layer_early_drops_a_weight_hf_reads(tmp_path: Path
     )
     weights = next(c for c in report.checks if c.name == "weights")
     assert weights.status is Status.FAIL
-    assert "vision_tower.encoder.layers.22." in weights.detail
+    assert "vision_tower.vision_model.encoder.layers.22." in weights.detail
     assert "is not used" in weights.detail
 
 
@@ -232,26 +233,6 @@ def _gemma3(root: Path, **tower) -> Path:
     return folder
 
 
-def _without_bidirectional_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Generate Gemma 3 although its image blocks are bidirectional: the parity reference is
-    then HF called without ``token_type_ids``, whose mask is causal everywhere."""
-    from onboard.targets.mobius import propose, vision
-
-    def blockers(spec) -> list[str]:
-        return [b for b in vision.vision_blockers(spec) if "token_type_ids" not in b]
-
-    monkeypatch.setattr(propose, "vision_blockers", blockers)
-
-
-def test_gemma3_is_refused_for_its_bidirectional_image_blocks_only(tmp_path: Path) -> None:
-    from onboard.errors import UnsupportedFeatureError
-
-    with pytest.raises(UnsupportedFeatureError) as refused:
-        _new(tmp_path / "out", model=_gemma3(tmp_path, **GEMMA3_TOWER))
-    (item,) = refused.value.items
-    assert "token_type_ids" in item and "M13" in item
-
-
 def test_a_config_whose_tokens_do_not_pool_the_grid_is_bad_input(tmp_path: Path) -> None:
     from onboard.errors import InvalidConfigError
 
@@ -259,18 +240,17 @@ def test_a_config_whose_tokens_do_not_pool_the_grid_is_bad_input(tmp_path: Path)
         _new(tmp_path / "out", model=_gemma3(tmp_path))
 
 
-def test_gemma3_projector_scale_and_text_layers_pass_with_causal_image_blocks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _without_bidirectional_refusal(monkeypatch)
+def test_gemma3_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    """HF is given token_type_ids marking the placeholders, as Gemma 3's processor does: each
+    image's tokens see each other both ways (mobius' own decoder is causal: hybrid M13)."""
     result = _new(tmp_path / "out", model=_gemma3(tmp_path, **GEMMA3_TOWER))
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     default = {c.name: c.status for c in report.checks if c.provider == "default"}
     assert default == dict.fromkeys(CHECKS, Status.PASS)
-    # the cpu EP's GroupQueryAttention keeps one RoPE table for both layer kinds (T8),
-    # confirmed by the counterfactual on the tiny text config
-    assert [b.id for b in report.bugs] == ["T8"]
+    # the cpu EP's GroupQueryAttention rewrite drops the attention bias that carries the image
+    # blocks (M5), confirmed by building the same graph without the rewrite
+    assert "M5" in [b.id for b in report.bugs]
     text = (result.root / result.plan.model_file).read_text()
     assert lint_python(text, filename="gemma3.py", style=STYLE) == ""
     assert "self.mm_soft_emb_norm = OffsetRMSNorm(" in text
@@ -278,6 +258,10 @@ def test_gemma3_projector_scale_and_text_layers_pass_with_causal_image_blocks(
     assert "features = self._average_pool(op, features)" in text
     assert "mm_tokens_per_image=top.mm_tokens_per_image" in text
     assert "GemmaScaledWordEmbedding(" in text.split("Embedding(nn.Module)")[1]
+    assert "block_sequence_ids=image_blocks(op, input_ids, self._image_token_id)" in text
+    assert "default_task = Gemma3VisionLanguageTask()" in text
+    patch = (result.root / "onboard.patch").read_text()
+    assert '"gemma3": ModelRegistration(Gemma3MultiModalModel),' in patch
 
 
 @pytest.mark.parametrize(
@@ -295,13 +279,17 @@ def test_gemma3_projector_scale_and_text_layers_pass_with_causal_image_blocks(
             "op.Where(op.Unsqueeze(is_image, [-1]), rows, op.Div(embeddings, 2.0))",
             "merged-embeddings",
         ),
+        (  # causal image blocks, as mobius' own gemma3 decoder (hybrid M13)
+            "block_sequence_ids=image_blocks(op, input_ids, self._image_token_id),",
+            "block_sequence_ids=None,",
+            "prefill",
+        ),
     ],
-    ids=["projector-norm-offset", "token-scale"],
+    ids=["projector-norm-offset", "token-scale", "causal-image-blocks"],
 )
-def test_a_wrong_gemma3_projector_or_scale_fails_parity(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str, failing: str
+def test_a_wrong_gemma3_projector_scale_or_mask_fails_parity(
+    tmp_path: Path, old: str, new: str, failing: str
 ) -> None:
-    _without_bidirectional_refusal(monkeypatch)
     checks = _sabotaged(tmp_path, old, new, model=_gemma3(tmp_path, **GEMMA3_TOWER))
     assert checks["weights"] is Status.PASS
     assert checks[failing] is Status.FAIL
