@@ -46,6 +46,13 @@ HYBRID_OVERRIDES = {
     },
 }
 HYBRID_KINDS = ("hybrid", "hybrid_moe", "ssm")
+# VLMs whose default config HF cannot build at its real sizes: the published towers instead.
+VISION_OVERRIDES = {
+    # 224 / 16 = 14 patches a side cannot pool to mm_tokens_per_image 256 (16 x 16); Gemma 3
+    # 4B's tower sees 896-pixel images in 14-pixel patches
+    "gemma3": {"image_size": 896, "patch_size": 14},
+    "shieldgemma2": {"image_size": 896, "patch_size": 14},
+}
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:
@@ -65,8 +72,10 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
         ),
         HYBRID_OVERRIDES.get(model_type, {}),
     )
+    tower = VISION_OVERRIDES.get(model_type)
     label = "default config" + (f" + {overrides}" if overrides else "")
-    return default_config_dir(model_type, scratch, **overrides), label
+    label += f" + vision_config {tower}" if tower else ""
+    return default_config_dir(model_type, scratch, vision_config=tower, **overrides), label
 
 
 def run(model_type: str, fixtures: dict[str, Path], scratch: Path, target: str = "mobius") -> dict:

@@ -8,8 +8,11 @@ from pathlib import Path
 from tests.hub_cache import FIXTURES
 
 
-def default_config_dir(model_type: str, root: Path, **overrides) -> Path:
-    """A checkpoint folder whose config.json is transformers' default config for ``model_type``."""
+def default_config_dir(
+    model_type: str, root: Path, vision_config: dict | None = None, **overrides
+) -> Path:
+    """A checkpoint folder whose config.json is transformers' default config for ``model_type``
+    (``vision_config`` keys update its vision sub-config)."""
     from transformers import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -22,6 +25,8 @@ def default_config_dir(model_type: str, root: Path, **overrides) -> Path:
         architectures or MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type]
     ]
     config.update(overrides)
+    if vision_config:
+        config["vision_config"] = {**config["vision_config"], **vision_config}
     folder = root / model_type
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2))

@@ -226,11 +226,7 @@ GEMMA3_TOWER = {"image_size": 896, "patch_size": 14}
 def _gemma3(root: Path, **tower) -> Path:
     from tests.new_types import default_config_dir
 
-    folder = default_config_dir("gemma3", root)
-    config = json.loads((folder / "config.json").read_text())
-    config["vision_config"].update(tower)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return default_config_dir("gemma3", root, vision_config=tower)
 
 
 def test_a_config_whose_tokens_do_not_pool_the_grid_is_bad_input(tmp_path: Path) -> None:

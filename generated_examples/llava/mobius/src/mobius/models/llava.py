@@ -26,7 +26,11 @@ import torch
 from onnxscript import OpBuilder, nn
 
 from mobius._configs import ArchitectureConfig, CausalLMConfig
-from mobius.components import Embedding, Linear, get_activation
+from mobius.components import (
+    Embedding,
+    Linear,
+    get_activation,
+)
 from mobius.models.base import CausalLMModel
 from mobius.models.clip import ClipVisionConfigView, CLIPVisionModel
 
@@ -120,7 +124,7 @@ def _vision_field(config: ArchitectureConfig, name: str):
 
 
 class LlavaMultiModalProjector(nn.Module):
-    """The tower's features to the text's width: linear_1, gelu, linear_2."""
+    """The tower's features to the text's width: linear_1, act, linear_2."""
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
@@ -244,7 +248,8 @@ class LlavaMultiModalModel(nn.Module):
             elif name.startswith("language_model.lm_head."):
                 text[f"lm_head.{name.removeprefix('language_model.lm_head.')}"] = tensor
             elif name.startswith("multi_modal_projector."):
-                result[f"vision_encoder.{name}"] = tensor
+                leaf = name.removeprefix("multi_modal_projector.")
+                result[f"vision_encoder.multi_modal_projector.{leaf}"] = tensor
             elif name.startswith("vision_tower."):
                 tower[name.removeprefix("vision_tower.")] = tensor
             else:
