@@ -27,6 +27,7 @@ class ProjectorLayer:
 
     name: str
     op: ProjectorOp
+    label: str = ""  # what the docstring calls it: HF's attribute, or the activation's name
     in_expr: str = ""  # linear, matmul; the norms' width
     out_expr: str = ""  # linear, matmul
     bias_expr: str = ""  # linear
@@ -125,6 +126,19 @@ class VisionDesign:
     @property
     def task_class(self) -> str:
         return f"{self.prefix}VisionLanguageTask"
+
+    @property
+    def component_imports(self) -> str:
+        """The ``mobius.components`` names the generated projector and embedding use."""
+        names = set() if self.scaled_embeddings else {"Embedding"}
+        for layer in self.layers:
+            names |= {
+                "activation": {"get_activation"},
+                "linear": {"Linear"},
+                "layer_norm": {"LayerNorm"},
+                "rms_norm": {"OffsetRMSNorm" if layer.offset else "RMSNorm"},
+            }.get(layer.op, set())
+        return ", ".join(sorted(names, key=lambda n: (n[0].islower(), n)))
 
 
 def vision_blockers(spec: ArchitectureSpec) -> list[str]:
@@ -290,11 +304,12 @@ def _layers(vision: VisionSpec, text_hidden: int) -> tuple[ProjectorLayer, ...]:
 
 def _layer(vision: VisionSpec, text_hidden: int, step: ProjectorStep, width: int) -> ProjectorLayer:
     if step.op in ("activation", "avg_pool"):
-        return ProjectorLayer(step.name, step.op)
+        return ProjectorLayer(step.name, step.op, label=step.activation or step.name)
     if step.op in ("layer_norm", "rms_norm"):
         return ProjectorLayer(
             step.name,
             step.op,
+            label=step.name,
             in_expr=_width_expr(vision, text_hidden, width) or "",
             eps_expr=_eps_expr(vision, step.eps),
             offset=step.weight_offset == 1.0,
@@ -303,6 +318,7 @@ def _layer(vision: VisionSpec, text_hidden: int, step: ProjectorStep, width: int
     return ProjectorLayer(
         step.name,
         step.op,
+        label=step.name,
         in_expr=_width_expr(vision, text_hidden, step.in_features) or "",
         out_expr=_width_expr(vision, text_hidden, step.out_features) or "",
         bias_expr=f"config.{bias_key}" if bias_key else str(step.bias),

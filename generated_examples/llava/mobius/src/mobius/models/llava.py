@@ -26,11 +26,7 @@ import torch
 from onnxscript import OpBuilder, nn
 
 from mobius._configs import ArchitectureConfig, CausalLMConfig
-from mobius.components import (
-    Embedding,
-    Linear,
-    get_activation,
-)
+from mobius.components import Embedding, Linear, get_activation
 from mobius.models.base import CausalLMModel
 from mobius.models.clip import ClipVisionConfigView, CLIPVisionModel
 
@@ -124,7 +120,7 @@ def _vision_field(config: ArchitectureConfig, name: str):
 
 
 class LlavaMultiModalProjector(nn.Module):
-    """The tower's features to the text's width: linear_1, act, linear_2."""
+    """The tower's features to the text's width: linear_1, gelu, linear_2."""
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
