@@ -23,9 +23,8 @@ from onboard.parity.vision import (
     HFVisionRunner,
     VisionBatch,
     VisionStep,
-    image_batch,
     run_vision_scenarios,
-    text_batch,
+    scenario_batches,
 )
 from onboard.targets.mobius.parity import (
     EXECUTION_PROVIDERS,
@@ -38,7 +37,6 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
-from onboard.tiny_model import image_tokens
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -97,20 +95,11 @@ def _provider_checks(
     unread: Collection[str],
 ) -> tuple[list[Check], WeightMapProof | None]:
     """Every vision check on one execution provider, and the weight proof."""
-    import torch
-
     hf_config = make_hf_config(tiny_config)
     reference = build_reference(hf_config)
     checkpoint = saved_checkpoint(reference)
-    vision = hf_config.vision_config
-    per_image = image_tokens(
-        reference, torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
-    )
     text = hf_config.text_config
-    batch = image_batch(
-        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
-    )
-    prompt = text_batch(text.vocab_size, hf_config.image_token_id)
+    batch, prompt = scenario_batches(reference, hf_config)
     with scratch_dir() as workdir:
         try:
             sessions, proof = _build(
