@@ -32,8 +32,8 @@ class VisionDesign:
     hf_module: str  # transformers.models.llava.modeling_llava
     config: str  # the composite config class (LlavaConfig)
     projector_class: str  # HF's projector, reused as it is
-    feature_layers: str  # Python over ``self.config``: an int or a list of hidden-state indices
-    drop_class_token: str  # Python over ``self.config``: True when the class token is dropped
+    feature_layers: str  # Python over ``self.config`` (an int or a list), or a list literal
+    drop_class_token: str  # Python over ``self.config``, or True / False when HF always does
     image_token: str  # Python over ``self.config``: the placeholder's token id
     # (checkpoint prefix, native prefix), text first; every checkpoint key matches one
     routes: tuple[tuple[str, str], ...]
@@ -96,14 +96,18 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "is causal, so the generated VLM would be wrong on every image prompt"
         )
     if vision.merge.scaled_before_merge:
+        pattern = r"class \w*ScaledWordEmbedding"
+        where = _line_in(_text_module(spec), pattern) or _line_in(module, pattern)
         found.append(
             "text embeddings scaled inside the embedding before the merge "
-            "(vision.merge.scaled_before_merge): the generated text model scales what it is given"
+            f"({where or 'vision.merge.scaled_before_merge'}): the generated text model scales "
+            "what it is given"
         )
     if vision.select.post_norm:
+        where = _method(module, "get_image_features") if module else ""
         found.append(
-            "features read after the tower's post norm (vision.select.post_norm): the generated "
-            "selection reads hidden_states[layer]"
+            f"features read after the tower's post norm ({where or 'vision.select.post_norm'}): "
+            "the generated selection reads hidden_states[layer]"
         )
     if module is not None and _tower_line(module) is None:
         found.append(
@@ -126,11 +130,7 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
     projector = _projector(module, vision.projector.name)
     assert projector is not None
     select = vision.select
-    layers = (
-        f"self.config.{select.layer_key}"
-        if select.layer_key
-        else repr(select.layers[0] if len(select.layers) == 1 else list(select.layers))
-    )
+    layers = f"self.config.{select.layer_key}" if select.layer_key else repr(list(select.layers))
     drop = (
         f'self.config.{select.strategy_key} == "default"'
         if select.strategy_key
@@ -184,6 +184,17 @@ def _hf_module(spec: ArchitectureSpec):
         return None
 
 
+def _text_module(spec: ArchitectureSpec):
+    """HF's modeling module of the text backbone."""
+    vision = spec.vision
+    assert vision is not None
+    name = f"modeling_{vision.text_model_type}"
+    try:
+        return importlib.import_module(f"transformers.models.{vision.text_model_type}.{name}")
+    except ImportError:
+        return None
+
+
 def _config_class(model_type: str) -> str:
     from transformers import CONFIG_MAPPING
 
@@ -202,7 +213,9 @@ def _source(module) -> list[str]:
 
 
 def _tower_line(module) -> int | None:
-    pattern = re.compile(rf"self\.{TOWER}\s*=\s*AutoModel\.from_config\(config\.vision_config\)")
+    pattern = re.compile(
+        rf"self\.{TOWER}\s*=\s*AutoModel\.from_config\((config=)?config\.vision_config\)"
+    )
     return next((n for n, line in enumerate(_source(module), 1) if pattern.search(line)), None)
 
 
