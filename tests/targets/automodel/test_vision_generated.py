@@ -9,6 +9,7 @@ hidden state, marks the wrong placeholder, or an adapter that drops a tower tens
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,15 +128,19 @@ def test_an_adapter_that_drops_a_tower_tensor_fails_the_weight_proof(tmp_path: P
     assert checks["test_llava_vision.py::test_adapter_round_trip_is_exact"] is Status.FAIL
 
 
-def _refusal(tmp_path: Path, model_type: str) -> str:
+def _refusal(tmp_path: Path, model_type: str, **tower) -> str:
     folder = default_config_dir(model_type, tmp_path / "models")
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"].update(tower)
+    (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnsupportedFeatureError) as raised:
         _new(tmp_path / "out", model=folder, parity=False)
     return "\n".join(raised.value.items)
 
 
 def test_gemma3_bidirectional_image_blocks_are_refused_by_name(tmp_path: Path) -> None:
-    found = _refusal(tmp_path, "gemma3")
+    # Gemma 3's published tower (896 px in 14 px patches) pools to its 256 tokens per image
+    found = _refusal(tmp_path, "gemma3", image_size=896, patch_size=14)
     assert "attend to each other both ways" in found
     assert "modeling_gemma3.py:" in found  # where HF builds the bidirectional image mask
     assert "scaled inside the embedding before the merge" in found
