@@ -44,6 +44,8 @@ EXAMPLES = (
     ),
     # A vision-language model: mobius' own LLaVAModel loads no weights; rebuilt from its parts.
     Example("llava-hf/llava-1.5-7b-hf", "mobius", "llava/mobius", ("--treat-as-new",)),
+    # The same VLM into AutoModel: HF's tower and projector around the generated Llama text model.
+    Example("llava-hf/llava-1.5-7b-hf", "automodel", "llava/automodel", ("--treat-as-new",)),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).
     Example("tests/fixtures/remote/ember-tiny", "mobius", "ember/mobius", ("--trust-remote-code",)),
 )

@@ -15,6 +15,7 @@ import numpy as np
 
 from onboard.parity.harness import DECODE_STEPS, error_text, logits_check
 from onboard.parity.report import Check, Metrics, Status
+from onboard.tiny_model import image_tokens
 
 IMAGES = 2  # one per row
 TEXT_BEFORE = (3, 6)  # text tokens before each row's placeholders; the rest come after
@@ -56,6 +57,19 @@ def image_batch(
         rows.append([*text[:before], *[image_token] * per_image, *text[before:]])
     ids = np.array(rows, dtype=np.int64)
     return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0))
+
+
+def scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, VisionBatch]:
+    """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM."""
+    import torch
+
+    vision, text = hf_config.vision_config, hf_config.text_config
+    square = torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
+    per_image = image_tokens(reference, square)
+    batch = image_batch(
+        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
+    )
+    return batch, text_batch(text.vocab_size, hf_config.image_token_id)
 
 
 def text_batch(vocab_size: int, image_token: int, seed: int = 4) -> VisionBatch:
@@ -137,9 +151,9 @@ def _positions(shape: tuple[int, ...], start: int) -> np.ndarray:
     return np.broadcast_to(np.arange(start, start + shape[1], dtype=np.int64), shape).copy()
 
 
-class HFVisionRunner:
-    """The tiny HF VLM: image features from ``get_image_features``, the merged embeddings the
-    language model receives, logits and its cache."""
+class TorchVisionRunner:
+    """A torch VLM run on the scenarios: image features, the merged embeddings its language model
+    receives (caught on the way in), logits and its cache. Subclasses say where those live."""
 
     provider = "transformers"
 
@@ -147,35 +161,40 @@ class HFVisionRunner:
         """``image_token_types``: the image token whose placeholders prefill marks with
         ``token_type_ids`` 1, as the processor does for models that read them (Gemma 3)."""
         self.model = model
+        self.device = next(model.parameters()).device
         self.image_token_types = image_token_types
+
+    def language_model(self) -> Any:
+        raise NotImplementedError
+
+    def image_features(self, pixel_values: Any) -> Any:
+        """``[image tokens, hidden]`` for the batch's images, image after image."""
+        raise NotImplementedError
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
         import torch
 
         captured: dict[str, Any] = {}
-        text_model = self.model.base_model.language_model
 
         def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
             captured["embeddings"] = kwargs.get("inputs_embeds")
 
-        pixels = torch.from_numpy(batch.pixel_values) if batch.pixel_values is not None else None
-        handle = text_model.register_forward_pre_hook(keep, with_kwargs=True)
+        pixels = None
+        if batch.pixel_values is not None:
+            pixels = torch.from_numpy(batch.pixel_values).to(self.device)
+        handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
         try:
             with torch.no_grad():
-                features = None
-                if pixels is not None:
-                    per_image = self.model.get_image_features(pixel_values=pixels).pooler_output
-                    features = torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image]).numpy()
-                input_ids = torch.from_numpy(batch.input_ids)
+                features = None if pixels is None else _numpy(self.image_features(pixels))
+                input_ids = self._tensor(batch.input_ids)
                 types = {}
                 if self.image_token_types is not None:
-                    marks = (input_ids == self.image_token_types).long()
-                    types["token_type_ids"] = marks
+                    types["token_type_ids"] = (input_ids == self.image_token_types).long()
                 out = self.model(
                     input_ids=input_ids,
                     pixel_values=pixels,
-                    attention_mask=torch.from_numpy(batch.attention_mask),
-                    position_ids=torch.from_numpy(batch.position_ids),
+                    attention_mask=self._tensor(batch.attention_mask),
+                    position_ids=self._tensor(batch.position_ids),
                     use_cache=True,
                     **types,
                 )
@@ -183,9 +202,9 @@ class HFVisionRunner:
             handle.remove()
         embeddings = captured.get("embeddings")
         return VisionStep(
-            out.logits.numpy(),
+            _numpy(out.logits),
             features,
-            embeddings.numpy() if embeddings is not None else None,
+            _numpy(embeddings) if embeddings is not None else None,
             out.past_key_values,
         )
 
@@ -194,10 +213,32 @@ class HFVisionRunner:
 
         with torch.no_grad():
             out = self.model(
-                input_ids=torch.from_numpy(batch.input_ids),
-                attention_mask=torch.from_numpy(batch.attention_mask),
-                position_ids=torch.from_numpy(batch.position_ids),
+                input_ids=self._tensor(batch.input_ids),
+                attention_mask=self._tensor(batch.attention_mask),
+                position_ids=self._tensor(batch.position_ids),
                 past_key_values=previous.state,
                 use_cache=True,
             )
-        return VisionStep(out.logits.numpy(), state=out.past_key_values)
+        return VisionStep(_numpy(out.logits), state=out.past_key_values)
+
+    def _tensor(self, array: np.ndarray) -> Any:
+        import torch
+
+        return torch.from_numpy(array).to(self.device)
+
+
+class HFVisionRunner(TorchVisionRunner):
+    """The tiny HF VLM: features from ``get_image_features``, its base model's language model."""
+
+    def language_model(self) -> Any:
+        return self.model.base_model.language_model
+
+    def image_features(self, pixel_values: Any) -> Any:
+        import torch
+
+        per_image = self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        return torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image])
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    return tensor.detach().float().cpu().numpy()

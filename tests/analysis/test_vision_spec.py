@@ -211,8 +211,11 @@ def _blockers(target: str, spec) -> tuple[str, ...]:
     return loaded.propose(spec, loaded.open_library(None), treat_as_new=True).blockers
 
 
-def test_automodel_refuses_the_vision_side_by_name() -> None:
-    assert any("vlm model" in b for b in _blockers("automodel", analysis_of(LLAVA).spec))
+def test_automodel_generates_llava_and_names_what_it_cannot(tmp_path: Path) -> None:
+    assert _blockers("automodel", analysis_of(LLAVA).spec) == ()
+    # PaliGemma's image blocks attend both ways: the generated text model's mask is causal
+    blockers = _blockers("automodel", analyse(_default(tmp_path, "paligemma")).spec)
+    assert any("both ways" in b and "modeling_paligemma.py:" in b for b in blockers)
 
 
 def test_mobius_generates_llava_and_names_what_it_cannot_build_on(tmp_path: Path) -> None:

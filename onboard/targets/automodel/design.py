@@ -30,6 +30,7 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec, Evidence, MoESpec
+from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_ties, text_view
 from onboard.targets.base import Candidate, Proposal
 from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
 
@@ -194,6 +195,9 @@ class ModelDesign:
     # HF's rotary embedding is MRoPE over (t, h, w) positions (Qwen3.5's text model): text
     # positions are equal in all three, where it computes 1-D RoPE
     mrope: bool = False
+    # A VLM: the classes above are its text backbone (prefix ``<Name>Text``), and the registered
+    # class holds HF's tower and projector beside it
+    vision: VisionDesign | None = None
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -215,12 +219,27 @@ class ModelDesign:
         return f"{MODELS_PACKAGE}.{self.module}"
 
     @property
-    def model_class(self) -> str:
+    def text_class(self) -> str:
+        """The causal LM over the generated decoder (a VLM's text-only model)."""
         return f"{self.prefix}ForCausalLM"
 
     @property
-    def adapter_class(self) -> str:
+    def text_adapter(self) -> str:
         return f"{self.prefix}StateDictAdapter"
+
+    @property
+    def model_class(self) -> str:
+        """The class the registry maps the architecture to."""
+        return self.vision.model_class if self.vision else self.text_class
+
+    @property
+    def adapter_class(self) -> str:
+        return self.vision.adapter_class if self.vision else self.text_adapter
+
+    @property
+    def text_arch(self) -> str:
+        """The text model's architecture (the registered one, but for a VLM)."""
+        return self.hf.causal_lm if self.vision else self.arch
 
     @property
     def has_layers_module(self) -> bool:
@@ -244,6 +263,8 @@ def design_model(
             f"{spec.model_type}; nothing was written",
             proposal.blockers,
         )
+    if spec.vision is not None:
+        return _vlm_design(spec, proposal, tiny_config, probe)
     layout = hf_layout(spec)
     hf = hf_names(spec, probe.model_class, dict(probe.modules), layout)
     text = spec.text
@@ -290,6 +311,23 @@ def design_model(
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
+    )
+
+
+def _vlm_design(
+    spec: ArchitectureSpec, proposal: Proposal, tiny_config: dict[str, Any], probe: Probe
+) -> ModelDesign:
+    """The text backbone designed as the causal LM of its own type, under the VLM's names."""
+    text_spec = text_view(spec, probe.model_class)
+    text = design_model(text_spec, proposal, dict(tiny_config["text_config"]), probe)
+    vision = design_vision(spec, hf_ties(spec))
+    return replace(
+        text,
+        arch=spec.source.architecture,
+        model_type=spec.model_type,
+        module=module_name(spec.model_type),
+        prefix=f"{vision.prefix}Text",
+        vision=vision,
     )
 
 
@@ -392,7 +430,11 @@ def with_name(design: ModelDesign, name: str | None) -> ModelDesign:
     """``--name``: the package and class names come from ``name`` instead of the model."""
     if name is None:
         return design
-    return replace(design, module=module_name(name), prefix=class_prefix("", name))
+    prefix = class_prefix("", name)
+    if design.vision is not None:
+        vision = replace(design.vision, prefix=prefix)
+        return replace(design, module=module_name(name), prefix=f"{prefix}Text", vision=vision)
+    return replace(design, module=module_name(name), prefix=prefix)
 
 
 def hf_layout(spec: ArchitectureSpec) -> HFLayout:

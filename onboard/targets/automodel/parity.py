@@ -111,6 +111,7 @@ def _generated_request(
         device_env=DEVICE_ENV,
         prompt_len=scenarios.prompt_len,
         compare_kv=scenarios.compare_kv,
+        vision=analysis.spec.vision is not None,
     )
 
 
@@ -132,6 +133,7 @@ def _registered_request(
         prompt_len=scenarios.prompt_len,
         compare_kv=scenarios.compare_kv,
         known_bugs=bugs_for(entry.module, entry.class_name),
+        vision=analysis.spec.vision is not None,
     )
 
 
@@ -141,6 +143,9 @@ def _run(request: Request, scratch: Path) -> dict[str, Any]:
     # No PYTEST_* variables: an outer pytest run must not configure the generated tests' run.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(PYTHONDONTWRITEBYTECODE="1", **{DEVICE_ENV: request.device})
+    # The subprocess imports the onboard this process runs (a worktree's, not an installed one).
+    here = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", "onboard.targets.automodel.runner"]
     try:
         run = subprocess.run(

@@ -51,6 +51,7 @@ _TEST_CONFIG_DROP = frozenset(
         "torch_dtype",
         "transformers_version",
         "use_cache",
+        "_name_or_path",
     }
 )
 
@@ -61,7 +62,7 @@ class Paths:
 
     package: str
     tests: str
-    recipe: str
+    recipe: str | None  # None: a VLM, whose recipe (FinetuneRecipeForVLM) is not generated yet
     card: str
 
     @property
@@ -80,6 +81,13 @@ class HubName:
 
 def paths_for(design: ModelDesign, hub: HubName) -> Paths:
     slug = re.sub(r"[^a-z0-9]+", "_", hub.name.lower().replace(".", "p")).strip("_")
+    if design.vision:
+        return Paths(
+            package=f"{MODELS_DIR}/{design.module}",
+            tests=f"{TESTS_DIR}/{design.module}",
+            recipe=None,
+            card=f"docs/model-coverage/vlm/{hub.org}/{hub.name}.mdx",
+        )
     return Paths(
         package=f"{MODELS_DIR}/{design.module}",
         tests=f"{TESTS_DIR}/{design.module}",
@@ -171,6 +179,8 @@ def _owned_files(
         return FileChange(path, formatted, True, why)
 
     layer_summary = _layer_summary(spec.text.layer_types)
+    # A VLM's dense tests run on its text model, with the text sub-config
+    text_config = tiny_config["text_config"] if design.vision else tiny_config
     files = [
         python("__init__.py.j2", f"{paths.package}/__init__.py", "package exports"),
         python("model.py.j2", paths.model, "model"),
@@ -189,15 +199,25 @@ def _owned_files(
             "test_model.py.j2",
             f"{paths.tests}/test_{design.module}_model.py",
             "generated tests",
-            tiny=_literal(test_config(tiny_config)),
+            tiny=_literal(test_config(text_config)),
             norms=_literal(list(norm_attributes(spec, design.layout))),
-            mlp_labels=_literal(feed_forward_labels(spec, tiny_config)),
-            layer_summary=_layer_summary(tiny_config.get("layer_types") or ()) or "full attention",
+            mlp_labels=_literal(feed_forward_labels(spec, text_config)),
+            layer_summary=_layer_summary(text_config.get("layer_types") or ()) or "full attention",
             device_env=DEVICE_ENV,
             mixer_attributes=_literal({m.label: m.attribute for m in design.mixers}),
-            chunk=scan_chunk(spec, tiny_config),
+            chunk=scan_chunk(spec, text_config),
         )
     )
+    if design.vision:
+        files.append(
+            python(
+                "test_vlm.py.j2",
+                f"{paths.tests}/test_{design.module}_vision.py",
+                "generated vision tests",
+                tiny=_literal(vision_test_config(tiny_config)),
+                device_env=DEVICE_ENV,
+            )
+        )
     context = {
         "d": design,
         "spec": spec,
@@ -209,11 +229,9 @@ def _owned_files(
         "recipe_path": paths.recipe,
         "path": paths.recipe,
     }
-    files.append(
-        FileChange(
-            paths.recipe, render_template("automodel/recipe.yaml.j2", **context), True, "recipe"
-        )
-    )
+    if paths.recipe is not None:
+        recipe = render_template("automodel/recipe.yaml.j2", **context)
+        files.append(FileChange(paths.recipe, recipe, True, "recipe"))
     files.append(
         FileChange(
             paths.card, render_template("automodel/model_card.mdx.j2", **context), True, "docs"
@@ -224,6 +242,16 @@ def _owned_files(
 
 def test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in tiny_config.items() if k not in _TEST_CONFIG_DROP}
+
+
+def vision_test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:
+    """A VLM's tiny config for its tests, its sub-configs trimmed like the top level."""
+    top = test_config(tiny_config)
+    for key in ("text_config", "vision_config"):
+        if isinstance(top.get(key), dict):
+            top[key] = {k: v for k, v in test_config(top[key]).items() if k != "_name_or_path"}
+            top[key]["model_type"] = tiny_config[key]["model_type"]
+    return top
 
 
 def norm_attributes(spec: ArchitectureSpec, layout: HFLayout) -> tuple[str, ...]:

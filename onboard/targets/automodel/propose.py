@@ -16,12 +16,14 @@ from typing import Any
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import cite, distinct_ropes, router_location
+from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
 # Model kinds the generator writes. A hybrid keeps HF's own recurrent mixer modules (their torch
 # paths run where fla, causal_conv1d or mamba_ssm are missing); a pure state-space model has no
 # attention or MLP for the generated code to own, so AutoModel's HF fallback already covers it.
-GENERATED_KINDS = frozenset({"dense", "moe", "hybrid", "hybrid_moe"})
+# A VLM keeps HF's tower and projector around a generated text backbone (see vision.py).
+GENERATED_KINDS = frozenset({"dense", "moe", "hybrid", "hybrid_moe", "vlm"})
 
 # RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
 # ``longrope`` recompute with the sequence length in HF and would be silently wrong here.
@@ -239,7 +241,12 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
 
 
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
-    """What the AutoModel generator cannot express for ``spec``, each with where it was seen."""
+    """What the AutoModel generator cannot express for ``spec``, each with where it was seen.
+
+    A VLM's text backbone is held to the rules of a causal LM of its own type."""
+    if spec.vision is not None:
+        text_spec = text_view(spec, spec.source.architecture)
+        return (*vision_blockers(spec), *blockers(text_spec))
     text = spec.text
     found = [
         f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
@@ -255,7 +262,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     if spec.kind not in GENERATED_KINDS:
         found.append(
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
-            "dense, MoE and hybrid decoders only"
+            "dense, MoE and hybrid decoders and LLaVA-shaped VLMs only"
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)

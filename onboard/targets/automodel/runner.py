@@ -47,6 +47,7 @@ class Request:
     prompt_len: int = 9  # the shared scenarios' prompt (longer where a mixer scans in chunks)
     compare_kv: bool = True
     known_bugs: tuple[str, ...] = ()  # ids in bugs.py of the library class under test
+    vision: bool = False  # a VLM: the vision scenarios (images, merge, text-only) instead
 
 
 @dataclass
@@ -87,9 +88,16 @@ class _Outcomes:
 
     def __init__(self) -> None:
         self.outcomes: dict[str, dict[str, Any]] = {}
+        self._files: dict[str, str] = {}  # test name -> the file that first had it
+
+    def _name(self, nodeid: str) -> str:
+        """The test's name, with its file's where another file has a test of that name."""
+        path, _, name = nodeid.rpartition("::")
+        first = self._files.setdefault(name, path)
+        return name if first == path else f"{Path(path).name}::{name}"
 
     def pytest_runtest_logreport(self, report: Any) -> None:
-        name = report.nodeid.split("::", 1)[-1]
+        name = self._name(report.nodeid)
         if report.when == "call" or report.outcome != "passed":
             if name in self.outcomes and self.outcomes[name]["outcome"] != "passed":
                 return  # keep the first failure (a teardown error must not hide it)
@@ -159,6 +167,11 @@ def run_scenarios_on(request: Request) -> Outcome:
         return _failed_step("import", request.device, exc)
     bugs = tuple(BY_ID[bug_id] for bug_id in request.known_bugs)
     try:
+        if request.vision:
+            from onboard.targets.automodel.vision_runner import vision_scenarios
+
+            checks, proof = vision_scenarios(cls, request)
+            return [_check_dict(c) for c in checks], proof, []
         return _scenarios(cls, request, bugs)
     except Exception as exc:
         return _failed_step("build", request.device, exc)
@@ -193,7 +206,7 @@ def _scenarios(cls: type, request: Request, bugs: tuple[LibraryBug, ...]) -> Out
 
     def measure(model: Any, fix: Any = None) -> tuple[list[Any], dict[str, Any]]:
         """Weights as loaded, then the scenarios (after ``fix``, a bug's counterfactual)."""
-        weights, proof = _load(model.to(request.device).eval(), checkpoint)
+        weights, proof = load_checked(model.to(request.device).eval(), checkpoint)
         if proof["problems"]:
             return [weights], proof
         if fix is not None:
@@ -224,14 +237,14 @@ def _build(cls: type, config: Any, device: str, bugs: tuple[LibraryBug, ...]) ->
     from onboard.parity.report import Check, Status
 
     try:
-        return _construct(cls, config), None
+        return construct(cls, config), None
     except Exception as exc:
         shim = next((b for b in bugs if b.workaround == CUDA_CONSTRUCTION), None)
         if shim is None or not asks_for_cuda(exc):
             raise
         error = _error(exc)
     with cpu_construction():
-        model = _construct(cls, config)
+        model = construct(cls, config)
     move_cuda_devices_to_cpu(model)
     detail = f"{error}; builds with {shim.trigger}"
     check = Check("build", device, Status.XFAIL, detail=detail, bug=shim.id)
@@ -246,7 +259,7 @@ def _found(bug: LibraryBug, evidence: str) -> dict[str, str]:
     return {"id": bug.id, "title": bug.title, "evidence": evidence}
 
 
-def _construct(cls: type, config: Any) -> Any:
+def construct(cls: type, config: Any) -> Any:
     """The class with AutoModel's CPU backend spelt out (T14), if its __init__ takes one."""
     from nemo_automodel.components.models.common import BackendConfig
 
@@ -256,7 +269,7 @@ def _construct(cls: type, config: Any) -> Any:
     return cls(copy.deepcopy(config), backend=backend)
 
 
-def _load(model: Any, checkpoint: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def load_checked(model: Any, checkpoint: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Prove the adapter's weight map, load the checkpoint through it, check the export."""
     from onboard.parity.report import Check, Status
     from onboard.weightmap import WeightMapProof, prove

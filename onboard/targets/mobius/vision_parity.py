@@ -24,9 +24,8 @@ from onboard.parity.vision import (
     HFVisionRunner,
     VisionBatch,
     VisionStep,
-    image_batch,
     run_vision_scenarios,
-    text_batch,
+    scenario_batches,
 )
 from onboard.targets.mobius.parity import (
     EXECUTION_PROVIDERS,
@@ -39,7 +38,6 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
-from onboard.tiny_model import image_tokens
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -110,20 +108,11 @@ def run_vision_parity(
 
 def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], WeightMapProof | None]:
     """Every vision check on one execution provider, and the weight proof."""
-    import torch
-
     hf_config = make_hf_config(case.tiny_config)
     reference = build_reference(hf_config)
     checkpoint = {case.published(k): v for k, v in saved_checkpoint(reference).items()}
-    vision = hf_config.vision_config
-    per_image = image_tokens(
-        reference, torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
-    )
     text = hf_config.text_config
-    batch = image_batch(
-        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
-    )
-    prompt = text_batch(text.vocab_size, hf_config.image_token_id)
+    batch, prompt = scenario_batches(reference, hf_config)
     with scratch_dir() as workdir:
         try:
             unread = [case.published(name) for name in case.unread]

@@ -1,0 +1,251 @@
+"""The vision side of a generated AutoModel VLM: HF's tower and projector beside generated text.
+
+AutoModel's own LLaVA-shaped VLM (``Mistral3ForConditionalGeneration`` in 0.7.0's ``mistral4``)
+is an ``nn.Module`` holding ``model.vision_tower`` (HF's, from ``AutoModel.from_config``),
+``model.multi_modal_projector`` and ``model.language_model`` (its own text backbone), with
+``lm_head`` beside ``model``. The generated class has that shape: the tower and the projector are
+HF's modules, built from the HF config classes, and the text backbone is what the dense generator
+writes for the backbone's own model type. The generated code owns the feature selection, the
+merge and the state-dict adapter, which routes each checkpoint prefix to its part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+
+from onboard.naming import class_prefix
+from onboard.spec import ArchitectureSpec
+
+# The parts' attributes, as AutoModel's Mistral3ForConditionalGeneration names them.
+TOWER, PROJECTOR, LANGUAGE_MODEL = "vision_tower", "multi_modal_projector", "language_model"
+
+
+@dataclass(frozen=True)
+class VisionDesign:
+    """How the generated VLM class builds and runs its vision side, and where HF does so."""
+
+    prefix: str  # Llava: LlavaForConditionalGeneration, LlavaModel, LlavaStateDictAdapter
+    hf_module: str  # transformers.models.llava.modeling_llava
+    config: str  # the composite config class (LlavaConfig)
+    projector_class: str  # HF's projector, reused as it is
+    feature_layers: str  # Python over ``self.config`` (an int or a list), or a list literal
+    drop_class_token: str  # Python over ``self.config``, or True / False when HF always does
+    image_token: str  # Python over ``self.config``: the placeholder's token id
+    # (checkpoint prefix, native prefix), text first; every checkpoint key matches one
+    routes: tuple[tuple[str, str], ...]
+    # (published prefix, checkpoint prefix): older checkpoints' names ``from_hf`` also reads
+    aliases: tuple[tuple[str, str], ...]
+    ties: bool  # HF's VLM ties lm_head to the text embeddings when config.tie_word_embeddings
+    where: tuple[tuple[str, str], ...]  # role -> modeling_x.py:N, for the generated comments
+
+    @property
+    def model_class(self) -> str:
+        return f"{self.prefix}ForConditionalGeneration"
+
+    @property
+    def base_class(self) -> str:
+        return f"{self.prefix}Model"
+
+    @property
+    def adapter_class(self) -> str:
+        return f"{self.prefix}StateDictAdapter"
+
+    def at(self, role: str) -> str:
+        return dict(self.where).get(role, "")
+
+
+def text_view(spec: ArchitectureSpec, probe_class: str) -> ArchitectureSpec:
+    """The VLM's text backbone as the dense generator reads a causal LM: its own model type,
+    architecture and HF source files (the analysis already described it on its own config)."""
+    vision = spec.vision
+    assert vision is not None
+    from onboard.source import transformers_source_files
+
+    own = {f.name for f in transformers_source_files(vision.text_model_type)}
+    source = dataclasses.replace(
+        spec.source,
+        model_type=vision.text_model_type,
+        architecture=probe_class,
+        hf_files=tuple((n, h) for n, h in spec.source.hf_files if n in own),
+    )
+    kind = "moe" if spec.text.moe is not None else "dense"
+    return dataclasses.replace(spec, source=source, kind=kind, vision=None)
+
+
+def vision_blockers(spec: ArchitectureSpec) -> list[str]:
+    """What the generated VLM class cannot do for ``spec``, each with where HF does it."""
+    vision = spec.vision
+    if vision is None:
+        return []
+    module = _hf_module(spec)
+    found = []
+    if spec.text.moe is not None:
+        found.append(
+            f"a {vision.text_model_type} text backbone with experts: the VLM adapter routes "
+            "prefixes only, around a dense text backbone"
+        )
+    if vision.merge.bidirectional_images:
+        where = _line_in(module, r"token_type_ids.*mask|mask.*token_type_ids")
+        found.append(
+            "image tokens that attend to each other both ways when token_type_ids mark them "
+            f"({where or 'vision.merge.bidirectional_images'}): the generated text model's mask "
+            "is causal, so the generated VLM would be wrong on every image prompt"
+        )
+    if vision.merge.scaled_before_merge:
+        pattern = r"class \w*ScaledWordEmbedding"
+        where = _line_in(_text_module(spec), pattern) or _line_in(module, pattern)
+        found.append(
+            "text embeddings scaled inside the embedding before the merge "
+            f"({where or 'vision.merge.scaled_before_merge'}): the generated text model scales "
+            "what it is given"
+        )
+    if vision.select.post_norm:
+        where = _method(module, "get_image_features") if module else ""
+        found.append(
+            f"features read after the tower's post norm ({where or 'vision.select.post_norm'}): "
+            "the generated selection reads hidden_states[layer]"
+        )
+    if module is not None and _tower_line(module) is None:
+        found.append(
+            f"a vision tower not built by AutoModel.from_config(config.vision_config) in "
+            f"{_file(module)}: the generated VLM reuses HF's tower that way"
+        )
+    if module is not None and _projector(module, vision.projector.name) is None:
+        found.append(
+            f"no projector class for self.{vision.projector.name} in {_file(module)}: the "
+            "generated VLM reuses HF's projector"
+        )
+    return found
+
+
+def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
+    vision = spec.vision
+    assert vision is not None
+    module = _hf_module(spec)
+    assert module is not None
+    projector = _projector(module, vision.projector.name)
+    assert projector is not None
+    select = vision.select
+    layers = f"self.config.{select.layer_key}" if select.layer_key else repr(list(select.layers))
+    drop = (
+        f'self.config.{select.strategy_key} == "default"'
+        if select.strategy_key
+        else repr(select.drop_class_token)
+    )
+    prefixes = dict(vision.prefixes)
+    routes = (
+        (prefixes["text"], f"model.{LANGUAGE_MODEL}."),
+        (prefixes["lm_head"], "lm_head."),
+        (prefixes["tower"], f"model.{TOWER}."),
+        (prefixes["projector"], f"model.{PROJECTOR}."),
+    )
+    base = module.__name__.rsplit(".", 1)[-1]
+    where = {
+        "tower": f"{base}.py:{_tower_line(module)}",
+        "projector": f"{base}.py:{projector[1]}",
+        "select": _line_of(module, "hidden_states[vision_feature_layer]")
+        or _method(module, "get_image_features"),
+        "merge": _line_of(module, "masked_scatter") or "",
+    }
+    return VisionDesign(
+        prefix=class_prefix(spec.source.architecture, spec.model_type),
+        hf_module=module.__name__,
+        config=_config_class(spec.model_type),
+        projector_class=projector[0],
+        feature_layers=layers,
+        drop_class_token=drop,
+        image_token=f"self.config.{vision.merge.image_token_attr}",
+        routes=routes,
+        aliases=vision.published_aliases,
+        ties=ties,
+        where=tuple((k, v) for k, v in where.items() if v),
+    )
+
+
+def hf_ties(spec: ArchitectureSpec) -> bool:
+    """Whether HF's VLM class ties its head to the text embeddings (``_tied_weights_keys``)."""
+    module = _hf_module(spec)
+    cls = getattr(module, spec.source.architecture, None)
+    return bool(getattr(cls, "_tied_weights_keys", None))
+
+
+def _hf_module(spec: ArchitectureSpec):
+    name = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
+    if name is None:
+        return None
+    package = name.removeprefix("modeling_").removesuffix(".py")
+    try:
+        return importlib.import_module(f"transformers.models.{package}.{name.removesuffix('.py')}")
+    except ImportError:
+        return None
+
+
+def _text_module(spec: ArchitectureSpec):
+    """HF's modeling module of the text backbone."""
+    vision = spec.vision
+    assert vision is not None
+    name = f"modeling_{vision.text_model_type}"
+    try:
+        return importlib.import_module(f"transformers.models.{vision.text_model_type}.{name}")
+    except ImportError:
+        return None
+
+
+def _config_class(model_type: str) -> str:
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type].__name__
+
+
+def _file(module) -> str:
+    return f"{module.__name__.rsplit('.', 1)[-1]}.py"
+
+
+def _source(module) -> list[str]:
+    try:
+        return inspect.getsource(module).splitlines()
+    except (OSError, TypeError):
+        return []
+
+
+def _tower_line(module) -> int | None:
+    pattern = re.compile(
+        rf"self\.{TOWER}\s*=\s*AutoModel\.from_config\((config=)?config\.vision_config\)"
+    )
+    return next((n for n, line in enumerate(_source(module), 1) if pattern.search(line)), None)
+
+
+def _projector(module, attribute: str) -> tuple[str, int] | None:
+    """HF's class for ``self.<attribute>`` and the line that builds it from the config."""
+    pattern = re.compile(rf"self\.{re.escape(attribute)}\s*=\s*(\w+)\(config\)")
+    for number, line in enumerate(_source(module), 1):
+        found = pattern.search(line)
+        if found and hasattr(module, found.group(1)):
+            return found.group(1), number
+    return None
+
+
+def _line_of(module, needle: str) -> str:
+    number = next((n for n, line in enumerate(_source(module), 1) if needle in line), None)
+    return f"{_file(module)}:{number}" if number else ""
+
+
+def _line_in(module, pattern: str) -> str:
+    if module is None:
+        return ""
+    regex = re.compile(pattern)
+    number = next((n for n, line in enumerate(_source(module), 1) if regex.search(line)), None)
+    return f"{_file(module)}:{number}" if number else ""
+
+
+def _method(module, name: str) -> str:
+    from onboard.analysis.probe import source_location
+
+    for value in vars(module).values():
+        if inspect.isclass(value) and name in vars(value):
+            return source_location(vars(value)[name]) or ""
+    return ""

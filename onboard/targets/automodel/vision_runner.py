@@ -1,0 +1,53 @@
+"""The VLM scenarios inside the parity subprocess: a generated VLM class against HF's VLM.
+
+The weights go through the same proof as a text model's (every checkpoint tensor, the tower's
+and the projector's included, placed once through the adapter; the export equal to the
+checkpoint); then the shared vision scenarios of ``onboard.parity.vision`` run on both models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.parity.vision import TorchVisionRunner
+
+
+class GeneratedVisionRunner(TorchVisionRunner):
+    """The generated class, in AutoModel's VLM layout: ``model.language_model`` and
+    ``model.get_image_features`` (the tower's features, projected, image after image)."""
+
+    def __init__(self, model: Any, provider: str) -> None:
+        super().__init__(model)
+        self.provider = provider
+
+    def language_model(self) -> Any:
+        return self.model.model.language_model
+
+    def image_features(self, pixel_values: Any) -> Any:
+        return self.model.model.get_image_features(pixel_values)
+
+
+def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any] | None]:
+    """The weights check, then image features, merged embeddings, prefill and decode on two rows
+    with an image each, and a text-only prompt."""
+    import torch
+
+    from onboard.hf_config import make_hf_config
+    from onboard.parity.reference import build_reference, saved_checkpoint
+    from onboard.parity.vision import HFVisionRunner, run_vision_scenarios, scenario_batches
+    from onboard.targets.automodel.runner import construct, load_checked
+
+    hf_config = make_hf_config(request.tiny_config)
+    reference = build_reference(hf_config, device=request.device)
+    checkpoint = saved_checkpoint(reference)
+    config = make_hf_config(request.tiny_config)
+    config._attn_implementation = "eager"  # as the reference runs
+    config.dtype = torch.float32
+    model = construct(cls, config).to(request.device).eval()
+    weights, proof = load_checked(model, checkpoint)
+    if proof["problems"]:
+        return [weights], proof
+    batch, prompt = scenario_batches(reference, hf_config)
+    candidate = GeneratedVisionRunner(model, request.device)
+    checks = run_vision_scenarios(HFVisionRunner(reference), candidate, batch, prompt)
+    return [weights, *checks], proof
