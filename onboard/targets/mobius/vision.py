@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
-from onboard.vision import ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
+from onboard.vision import PixtralTowerSpec, ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
 
 VLM_TASK = "vision-language"
 
@@ -134,7 +134,12 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         return []
     found = []
     tower = vision.tower
-    if not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
+    if isinstance(tower, PixtralTowerSpec):
+        found.append(
+            "a Pixtral tower (vision.towers.pixtral: 2-D RoPE, images of any size): the mobius "
+            "generator writes ViT towers so far"
+        )
+    elif not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
         found.append(
             f"{vision.towers.kind} tower with a layout the generated ViT does not follow "
             f"({', '.join(f'{r}={n}' for r, n in tower.names)}; vision.tower.names)"
