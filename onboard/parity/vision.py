@@ -8,6 +8,7 @@ and the caches back) and a prompt with no image at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,10 +24,24 @@ ROW_TEXT = 8  # text tokens per row
 
 @dataclass(frozen=True)
 class VisionBatch:
-    pixel_values: np.ndarray | None  # [images, channels, size, size]; None: text only
+    pixel_values: np.ndarray | None  # [images, channels, height, width]; None: text only
     input_ids: np.ndarray  # [B, S] int64
     attention_mask: np.ndarray  # [B, past + S] int64
     position_ids: np.ndarray  # [B, S] int64
+    # [images, 2] each image's pixel height and width inside pixel_values, for a tower of
+    # dynamic size (Pixtral); None: every image fills pixel_values
+    image_sizes: np.ndarray | None = None
+
+    @property
+    def images(self) -> list[np.ndarray]:
+        """Each image alone, ``[1, channels, height, width]``, cropped to its size."""
+        assert self.pixel_values is not None
+        if self.image_sizes is None:
+            return [image[None] for image in self.pixel_values]
+        return [
+            image[None, :, :height, :width]
+            for image, (height, width) in zip(self.pixel_values, self.image_sizes, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
@@ -46,16 +61,29 @@ class VisionRunner(Protocol):
 
 
 def image_batch(
-    vocab_size: int, image_token: int, per_image: int, channels: int, size: int, seed: int = 3
+    vocab_size: int,
+    image_token: int,
+    per_image: Sequence[int],
+    channels: int,
+    sizes: Sequence[tuple[int, int]],
+    *,
+    dynamic: bool = False,
+    seed: int = 3,
 ) -> VisionBatch:
+    """Row r holds image r (``per_image[r]`` placeholders) between text. ``sizes``: each
+    image's pixel height and width; ``dynamic``: the images are padded into one pixel tensor
+    and ``image_sizes`` says each one's size (rows of fewer placeholders get more text)."""
     rng = np.random.default_rng(seed)
-    pixels = rng.standard_normal((IMAGES, channels, size, size)).astype(np.float32)
+    height, width = max(h for h, _ in sizes), max(w for _, w in sizes)
+    pixels = rng.standard_normal((IMAGES, channels, height, width)).astype(np.float32)
+    longest = max(per_image)
     rows = []
-    for before in TEXT_BEFORE:
-        text = _text(rng, vocab_size, image_token, ROW_TEXT)
-        rows.append([*text[:before], *[image_token] * per_image, *text[before:]])
+    for before, count in zip(TEXT_BEFORE, per_image, strict=True):
+        text = _text(rng, vocab_size, image_token, ROW_TEXT + longest - count)
+        rows.append([*text[:before], *[image_token] * count, *text[before:]])
     ids = np.array(rows, dtype=np.int64)
-    return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0))
+    image_sizes = np.array(sizes, dtype=np.int64) if dynamic else None
+    return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0), image_sizes)
 
 
 def text_batch(vocab_size: int, image_token: int, seed: int = 4) -> VisionBatch:
@@ -163,8 +191,13 @@ class HFVisionRunner:
         try:
             with torch.no_grad():
                 features = None
+                sized = {}
+                if batch.image_sizes is not None:
+                    sized["image_sizes"] = torch.from_numpy(batch.image_sizes)
                 if pixels is not None:
-                    per_image = self.model.get_image_features(pixel_values=pixels).pooler_output
+                    per_image = self.model.get_image_features(
+                        pixel_values=pixels, **sized
+                    ).pooler_output
                     features = torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image]).numpy()
                 input_ids = torch.from_numpy(batch.input_ids)
                 types = {}
@@ -174,6 +207,7 @@ class HFVisionRunner:
                 out = self.model(
                     input_ids=input_ids,
                     pixel_values=pixels,
+                    **sized,
                     attention_mask=torch.from_numpy(batch.attention_mask),
                     position_ids=torch.from_numpy(batch.position_ids),
                     use_cache=True,

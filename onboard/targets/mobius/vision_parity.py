@@ -21,6 +21,7 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.reference import build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.parity.vision import (
+    IMAGES,
     HFVisionRunner,
     VisionBatch,
     VisionStep,
@@ -39,7 +40,9 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
-from onboard.tiny_model import image_tokens
+from onboard.targets.mobius.vision_bugs import pixtral_defects
+from onboard.tiny_model import image_tokens, takes_image_sizes
+from onboard.tiny_vision import dynamic_image_sizes
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -96,6 +99,8 @@ def run_vision_parity(
         checks.extend(provider_checks)
     if not generated and proof is not None:
         bugs.extend(_weights_never_load(case.module_class, proof))
+    if not generated:
+        bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,
@@ -110,18 +115,24 @@ def run_vision_parity(
 
 def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], WeightMapProof | None]:
     """Every vision check on one execution provider, and the weight proof."""
-    import torch
 
     hf_config = make_hf_config(case.tiny_config)
     reference = build_reference(hf_config)
     checkpoint = {case.published(k): v for k, v in saved_checkpoint(reference).items()}
     vision = hf_config.vision_config
-    per_image = image_tokens(
-        reference, torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
-    )
+    dynamic = takes_image_sizes(reference)
+    if dynamic:
+        sizes = dynamic_image_sizes(hf_config)
+    else:
+        sizes = [(vision.image_size, vision.image_size)] * IMAGES
     text = hf_config.text_config
     batch = image_batch(
-        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
+        text.vocab_size,
+        hf_config.image_token_id,
+        image_tokens(reference, sizes, vision.num_channels, dynamic=dynamic),
+        vision.num_channels,
+        sizes,
+        dynamic=dynamic,
     )
     prompt = text_batch(text.vocab_size, hf_config.image_token_id)
     with scratch_dir() as workdir:
@@ -155,6 +166,15 @@ def _weights_never_load(module_class: type, proof: WeightMapProof) -> tuple[Targ
             "parameters (shared/notes/target-vlm-hybrid.md M1: mobius/models/llava.py:218-232)",
         ),
     )
+
+
+def _tied_head(checkpoint: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[str, ...]:
+    """The decoder's head, when the checkpoint has none (HF ties it to the embeddings): the
+    embedding graph and the decoder graph each need a copy of the table."""
+    head = "decoder.lm_head.weight"
+    if head in parameters and not any(k.endswith("lm_head.weight") for k in checkpoint):
+        return (head,)
+    return ()
 
 
 class _WeightsFailed(Exception):
@@ -197,7 +217,7 @@ def _build(
         {k: tuple(v.shape) for k, v in checkpoint.items()},
         module.preprocess_weights,
         parameters,
-        derived_ok=("decoder.lm_head.weight",) if tied else (),
+        derived_ok=("decoder.lm_head.weight",) if tied else _tied_head(checkpoint, parameters),
         unread=unread,
     )
     if not proof.ok:
@@ -232,13 +252,10 @@ class OnnxVisionRunner:
         features = None
         if batch.pixel_values is not None:
             # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
-            # gemma3 encoder squeezes a batch of one)
+            # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
             encoder = self.sessions["vision_encoder"]
             features = np.concatenate(
-                [
-                    encoder.run(None, {"pixel_values": image[None]})[0]
-                    for image in batch.pixel_values
-                ]
+                [encoder.run(None, {"pixel_values": image})[0] for image in batch.images]
             )
         rows = batch.input_ids.shape[0]
         empty = tuple(
