@@ -169,10 +169,19 @@ def test_the_check_fails_on_a_wrong_merge_size() -> None:
     assert any("Mistral3MultiModalProjector" in d.what for d in deltas)
 
 
-def test_mobius_refuses_the_pixtral_tower_by_name() -> None:
+def _blockers(target: str, spec) -> tuple[str, ...]:
     from onboard.targets.base import load_target
 
-    loaded = load_target("mobius")
+    loaded = load_target(target)
+    return loaded.propose(spec, loaded.open_library(None), treat_as_new=True).blockers
+
+
+def test_mobius_builds_mistral3_and_names_a_pixtral_tower_it_cannot() -> None:
     spec = _analysis("mistral3").spec
-    blockers = loaded.propose(spec, loaded.open_library(None), treat_as_new=True).blockers
-    assert any("Pixtral tower (vision.towers.pixtral" in b for b in blockers)
+    assert _blockers("mobius", spec) == ()
+    tower = spec.vision.tower
+    biased = dataclasses.replace(tower, mlp=dataclasses.replace(tower.mlp, bias=True))
+    vision = dataclasses.replace(spec.vision, towers=spec.vision.towers.replace(biased))
+    blockers = _blockers("mobius", dataclasses.replace(spec, vision=vision))
+    assert any("Pixtral MLP" in b and "vision.tower.mlp" in b for b in blockers)
+    assert any("vlm model" in b for b in _blockers("automodel", spec))
