@@ -169,10 +169,11 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
     where = source_location(type(base).get_image_features) or type(base).__name__
     return Delta(
         f"{type(model).__name__} does not run on one image per row of pixel_values "
-        "[images, channels, size, size] with its placeholders in the prompt",
+        "[images, channels, height, width] with its placeholders in the prompt",
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
-        "reads VLMs that take plain image batches so far (no tiling, image sizes or grids)",
+        "reads VLMs that take plain image batches so far (image sizes behind a Pixtral tower "
+        "only; no tiling or grids)",
     )
 
 

@@ -3,9 +3,10 @@
 The structure is read from what the module holds and the order it calls its parts in: one patch
 convolution, a class token and a position table beside it, norms called before the first layer
 (pre) or after the last (post), and in each layer two norms, an attention with q/k/v/output
-linears and a two-linear MLP. Sizes come from ``vision_config`` with their keys. Anything else
-(a second convolution, 2-D RoPE, a patch merger) is not a ViT of this kind: refused at the
-tower's class line, so no generator emits a tower it would get wrong.
+linears and a two-linear MLP. Sizes come from ``vision_config`` with their keys. A tower that
+is not a ViT of this kind is read as Pixtral's (``pixtral.py``: no position table, 2-D RoPE);
+one that is neither is refused at the tower's class line, so no generator emits a tower it
+would get wrong.
 """
 
 from __future__ import annotations
