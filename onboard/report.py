@@ -93,18 +93,29 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
 
 
 def _vision_summary(vision: VisionSpec) -> str:
+    from onboard.vision import PixtralTowerSpec
+
     tower, select = vision.tower, vision.select
     read = (
         "the post-normed last state"
         if select.post_norm
         else "hidden state " + ", ".join(str(i) for i in select.layers)
     )
-    kept = "without" if select.drop_class_token else "with"
+    if tower.class_token:
+        read += ", without the class token" if select.drop_class_token else ", with the class token"
     steps = ">".join(s.activation if s.op == "activation" else s.op for s in vision.projector.steps)
+    if isinstance(tower, PixtralTowerSpec):
+        images = (
+            f"images of any size up to {tower.image_size} / patch {tower.patch_size}, 2-D RoPE "
+            f"(theta {tower.rope_theta:g})"
+        )
+    else:
+        images = (
+            f"image {tower.image_size} / patch {tower.patch_size} ({tower.num_patches} patches)"
+        )
     return (
         f"vision: {vision.towers.kind} tower, hidden {tower.hidden_size}, {tower.num_layers} "
-        f"layers, image {tower.image_size} / patch {tower.patch_size} ({tower.num_patches} "
-        f"patches); features: {read}, {kept} the class token; projector {steps}; placeholder "
+        f"layers, {images}; features: {read}; projector {steps}; placeholder "
         f"config.{vision.merge.image_token_key} = {vision.merge.image_token_id}"
     )
 

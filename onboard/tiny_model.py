@@ -8,6 +8,7 @@ unmapped bias; perturbing every parameter makes such differences visible.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from onboard.errors import InvalidConfigError
@@ -41,13 +42,30 @@ def build_tiny_model(
     return model.float().eval()
 
 
-def image_tokens(model: Any, pixel_values: Any) -> int:
-    """How many placeholder tokens one image of ``pixel_values`` fills in a tiny VLM."""
+def image_tokens(
+    model: Any, sizes: Sequence[tuple[int, int]], channels: int, *, dynamic: bool = False
+) -> list[int]:
+    """How many placeholder tokens each image of ``sizes`` (pixel height, width) fills in a
+    tiny VLM; ``dynamic``: the model takes ``image_sizes`` (Pixtral)."""
     import torch
 
-    with torch.no_grad():
-        features = model.get_image_features(pixel_values=pixel_values[:1]).pooler_output
-    return int(features[0].reshape(-1, features[0].shape[-1]).shape[0])
+    counts = []
+    for height, width in sizes:
+        pixels = torch.zeros(1, channels, height, width)
+        sized = {"image_sizes": torch.tensor([[height, width]])} if dynamic else {}
+        with torch.no_grad():
+            features = model.get_image_features(pixel_values=pixels, **sized).pooler_output
+        counts.append(int(features[0].reshape(-1, features[0].shape[-1]).shape[0]))
+    return counts
+
+
+def takes_image_sizes(model: Any) -> bool:
+    """Whether the VLM needs each image's size beside the pixels (Mistral 3's
+    ``get_image_features(pixel_values, image_sizes)``)."""
+    import inspect
+
+    parameter = inspect.signature(model.get_image_features).parameters.get("image_sizes")
+    return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 def perturb(model: Any, *, seed: int = 1) -> Any:

@@ -46,6 +46,9 @@ def shrink_vlm_config(
     for key in TOKENS_PER_IMAGE_KEYS:
         if getattr(hf_config, key, None):
             tiny[key] = TINY_TOKENS_PER_IMAGE
+    if getattr(hf_config, "spatial_merge_size", None):  # images of any size up to image_size
+        sides = [side for size in dynamic_image_sizes(hf_config) for side in size]
+        tiny["vision_config"]["image_size"] = max(sides)
     vocab = int(tiny_text["vocab_size"])
     if "vocab_size" in tiny:
         tiny["vocab_size"] = vocab
@@ -83,9 +86,20 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
         image_size=real.patch_size * TINY_PATCHES_PER_SIDE,
         num_hidden_layers=real.num_hidden_layers,
     )
+    if "head_dim" in tiny:  # Pixtral's RoPE reads it; its attention splits hidden_size
+        tiny["head_dim"] = TINY_VISION_HIDDEN // TINY_VISION_HEADS
     if "model_type" not in tiny:
         tiny["model_type"] = real.model_type
     return tiny
+
+
+def dynamic_image_sizes(hf_config: Any) -> list[tuple[int, int]]:
+    """Two images of different sizes for a tower of dynamic size (Pixtral), in pixels: a wide
+    one and a square one, each side a whole number of merged blocks (``spatial_merge_size``
+    patches), so a merge that mixes up rows and columns shows."""
+    vision = hf_config.vision_config
+    block = vision.patch_size * int(getattr(hf_config, "spatial_merge_size", 1) or 1)
+    return [(2 * block, 3 * block), (2 * block, 2 * block)]
 
 
 def image_token_key(hf_config: Any) -> str:

@@ -20,7 +20,7 @@ from typing import Literal
 
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 
-TowerKind = Literal["vit"]
+TowerKind = Literal["vit", "pixtral"]
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,73 @@ class VitTowerSpec:
 
 
 @dataclass(frozen=True)
+class PixtralTowerSpec:
+    """Pixtral's tower: a bias-free patch convolution over images of any size (``image_sizes``
+    crops each), an RMS norm before the encoder (``ln_pre``), 2-D RoPE over each image's patch
+    grid, and RMS pre-norm layers with a gated MLP. All images' patches run as one sequence
+    ``[1, patches, hidden]`` whose attention is blocked per image; no class token, no post norm.
+
+    The RoPE is axial: the first quarter of each head's rotated half turns with the patch's row
+    at ``inv_freq[0::2]``, the second quarter with its column at ``inv_freq[1::2]``, where
+    ``inv_freq = rope_theta ** -(arange(0, head_dim, 2) / head_dim)``.
+    """
+
+    hidden_size: int
+    num_layers: int
+    image_size: int  # the largest side an image may have (config image_size)
+    patch_size: int
+    num_channels: int
+    head_dim: int
+    rope_theta: float
+    attention: AttentionSpec  # bidirectional within each image, RoPE on q and k
+    mlp: MLPSpec  # gated: projections (gate, up, down)
+    norm: NormSpec  # RMS: the layers' (attn_in, mlp_in) and ln_pre
+    # HF names relative to the tower: role -> attribute path. Roles: patch, pre_norm, rope,
+    # layers, attention, mlp, o_proj
+    names: tuple[tuple[str, str], ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()  # field -> vision_config key
+    patch_bias: bool = False
+
+    # What the ViT fields say, for the code that reads either tower: ln_pre is its pre norm
+    class_token = False
+    pre_norm = True
+    post_norm = False
+
+    @property
+    def num_patches(self) -> int:
+        """Patches of the largest image."""
+        return (self.image_size // self.patch_size) ** 2
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names)[role]
+
+
+TowerSpec = VitTowerSpec | PixtralTowerSpec
+
+
+@dataclass(frozen=True)
 class VisionTowers:
     """One optional field per tower kind; exactly one is set."""
 
     vit: VitTowerSpec | None = None
+    pixtral: PixtralTowerSpec | None = None
 
     @property
     def kind(self) -> TowerKind:
-        return "vit"
+        return "pixtral" if self.pixtral is not None else "vit"
 
     @property
-    def tower(self) -> VitTowerSpec:
-        if self.vit is None:
+    def tower(self) -> TowerSpec:
+        tower = self.pixtral or self.vit
+        if tower is None:
             raise ValueError("no vision tower")
-        return self.vit
+        return tower
+
+    def replace(self, tower: TowerSpec) -> VisionTowers:
+        """These towers with ``tower`` in its kind's field."""
+        if isinstance(tower, PixtralTowerSpec):
+            return VisionTowers(pixtral=tower)
+        return VisionTowers(vit=tower)
 
 
 @dataclass(frozen=True)
@@ -91,7 +144,9 @@ class FeatureSelectSpec:
     strategy_key: str | None = None
 
 
-ProjectorOp = Literal["linear", "activation", "layer_norm", "rms_norm", "avg_pool", "matmul"]
+ProjectorOp = Literal[
+    "linear", "activation", "layer_norm", "rms_norm", "avg_pool", "matmul", "patch_merge"
+]
 
 
 @dataclass(frozen=True)
@@ -100,7 +155,10 @@ class ProjectorStep:
 
     ``avg_pool``: the patch features laid out as their square grid, averaged over ``kernel`` x
     ``kernel`` blocks (Gemma 3 pools to ``mm_tokens_per_image``); ``matmul``: ``x @ W`` with a
-    bare ``[in, out]`` parameter of the projector; ``rms_norm``: scales by ``weight_offset + w``.
+    bare ``[in, out]`` parameter of the projector; ``rms_norm``: scales by ``weight_offset + w``;
+    ``patch_merge``: each image's patch grid (from ``image_sizes``) cut into ``kernel`` x
+    ``kernel`` blocks, each block's features concatenated channel-major as ``F.unfold`` orders
+    them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3).
     """
 
     op: ProjectorOp
@@ -113,6 +171,7 @@ class ProjectorStep:
     weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
     kernel: int = 0  # op avg_pool
     tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
+    kernel_key: str | None = None  # op patch_merge: the config key of the merge size
 
 
 @dataclass(frozen=True)
@@ -161,7 +220,7 @@ class VisionSpec:
     tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
-    def tower(self) -> VitTowerSpec:
+    def tower(self) -> TowerSpec:
         return self.towers.tower
 
     def prefix(self, role: str) -> str:

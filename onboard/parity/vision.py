@@ -8,6 +8,7 @@ and the caches back) and a prompt with no image at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,7 +16,8 @@ import numpy as np
 
 from onboard.parity.harness import DECODE_STEPS, error_text, logits_check
 from onboard.parity.report import Check, Metrics, Status
-from onboard.tiny_model import image_tokens
+from onboard.tiny_model import image_tokens, takes_image_sizes
+from onboard.tiny_vision import dynamic_image_sizes
 
 IMAGES = 2  # one per row
 TEXT_BEFORE = (3, 6)  # text tokens before each row's placeholders; the rest come after
@@ -24,10 +26,24 @@ ROW_TEXT = 8  # text tokens per row
 
 @dataclass(frozen=True)
 class VisionBatch:
-    pixel_values: np.ndarray | None  # [images, channels, size, size]; None: text only
+    pixel_values: np.ndarray | None  # [images, channels, height, width]; None: text only
     input_ids: np.ndarray  # [B, S] int64
     attention_mask: np.ndarray  # [B, past + S] int64
     position_ids: np.ndarray  # [B, S] int64
+    # [images, 2] each image's pixel height and width inside pixel_values, for a tower of
+    # dynamic size (Pixtral); None: every image fills pixel_values
+    image_sizes: np.ndarray | None = None
+
+    @property
+    def images(self) -> list[np.ndarray]:
+        """Each image alone, ``[1, channels, height, width]``, cropped to its size."""
+        assert self.pixel_values is not None
+        if self.image_sizes is None:
+            return [image[None] for image in self.pixel_values]
+        return [
+            image[None, :, :height, :width]
+            for image, (height, width) in zip(self.pixel_values, self.image_sizes, strict=True)
+        ]
 
 
 @dataclass(frozen=True)
@@ -47,27 +63,48 @@ class VisionRunner(Protocol):
 
 
 def image_batch(
-    vocab_size: int, image_token: int, per_image: int, channels: int, size: int, seed: int = 3
+    vocab_size: int,
+    image_token: int,
+    per_image: Sequence[int],
+    channels: int,
+    sizes: Sequence[tuple[int, int]],
+    *,
+    dynamic: bool = False,
+    seed: int = 3,
 ) -> VisionBatch:
+    """Row r holds image r (``per_image[r]`` placeholders) between text. ``sizes``: each
+    image's pixel height and width; ``dynamic``: the images are padded into one pixel tensor
+    and ``image_sizes`` says each one's size (rows of fewer placeholders get more text)."""
     rng = np.random.default_rng(seed)
-    pixels = rng.standard_normal((IMAGES, channels, size, size)).astype(np.float32)
+    height, width = max(h for h, _ in sizes), max(w for _, w in sizes)
+    pixels = rng.standard_normal((IMAGES, channels, height, width)).astype(np.float32)
+    longest = max(per_image)
     rows = []
-    for before in TEXT_BEFORE:
-        text = _text(rng, vocab_size, image_token, ROW_TEXT)
-        rows.append([*text[:before], *[image_token] * per_image, *text[before:]])
+    for before, count in zip(TEXT_BEFORE, per_image, strict=True):
+        text = _text(rng, vocab_size, image_token, ROW_TEXT + longest - count)
+        rows.append([*text[:before], *[image_token] * count, *text[before:]])
     ids = np.array(rows, dtype=np.int64)
-    return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0))
+    image_sizes = np.array(sizes, dtype=np.int64) if dynamic else None
+    return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0), image_sizes)
 
 
 def scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, VisionBatch]:
-    """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM."""
-    import torch
-
+    """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM: square
+    images of the tower's size, or two of different sizes for a tower that takes any size."""
     vision, text = hf_config.vision_config, hf_config.text_config
-    square = torch.zeros(1, vision.num_channels, vision.image_size, vision.image_size)
-    per_image = image_tokens(reference, square)
+    dynamic = takes_image_sizes(reference)
+    if dynamic:
+        sizes = dynamic_image_sizes(hf_config)
+    else:
+        sizes = [(vision.image_size, vision.image_size)] * IMAGES
+    per_image = image_tokens(reference, sizes, vision.num_channels, dynamic=dynamic)
     batch = image_batch(
-        text.vocab_size, hf_config.image_token_id, per_image, vision.num_channels, vision.image_size
+        text.vocab_size,
+        hf_config.image_token_id,
+        per_image,
+        vision.num_channels,
+        sizes,
+        dynamic=dynamic,
     )
     return batch, text_batch(text.vocab_size, hf_config.image_token_id)
 
@@ -167,8 +204,9 @@ class TorchVisionRunner:
     def language_model(self) -> Any:
         raise NotImplementedError
 
-    def image_features(self, pixel_values: Any) -> Any:
-        """``[image tokens, hidden]`` for the batch's images, image after image."""
+    def image_features(self, pixel_values: Any, **sized: Any) -> Any:
+        """``[image tokens, hidden]`` for the batch's images, image after image (``sized``:
+        their ``image_sizes`` for a tower of dynamic size)."""
         raise NotImplementedError
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
@@ -185,7 +223,12 @@ class TorchVisionRunner:
         handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
         try:
             with torch.no_grad():
-                features = None if pixels is None else _numpy(self.image_features(pixels))
+                sized = {}
+                if batch.image_sizes is not None:
+                    sized["image_sizes"] = self._tensor(batch.image_sizes)
+                features = None
+                if pixels is not None:
+                    features = _numpy(self.image_features(pixels, **sized))
                 input_ids = self._tensor(batch.input_ids)
                 types = {}
                 if self.image_token_types is not None:
@@ -193,6 +236,7 @@ class TorchVisionRunner:
                 out = self.model(
                     input_ids=input_ids,
                     pixel_values=pixels,
+                    **sized,
                     attention_mask=self._tensor(batch.attention_mask),
                     position_ids=self._tensor(batch.position_ids),
                     use_cache=True,
@@ -233,10 +277,11 @@ class HFVisionRunner(TorchVisionRunner):
     def language_model(self) -> Any:
         return self.model.base_model.language_model
 
-    def image_features(self, pixel_values: Any) -> Any:
+    def image_features(self, pixel_values: Any, **sized: Any) -> Any:
         import torch
 
-        per_image = self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        per_image = self.model.get_image_features(pixel_values=pixel_values, **sized)
+        per_image = per_image.pooler_output
         return torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image])
 
 

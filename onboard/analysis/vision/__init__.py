@@ -17,7 +17,7 @@ from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_a
 from onboard.analysis.vision.projector import read_projector
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
-from onboard.analysis.vision.tower import read_vit
+from onboard.analysis.vision.tower import read_tower
 from onboard.analysis.vision.trace import trace_vlm
 from onboard.checkpoint import tensors
 from onboard.classify import Classification, Kind
@@ -27,7 +27,7 @@ from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
 from onboard.tiny_model import build_tiny_model, perturb
 from onboard.tiny_vision import image_token_key, shrink_vlm_config
-from onboard.vision import MergeSpec, VisionSpec, VisionTowers
+from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -139,7 +139,7 @@ def _bidirectional_images(model: Any, config: Any, trace: Any) -> tuple[bool, De
     import torch
 
     types = (trace.input_ids == config.image_token_id).long()
-    inputs = {"input_ids": trace.input_ids, "pixel_values": trace.pixel_values}
+    inputs = {"input_ids": trace.input_ids, **trace.image_inputs}
     with torch.no_grad():
         try:
             marked = model(**inputs, token_type_ids=types).logits
@@ -169,10 +169,11 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
     where = source_location(type(base).get_image_features) or type(base).__name__
     return Delta(
         f"{type(model).__name__} does not run on one image per row of pixel_values "
-        "[images, channels, size, size] with its placeholders in the prompt",
+        "[images, channels, height, width] with its placeholders in the prompt",
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
-        "reads VLMs that take plain image batches so far (no tiling, image sizes or grids)",
+        "reads VLMs that take plain image batches so far (image sizes behind a Pixtral tower "
+        "only; no tiling or grids)",
     )
 
 
@@ -184,21 +185,28 @@ def _read_vision(
     parts = find_parts(model, config)
     tower_module = parts.module(model, "tower")
     tower_files = transformers_source_files(config.vision_config.model_type)
-    tower = read_vit(tower_module, config.vision_config, tower_files)
+    tower = read_tower(tower_module, config.vision_config, tower_files)
     if tower.spec is None:
         return None, (), tower.deltas
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
+    dynamic = isinstance(tower.spec, PixtralTowerSpec)
     try:
-        trace = trace_vlm(model, parts, config, post)
+        trace = trace_vlm(model, parts, config, post, dynamic)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
     from onboard.analysis.probe import source_location
 
     selecting = source_location(type(model.base_model).get_image_features)
-    select = read_select(trace, config, tower.spec.class_token, selecting or "get_image_features")
+    select = read_select(
+        trace, config, tower.spec.class_token, selecting or "get_image_features", packed=dynamic
+    )
     files = transformers_source_files(config.model_type)
     projector = read_projector(
-        parts.projector, parts.module(model, "projector"), trace.projector_in, config, files
+        parts.projector,
+        parts.module(model, "projector"),
+        (trace.projector_in, *trace.projector_extra),
+        config,
+        files,
     )
     deltas = select.deltas + projector.deltas
     if select.spec is None or projector.spec is None:
@@ -216,7 +224,7 @@ def _read_vision(
     prefixes = disk_prefixes(model, parts, saved)
     vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))
     vision = VisionSpec(
-        towers=VisionTowers(vit=tower.spec),
+        towers=VisionTowers().replace(tower.spec),
         select=select.spec,
         projector=projector.spec,
         merge=merge,

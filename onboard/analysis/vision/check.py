@@ -15,9 +15,10 @@ from typing import Any
 
 from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
+from onboard.analysis.vision.pixtral_run import PixtralRun, patch_merge
 from onboard.analysis.vision.trace import VisionTrace
 from onboard.spec import Delta
-from onboard.vision import VisionSpec, VitTowerSpec
+from onboard.vision import PixtralTowerSpec, VisionSpec, VitTowerSpec
 
 TOLERANCE = 1e-5  # fp32; the right spec matches to ~1e-7
 
@@ -41,8 +42,15 @@ def check_vision(
         "projector": f"{parts.base}.{parts.projector}",
         "text": f"{parts.base}.{parts.language_model}",
     }
-    run = VitRun(vision.tower, _weights(model.get_submodule(paths["tower"])))
-    project = _projector(vision, model.get_submodule(paths["projector"]))
+    tower_weights = _weights(model.get_submodule(paths["tower"]))
+    grids: list[tuple[int, int]] = []
+    run: VitRun | PixtralRun
+    if isinstance(vision.tower, PixtralTowerSpec):
+        run = PixtralRun(vision.tower, tower_weights, trace.image_sizes)
+        grids = run.grids
+    else:
+        run = VitRun(vision.tower, tower_weights)
+    project = _projector(vision, model.get_submodule(paths["projector"]), grids)
     deltas = []
     with torch.no_grad():
         for stage in _stages(vision, run, project, trace, paths):
@@ -58,7 +66,7 @@ def check_vision(
 
 def _stages(
     vision: VisionSpec,
-    run: VitRun,
+    run: VitRun | PixtralRun,
     project: Callable[[Any], Any],
     trace: VisionTrace,
     paths: dict[str, str],
@@ -189,14 +197,16 @@ class VitRun:
         return self._linear(f"{name}.{down}", hidden, m.bias)
 
 
-def select(vision: VisionSpec, run: VitRun, states: Any) -> Any:
+def select(vision: VisionSpec, run: VitRun | PixtralRun, states: Any) -> Any:
     import torch
 
     s = vision.select
     picked = [run.post_norm(states[-1])] if s.post_norm else [states[i] for i in s.layers]
     if s.drop_class_token:
         picked = [p[:, 1:] for p in picked]
-    return torch.cat(picked, dim=-1)
+    selected = torch.cat(picked, dim=-1)
+    # Pixtral packs every image's patches into one row; the projector takes the patches
+    return selected[0] if isinstance(run, PixtralRun) else selected
 
 
 def merge(vision: VisionSpec, embeddings: Any, input_ids: Any, features: Any) -> Any:
@@ -213,7 +223,11 @@ def merge(vision: VisionSpec, embeddings: Any, input_ids: Any, features: Any) ->
     return merged
 
 
-def _projector(vision: VisionSpec, projector: Any) -> Callable[[Any], Any]:
+def _projector(
+    vision: VisionSpec, projector: Any, grids: list[tuple[int, int]]
+) -> Callable[[Any], Any]:
+    """The projector's steps over features; ``grids``: each image's patch rows and columns,
+    for a patch merge."""
     import torch
     import torch.nn.functional as F
     from transformers.activations import ACT2FN
@@ -243,6 +257,10 @@ def _projector(vision: VisionSpec, projector: Any) -> Callable[[Any], Any]:
                 x = F.avg_pool2d(grid, step.kernel).flatten(2).transpose(1, 2)
             elif step.op == "matmul":
                 x = x @ weight(step.name)
+            elif step.op == "patch_merge":
+                bias = weight(f"{step.name}.bias") if step.bias else None
+                merged = patch_merge(x, grids, step.kernel)
+                x = F.linear(merged, weight(f"{step.name}.weight"), bias)
             else:
                 x = ACT2FN[step.activation](x)
         return x

@@ -18,6 +18,9 @@ from onboard.tiny_vision import TOKENS_PER_IMAGE_KEYS
 from onboard.vision import ProjectorSpec, ProjectorStep
 
 _ACTIVATION_KEYS = ("projector_hidden_act",)
+_MERGE_KEY = "spatial_merge_size"
+# torch.nn.GELU's approximations as the HF activation names that compute the same
+_TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
 _CONFIG_KEY = re.compile(r"config\.(\w+)$")
 
 
@@ -29,15 +32,22 @@ class ProjectorReading:
 
 
 def read_projector(
-    name: str, projector: Any, features: Any, config: Any, files: Sequence[SourceFile]
+    name: str, projector: Any, inputs: tuple[Any, ...], config: Any, files: Sequence[SourceFile]
 ) -> ProjectorReading:
+    """``inputs``: what HF called the projector with (the features, then Mistral 3's
+    ``image_sizes``)."""
     import torch.nn as nn
 
     steps, evidence = [], []
     activation_key = None
     bias_key = None
-    for leaf_name, leaf in _called_leaves(projector, features):
-        if isinstance(leaf, nn.Linear):
+    for leaf_name, leaf in _called_leaves(projector, inputs):
+        if _takes_image_sizes(leaf):
+            merge = _patch_merge(leaf_name, leaf, config)
+            if merge is None:
+                return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
+            steps.append(merge)
+        elif isinstance(leaf, nn.Linear):
             bias = leaf.bias is not None
             steps.append(
                 ProjectorStep("linear", leaf_name, leaf.in_features, leaf.out_features, bias)
@@ -52,9 +62,11 @@ def read_projector(
                     "avg_pool", leaf_name, kernel=kernel, tokens_key=_tokens_key(config, kernel)
                 )
             )
-        elif (offset := _rms_offset(leaf)) is not None:
+        elif (offset := rms_offset(leaf)) is not None:
             steps.append(
-                ProjectorStep("rms_norm", leaf_name, eps=float(leaf.eps), weight_offset=offset)
+                ProjectorStep(
+                    "rms_norm", leaf_name, eps=float(norm_eps(leaf)), weight_offset=offset
+                )
             )
         elif not any(True for _ in leaf.parameters()):
             activation, activation_key = _activation(leaf, config)
@@ -79,24 +91,59 @@ def read_projector(
     return ProjectorReading(spec, tuple(evidence))
 
 
-def _called_leaves(projector: Any, features: Any) -> list[tuple[str, Any]]:
+def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    """The leaves the forward calls, in order; a module that lays patches out by
+    ``image_sizes`` counts as one leaf (its linear is part of the merge)."""
     import torch
 
     order: list[tuple[str, Any]] = []
+    merges = [n for n, m in projector.named_modules() if n and _takes_image_sizes(m)]
     handles = [
         module.register_forward_pre_hook(
             lambda m, _a, name=name: order.append((name, m)) if (name, m) not in order else None
         )
         for name, module in projector.named_modules()
-        if name and not any(True for _ in module.children())
+        if name
+        and not any(name.startswith(f"{merge}.") for merge in merges)
+        and (name in merges or not any(True for _ in module.children()))
     ]
     try:
         with torch.no_grad():
-            projector(features)
+            projector(*inputs)
     finally:
         for handle in handles:
             handle.remove()
     return order
+
+
+def _takes_image_sizes(module: Any) -> bool:
+    import inspect
+
+    return "image_sizes" in inspect.signature(type(module).forward).parameters
+
+
+def _patch_merge(name: str, merger: Any, config: Any) -> ProjectorStep | None:
+    """A spatial merge of ``spatial_merge_size`` squared patches into one linear (Mistral 3's
+    patch merger): its one linear reads that many patches' features. The check proves the
+    order it concatenates them in."""
+    import torch.nn as nn
+
+    size = getattr(config, _MERGE_KEY, None)
+    linears = [(n, m) for n, m in merger.named_modules() if isinstance(m, nn.Linear)]
+    if not isinstance(size, int) or len(linears) != 1:
+        return None
+    linear_name, linear = linears[0]
+    if linear.in_features != linear.out_features * size**2:
+        return None
+    return ProjectorStep(
+        "patch_merge",
+        f"{name}.{linear_name}",
+        linear.in_features,
+        linear.out_features,
+        linear.bias is not None,
+        kernel=size,
+        kernel_key=_MERGE_KEY,
+    )
 
 
 def _tokens_key(config: Any, kernel: int) -> str | None:
@@ -122,13 +169,13 @@ def _size(value: Any) -> int:
     return int(value)
 
 
-def _rms_offset(module: Any) -> float | None:
+def rms_offset(module: Any) -> float | None:
     """0.0 or 1.0 when ``module`` is an RMS norm scaling by ``offset + weight`` (told by its
     output on a probe), else None."""
     import torch
 
     weights = [p for n, p in module.named_parameters() if n == "weight"]
-    eps = getattr(module, "eps", None)
+    eps = norm_eps(module)
     if len(list(module.parameters())) != 1 or len(weights) != 1 or eps is None:
         return None
     (weight,) = weights
@@ -142,6 +189,15 @@ def _rms_offset(module: Any) -> float | None:
     return None
 
 
+def norm_eps(module: Any) -> float | None:
+    """A norm's epsilon, under either name HF's norms keep it (Llama's copies: variance_epsilon)."""
+    for name in ("eps", "variance_epsilon"):
+        value = getattr(module, name, None)
+        if isinstance(value, float):
+            return value
+    return None
+
+
 def _activation(module: Any, config: Any) -> tuple[str | None, str | None]:
     """The HF activation name the module is, and the config key it came from."""
     from transformers.activations import ACT2CLS
@@ -151,7 +207,9 @@ def _activation(module: Any, config: Any) -> tuple[str | None, str | None]:
         if isinstance(name, str) and _is_activation(module, ACT2CLS.get(name)):
             return name, key
     names = [n for n, c in ACT2CLS.items() if _is_activation(module, c)]
-    return (names[0], None) if len(names) == 1 else (None, None)
+    if not names and type(module).__name__ == "GELU":  # torch's own (LightOnOCR's projector)
+        names = [_TORCH_GELU.get(getattr(module, "approximate", ""), "")]
+    return (names[0], None) if len(names) == 1 and names[0] else (None, None)
 
 
 def _is_activation(module: Any, entry: Any) -> bool:

@@ -26,9 +26,15 @@ class SelectReading:
 
 
 def read_select(
-    trace: VisionTrace, config: Any, class_token: bool, where: str = "get_image_features"
+    trace: VisionTrace,
+    config: Any,
+    class_token: bool,
+    where: str = "get_image_features",
+    packed: bool = False,
 ) -> SelectReading:
-    states = trace.hidden_states
+    """``packed``: the tower runs every image's patches as one row (Pixtral), which the
+    projector takes as patches."""
+    states = tuple(s[0] for s in trace.hidden_states) if packed else trace.hidden_states
     _, claimed = _claimed_layers(config)
     layer_lists = [tuple(claimed)] if isinstance(claimed, list | tuple) else []
     layer_lists += [(i,) for i in range(-len(states), 0)]

@@ -13,15 +13,25 @@ import math
 from typing import Any
 
 from onboard.errors import InvalidConfigError
-from onboard.vision import ProjectorSpec, VisionSpec, VitTowerSpec
+from onboard.vision import (
+    PixtralTowerSpec,
+    ProjectorSpec,
+    ProjectorStep,
+    VisionSpec,
+    VitTowerSpec,
+)
 
 
 def at_real_sizes(vision: VisionSpec, tiny: Any, real: Any) -> VisionSpec:
-    tower = _tower(vision.tower, real.vision_config)
+    tower = vision.tower
+    if isinstance(tower, PixtralTowerSpec):
+        tower = _pixtral(tower, real.vision_config)
+    else:
+        tower = _tower(tower, real.vision_config)
     widths = _widths(vision, tiny, real)
     return dataclasses.replace(
         vision,
-        towers=dataclasses.replace(vision.towers, vit=tower),
+        towers=vision.towers.replace(tower),
         projector=_projector(vision.projector, widths, real),
         merge=dataclasses.replace(vision.merge, image_token_id=int(real.image_token_id)),
     )
@@ -58,6 +68,36 @@ def _tower(tower: VitTowerSpec, config: Any) -> VitTowerSpec:
     )
 
 
+def _pixtral(tower: PixtralTowerSpec, config: Any) -> PixtralTowerSpec:
+    keys = dict(tower.keys)
+
+    def real(field: str) -> Any:
+        return getattr(config, keys[field])
+
+    heads = real("num_heads")
+    head_dim = real("hidden_size") // heads
+    return dataclasses.replace(
+        tower,
+        hidden_size=real("hidden_size"),
+        num_layers=real("num_layers"),
+        image_size=real("image_size"),
+        patch_size=real("patch_size"),
+        num_channels=real("num_channels"),
+        head_dim=head_dim,
+        rope_theta=float(config.rope_parameters["rope_theta"]),
+        attention=dataclasses.replace(
+            tower.attention,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            scale=head_dim**-0.5,
+        ),
+        mlp=dataclasses.replace(
+            tower.mlp, intermediate_size=real("intermediate_size"), activation=real("activation")
+        ),
+    )
+
+
 def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
     """Tiny width -> real width for each width a projector reads or writes."""
     layers = len(vision.select.layers)
@@ -72,7 +112,9 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
 
 def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> ProjectorSpec:
     steps = tuple(
-        dataclasses.replace(
+        _real_merge(step, real)
+        if step.op == "patch_merge"
+        else dataclasses.replace(
             step,
             in_features=widths.get(step.in_features, step.in_features),
             out_features=widths.get(step.out_features, step.out_features),
@@ -81,6 +123,13 @@ def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> P
         for step in projector.steps
     )
     return dataclasses.replace(projector, steps=steps)
+
+
+def _real_merge(step: ProjectorStep, real: Any) -> ProjectorStep:
+    """A patch merge at the real sizes: the tower's width, merge size squared times, to it."""
+    size = getattr(real, step.kernel_key) if step.kernel_key else step.kernel
+    width = real.vision_config.hidden_size
+    return dataclasses.replace(step, in_features=width * size**2, out_features=width, kernel=size)
 
 
 def _real_kernel(kernel: int, tokens_key: str | None, real: Any) -> int:

@@ -3,9 +3,10 @@
 The structure is read from what the module holds and the order it calls its parts in: one patch
 convolution, a class token and a position table beside it, norms called before the first layer
 (pre) or after the last (post), and in each layer two norms, an attention with q/k/v/output
-linears and a two-linear MLP. Sizes come from ``vision_config`` with their keys. Anything else
-(a second convolution, 2-D RoPE, a patch merger) is not a ViT of this kind: refused at the
-tower's class line, so no generator emits a tower it would get wrong.
+linears and a two-linear MLP. Sizes come from ``vision_config`` with their keys. A tower that
+is not a ViT of this kind is read as Pixtral's (``pixtral.py``: no position table, 2-D RoPE);
+one that is neither is refused at the tower's class line, so no generator emits a tower it
+would get wrong.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.vision.pixtral import NotPixtral, read_pixtral
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
-from onboard.vision import VitTowerSpec
+from onboard.vision import TowerSpec, VitTowerSpec
 
 _SIZE_KEYS = {
     "hidden_size": "hidden_size",
@@ -36,22 +38,32 @@ _QKV = ("q_proj", "k_proj", "v_proj")
 
 @dataclass(frozen=True)
 class TowerReading:
-    spec: VitTowerSpec | None
+    spec: TowerSpec | None
     evidence: tuple[tuple[str, tuple[Evidence, ...]], ...]
     deltas: tuple[Delta, ...] = ()
 
 
-def read_vit(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
+def read_tower(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
+    """The tower as a ViT, else as Pixtral's; neither: one delta at the tower's forward that
+    says why it is neither."""
     try:
         return _read(tower, config, files)
-    except _NotVit as exc:
-        where = source_location(type(tower).forward) or type(tower).__name__
-        what = f"vision tower {type(tower).__name__} is not a ViT onboard reads ({exc})"
-        return TowerReading(None, (), (Delta(what, where, _SUPPORTED),))
+    except _NotVit as not_vit:
+        try:
+            spec, evidence = read_pixtral(tower, config, files)
+            return TowerReading(spec, evidence)
+        except NotPixtral as not_pixtral:
+            where = source_location(type(tower).forward) or type(tower).__name__
+            what = (
+                f"vision tower {type(tower).__name__} is not a ViT onboard reads ({not_vit}) "
+                f"nor a Pixtral tower ({not_pixtral})"
+            )
+            return TowerReading(None, (), (Delta(what, where, _SUPPORTED),))
 
 
 _SUPPORTED = (
-    "onboard reads ViT towers with a patch convolution and learned positions (CLIP, SigLIP) so far"
+    "onboard reads ViT towers with a patch convolution and learned positions (CLIP, SigLIP) "
+    "and Pixtral's (2-D RoPE, RMS norms, gated MLP) so far"
 )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
-from onboard.tiny_model import image_tokens
+from onboard.tiny_vision import dynamic_image_sizes
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
 TEXT_AROUND = 3  # text tokens before and after each row's placeholders
@@ -16,7 +16,7 @@ TEXT_AROUND = 3  # text tokens before and after each row's placeholders
 
 @dataclass(frozen=True)
 class VisionTrace:
-    pixel_values: Any  # [images, channels, size, size]
+    pixel_values: Any  # [images, channels, height, width]
     input_ids: Any  # [rows, seq]
     hidden_states: tuple[Any, ...]  # the tower's, index 0 = the encoder's input
     post_normed: Any | None  # the tower's post norm over the last hidden state
@@ -24,36 +24,65 @@ class VisionTrace:
     projector_out: Any
     merged: Any  # the embeddings the language model received
     text_embeddings: Any  # the language model's embeddings of input_ids, before the merge
+    # [images, 2] pixel heights and widths, for towers of dynamic size (Pixtral); None: every
+    # image fills pixel_values
+    image_sizes: Any = None
+    projector_extra: tuple[Any, ...] = ()  # what the projector took after the features
+
+    @property
+    def image_inputs(self) -> dict[str, Any]:
+        """What the VLM takes beside the prompt: the pixels and, if any, the image sizes."""
+        found = {"pixel_values": self.pixel_values}
+        if self.image_sizes is not None:
+            found["image_sizes"] = self.image_sizes
+        return found
 
 
-def trace_vlm(model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None) -> VisionTrace:
+def trace_vlm(
+    model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None, dynamic: bool = False
+) -> VisionTrace:
+    """``dynamic``: the tower takes images of any size (Pixtral): the two images differ in
+    size, padded into one pixel tensor, and ``image_sizes`` says each one's."""
     import torch
 
     vision = hf_config.vision_config
     generator = torch.Generator().manual_seed(7)
-    size = vision.image_size
-    pixel_values = torch.randn(NUM_IMAGES, vision.num_channels, size, size, generator=generator)
+    if dynamic:
+        sizes = dynamic_image_sizes(hf_config)
+        height, width = max(h for h, _ in sizes), max(w for _, w in sizes)
+        image_sizes = torch.tensor(sizes)
+    else:
+        height = width = vision.image_size
+        image_sizes = None
+    shape = (NUM_IMAGES, vision.num_channels, height, width)
+    pixel_values = torch.randn(*shape, generator=generator)
+    sized = {} if image_sizes is None else {"image_sizes": image_sizes}
     tower = parts.module(model, "tower")
     language_model = parts.module(model, "language_model")
     captured: dict[str, Any] = {}
 
-    def keep_projector(_module: Any, args: tuple[Any, ...], output: Any) -> None:
+    def keep_projector(
+        _module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
         captured["projector_in"], captured["projector_out"] = args[0], output
+        captured["projector_extra"] = (*args[1:], *kwargs.values())
 
     def keep_merged(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         captured["merged"] = kwargs.get("inputs_embeds")
 
     with torch.no_grad():
-        states = tower(pixel_values, output_hidden_states=True).hidden_states
+        states = tower(pixel_values, output_hidden_states=True, **sized).hidden_states
         post = tower.get_submodule(post_norm)(states[-1]) if post_norm else None
-        per_image = image_tokens(model, pixel_values)
-        input_ids = _prompt(hf_config, per_image)
+        features = model.get_image_features(pixel_values=pixel_values, **sized).pooler_output
+        input_ids = _prompt(hf_config, [int(f.reshape(-1, f.shape[-1]).shape[0]) for f in features])
         handles = [
-            parts.module(model, "projector").register_forward_hook(keep_projector),
+            parts.module(model, "projector").register_forward_hook(
+                keep_projector, with_kwargs=True
+            ),
             language_model.register_forward_pre_hook(keep_merged, with_kwargs=True),
         ]
         try:
-            model(input_ids=input_ids, pixel_values=pixel_values)
+            model(input_ids=input_ids, pixel_values=pixel_values, **sized)
         finally:
             for handle in handles:
                 handle.remove()
@@ -67,18 +96,23 @@ def trace_vlm(model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None
         captured["projector_out"],
         captured["merged"],
         text_embeddings,
+        image_sizes,
+        captured["projector_extra"],
     )
 
 
-def _prompt(hf_config: Any, per_image: int) -> Any:
-    """Row r: text, image r's placeholders, text, with different text in each row."""
+def _prompt(hf_config: Any, per_image: list[int]) -> Any:
+    """Row r: text, image r's placeholders, text, with different text in each row; rows of
+    images of different sizes are padded on the left (the pad is text, unmasked: the merge reads
+    placeholders only)."""
     import torch
 
     image = hf_config.image_token_id
     vocab = hf_config.text_config.vocab_size
+    longest = max(per_image)
     rows = []
-    for row in range(NUM_IMAGES):
-        before = [(11 + 5 * row + i) % vocab for i in range(TEXT_AROUND)]
+    for row, count in enumerate(per_image):
+        before = [(11 + 5 * row + i) % vocab for i in range(TEXT_AROUND + longest - count)]
         after = [(37 + 3 * row + i) % vocab for i in range(TEXT_AROUND)]
-        rows.append(before + [image] * per_image + after)
+        rows.append(before + [image] * count + after)
     return torch.tensor(rows)

@@ -23,8 +23,8 @@ class GeneratedVisionRunner(TorchVisionRunner):
     def language_model(self) -> Any:
         return self.model.model.language_model
 
-    def image_features(self, pixel_values: Any) -> Any:
-        return self.model.model.get_image_features(pixel_values)
+    def image_features(self, pixel_values: Any, **sized: Any) -> Any:
+        return self.model.model.get_image_features(pixel_values, **sized)
 
 
 def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any] | None]:

@@ -40,7 +40,7 @@ from onboard.targets.mobius.mixers import (
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
-from onboard.targets.mobius.vision import VLM_TASK, VisionDesign, design_vision
+from onboard.targets.mobius.vision import VisionDesign, design_vision
 from onboard.token_mixers import is_attention, is_feed_forward
 
 TEXT_FEATURES = frozenset(
@@ -389,7 +389,7 @@ def design_model(
         lm_head_bias=spec.text.lm_head_bias,
         zero_o_biases=attention is not None and attention.last_layer_o_bias is not None,
         mlp_width_code=spec.text.mlp and spec.text.mlp.width_code,
-        task=VLM_TASK if vision else HYBRID_TASK if text_design and text_design.mixers else None,
+        task=vision.task if vision else HYBRID_TASK if text_design and text_design.mixers else None,
         vision=vision,
         base_prefix=spec.weights.base_prefix,
         top_level=tuple(sorted({*spec.weights.top_level, "lm_head"})),

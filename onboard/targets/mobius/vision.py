@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
-from onboard.vision import ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
+from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
+from onboard.vision import PixtralTowerSpec, ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
 
 VLM_TASK = "vision-language"
+# The variant that takes images of any size, one at a time, and squeezes the batch of one away
+PIXTRAL_TASK = "pixtral-vl"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,16 @@ class ProjectorLayer:
     @property
     def activation(self) -> bool:
         return self.op == "activation"
+
+    @property
+    def attribute(self) -> str:
+        """The projector's attribute (patch_merger of patch_merger.merging_layer)."""
+        return self.name.partition(".")[0]
+
+    @property
+    def inner(self) -> str:
+        """patch_merge: the merger's linear (merging_layer)."""
+        return self.name.partition(".")[2]
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,16 @@ class VisionDesign:
     # An image's placeholders see each other both ways (HF's token_type_ids): the decoder
     # takes input_ids too, through a task of the module's own
     image_blocks: bool = False
+    # A Pixtral tower generated from the spec; the task then takes images of any size
+    pixtral: PixtralNames | None = None
+
+    @property
+    def task(self) -> str:
+        return PIXTRAL_TASK if self.pixtral else VLM_TASK
+
+    @property
+    def merge_layer(self) -> ProjectorLayer | None:
+        return next((layer for layer in self.layers if layer.op == "patch_merge"), None)
 
     @property
     def tower_class(self) -> str:
@@ -135,6 +158,7 @@ class VisionDesign:
             names |= {
                 "activation": {"get_activation"},
                 "linear": {"Linear"},
+                "patch_merge": {"Linear"},
                 "layer_norm": {"LayerNorm"},
                 "rms_norm": {"OffsetRMSNorm" if layer.offset else "RMSNorm"},
             }.get(layer.op, set())
@@ -148,7 +172,9 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         return []
     found = []
     tower = vision.tower
-    if not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
+    if isinstance(tower, PixtralTowerSpec):
+        found += pixtral_blockers(tower)
+    elif not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
         found.append(
             f"{vision.towers.kind} tower with a layout the generated ViT does not follow "
             f"({', '.join(f'{r}={n}' for r, n in tower.names)}; vision.tower.names)"
@@ -157,6 +183,12 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         found.append(
             "features from several layers (vision.select): the generated tower returns one "
             "hidden state"
+        )
+    merges = any(s.op == "patch_merge" for s in vision.projector.steps)
+    if merges and not isinstance(tower, PixtralTowerSpec):
+        found.append(
+            "a patch merge over a tower that hands on no patch grid (vision.projector): the "
+            "generated projector merges patches behind a Pixtral tower only"
         )
     offsets = {s.weight_offset for s in vision.projector.steps if s.op == "rms_norm"}
     if offsets - {0.0, 1.0}:
@@ -191,13 +223,17 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
     if vision is None:
         return None
     prefixes = dict(vision.prefixes)
-    clip = _clip_shaped(vision.tower) and not vision.select.post_norm
+    tower = vision.tower
+    if isinstance(tower, PixtralTowerSpec):
+        pixtral, clip = pixtral_names(tower), False
+    else:
+        pixtral, clip = None, _clip_shaped(tower) and not vision.select.post_norm
     return VisionDesign(
         prefix=prefix,
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
         projector_attribute=prefixes["projector"].rstrip(".").split(".")[-1],
-        layers=_layers(vision, spec.text.hidden_size),
-        fields=_fields(vision),
+        layers=_layers(vision, spec),
+        fields=_fields(vision) + _fields_of_pixtral(vision),
         text_prefix=prefixes["text"],
         head_prefix=prefixes.get("lm_head"),
         tower_prefix=prefixes["tower"],
@@ -206,11 +242,12 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
             published.removeprefix(saved) for published, saved in vision.published_aliases
         ),
         changes=_changes(vision),
-        tower=None if clip else _tower_names(vision.tower),
-        patch_bias=vision.tower.patch_bias,
+        tower=None if clip or pixtral else _tower_names(tower),
+        patch_bias=tower.patch_bias,
         post_normed=vision.select.post_norm,
         scaled_embeddings=vision.merge.scaled_before_merge,
         image_blocks=vision.merge.bidirectional_images,
+        pixtral=pixtral,
     )
 
 
@@ -290,19 +327,33 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
     return "config.hidden_size" if width == text_hidden else None
 
 
-def _layers(vision: VisionSpec, text_hidden: int) -> tuple[ProjectorLayer, ...]:
-    """The projector's steps with their sizes as config expressions; a norm's width is the
-    width of what reaches it (the tower's until a linear or product changes it)."""
-    width = vision.tower.hidden_size * len(vision.select.layers)
+def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer, ...]:
+    """The projector's steps with their sizes as config expressions, the width followed
+    through the steps: the projector reads the tower's (times the layers it reads), a linear or
+    product writes the text's when that is its width (so when the two are equal, as in
+    LightOnOCR, the projector ends on the text's)."""
+    text_hidden = spec.text.hidden_size
+    reading = len(vision.select.layers)
+    width = "config.vision.hidden_size" + (f" * {reading}" if reading > 1 else "")
     layers = []
     for step in vision.projector.steps:
-        layers.append(_layer(vision, text_hidden, step, width))
+        layers.append(_layer(vision, spec, step, width))
         if step.op in ("linear", "matmul"):
-            width = step.out_features
+            width = _out_expr(vision, text_hidden, step.out_features)
     return tuple(layers)
 
 
-def _layer(vision: VisionSpec, text_hidden: int, step: ProjectorStep, width: int) -> ProjectorLayer:
+def _out_expr(vision: VisionSpec, text_hidden: int, width: int) -> str:
+    if width == text_hidden:
+        return "config.hidden_size"
+    return _width_expr(vision, text_hidden, width) or ""
+
+
+def _layer(
+    vision: VisionSpec, spec: ArchitectureSpec, step: ProjectorStep, width: str
+) -> ProjectorLayer:
+    """One step; ``width``: the config expression of the width that reaches it."""
+    text_hidden = spec.text.hidden_size
     if step.op in ("activation", "avg_pool"):
         return ProjectorLayer(step.name, step.op, label=step.activation or step.name)
     if step.op in ("layer_norm", "rms_norm"):
@@ -310,24 +361,31 @@ def _layer(vision: VisionSpec, text_hidden: int, step: ProjectorStep, width: int
             step.name,
             step.op,
             label=step.name,
-            in_expr=_width_expr(vision, text_hidden, width) or "",
-            eps_expr=_eps_expr(vision, step.eps),
+            in_expr=width,
+            eps_expr=_eps_expr(vision, spec, step.eps),
             offset=step.weight_offset == 1.0,
         )
+    if step.op == "patch_merge":
+        label = step.name.partition(".")[0]
+        return ProjectorLayer(step.name, step.op, label=label, bias_expr=str(step.bias))
     bias_key = vision.projector.bias_key
     return ProjectorLayer(
         step.name,
         step.op,
         label=step.name,
-        in_expr=_width_expr(vision, text_hidden, step.in_features) or "",
-        out_expr=_width_expr(vision, text_hidden, step.out_features) or "",
+        in_expr=width,
+        out_expr=_out_expr(vision, text_hidden, step.out_features),
         bias_expr=f"config.{bias_key}" if bias_key else str(step.bias),
     )
 
 
-def _eps_expr(vision: VisionSpec, eps: float) -> str:
-    """The tower's epsilon when the norm shares it (HF reads both from vision_config)."""
-    return "config.vision.norm_eps" if eps == vision.tower.norm.eps else repr(eps)
+def _eps_expr(vision: VisionSpec, spec: ArchitectureSpec, eps: float) -> str:
+    """The tower's epsilon when the norm shares it and HF reads it from vision_config; else the
+    text's when it is that (Mistral 3's projector norm: text_config.rms_norm_eps)."""
+    tower = vision.tower.norm
+    if eps == tower.eps and tower.eps_key is not None:
+        return "config.vision.norm_eps"
+    return "config.rms_norm_eps" if eps == spec.text.norm.eps else repr(eps)
 
 
 def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
@@ -385,6 +443,35 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
                 str(side * side),
                 f"top.{pool.tokens_key}" if pool.tokens_key else str(side * side),
                 "image tokens per image after the projector's average pool",
+            )
+        )
+    return tuple(fields)
+
+
+def _fields_of_pixtral(vision: VisionSpec) -> tuple[ConfigField, ...]:
+    """What mobius reads wrong for a Pixtral tower: its RoPE base (transformers 5 keeps it in
+    rope_parameters) and the patch merge size (on the composite config, not the vision one)."""
+    tower = vision.tower
+    if not isinstance(tower, PixtralTowerSpec):
+        return ()
+    fields = [
+        ConfigField(
+            "vision_rope_theta",
+            "float",
+            repr(tower.rope_theta),
+            'top.vision_config.rope_parameters["rope_theta"]',
+            "the base of the tower's 2-D RoPE",
+        )
+    ]
+    merge = next((s for s in vision.projector.steps if s.op == "patch_merge"), None)
+    if merge is not None:
+        fields.append(
+            ConfigField(
+                "spatial_merge_size",
+                "int",
+                str(merge.kernel),
+                f"top.{merge.kernel_key}" if merge.kernel_key else str(merge.kernel),
+                "the side of the square of patches the projector merges into one",
             )
         )
     return tuple(fields)

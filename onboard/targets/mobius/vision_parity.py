@@ -38,6 +38,7 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
+from onboard.targets.mobius.vision_bugs import pixtral_defects
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -94,6 +95,8 @@ def run_vision_parity(
         checks.extend(provider_checks)
     if not generated and proof is not None:
         bugs.extend(_weights_never_load(case.module_class, proof))
+    if not generated:
+        bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,
@@ -146,6 +149,15 @@ def _weights_never_load(module_class: type, proof: WeightMapProof) -> tuple[Targ
     )
 
 
+def _tied_head(checkpoint: Mapping[str, Any], parameters: Mapping[str, Any]) -> tuple[str, ...]:
+    """The decoder's head, when the checkpoint has none (HF ties it to the embeddings): the
+    embedding graph and the decoder graph each need a copy of the table."""
+    head = "decoder.lm_head.weight"
+    if head in parameters and not any(k.endswith("lm_head.weight") for k in checkpoint):
+        return (head,)
+    return ()
+
+
 class _WeightsFailed(Exception):
     def __init__(self, proof: WeightMapProof) -> None:
         super().__init__(proof.summary())
@@ -186,7 +198,7 @@ def _build(
         {k: tuple(v.shape) for k, v in checkpoint.items()},
         module.preprocess_weights,
         parameters,
-        derived_ok=("decoder.lm_head.weight",) if tied else (),
+        derived_ok=("decoder.lm_head.weight",) if tied else _tied_head(checkpoint, parameters),
         unread=unread,
     )
     if not proof.ok:
@@ -221,13 +233,10 @@ class OnnxVisionRunner:
         features = None
         if batch.pixel_values is not None:
             # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
-            # gemma3 encoder squeezes a batch of one)
+            # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
             encoder = self.sessions["vision_encoder"]
             features = np.concatenate(
-                [
-                    encoder.run(None, {"pixel_values": image[None]})[0]
-                    for image in batch.pixel_values
-                ]
+                [encoder.run(None, {"pixel_values": image})[0] for image in batch.images]
             )
         rows = batch.input_ids.shape[0]
         empty = tuple(
