@@ -88,6 +88,11 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"a {vision.text_model_type} text backbone with experts: the VLM adapter routes "
             "prefixes only, around a dense text backbone"
         )
+    if vision.towers.kind != "vit":
+        found.append(
+            f"a {vision.towers.kind} tower of images of any size (vision.tower): the generated "
+            "VLM passes pixel_values of one square size, not image_sizes"
+        )
     if vision.merge.bidirectional_images:
         where = _line_in(module, r"token_type_ids.*mask|mask.*token_type_ids")
         found.append(
