@@ -128,6 +128,7 @@ def test_the_check_fails_on_rope_axes_swapped(monkeypatch: pytest.MonkeyPatch) -
         quarter = angles.shape[-1] // 2
         return angles.roll(quarter, dims=-1)
 
+    _tiny()  # analysed and cached before the sabotage, whichever test runs first
     monkeypatch.setattr(pixtral_run, "axial_angles", swapped)
     assert any("PixtralAttentionLayer" in d.what for d in _check())
 
@@ -143,6 +144,7 @@ def test_the_check_fails_on_a_transposed_patch_merge(monkeypatch: pytest.MonkeyP
             out.append(blocks.permute(0, 2, 4, 3, 1).reshape(-1, width * size * size))
         return torch.cat(out)
 
+    _tiny()  # analysed and cached before the sabotage, whichever test runs first
     monkeypatch.setattr("onboard.analysis.vision.check.patch_merge", transposed)
     deltas = _check()
     assert any("Mistral3MultiModalProjector computes" in d.what for d in deltas)
