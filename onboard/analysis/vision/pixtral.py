@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.vision.encoder import child_with_linears, encoder_layers
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -48,7 +49,7 @@ def read_pixtral(
         raise NotPixtral(f"{len(convolutions)} patch convolutions")
     patch_name, patch = convolutions[0]
     rope = _rope(tower)
-    layers_name = _layers(tower, config.num_hidden_layers)
+    layers_name = encoder_layers(tower, config.num_hidden_layers, NotPixtral)
     order = _call_order(tower, config)
     first = order.index(f"{layers_name}.0")
     norms = [n for n in order if _is_rms(tower.get_submodule(n))]
@@ -64,8 +65,8 @@ def read_pixtral(
     ]
     if len(layer_norms) != 2:
         raise NotPixtral(f"{len(layer_norms)} RMS norms in an encoder layer")
-    attention_name, attention = _child_with_linears(layer, 4, "attention")
-    mlp_name, mlp = _child_with_linears(layer, 3, "gated MLP")
+    attention_name, attention = child_with_linears(layer, 4, "attention", NotPixtral)
+    mlp_name, mlp = child_with_linears(layer, 3, "gated MLP", NotPixtral)
     linears = [n for n, m in attention.named_children() if isinstance(m, nn.Linear)]
     if not set(_QKV) <= set(linears):
         raise NotPixtral(f"attention projections {linears}")
@@ -135,30 +136,6 @@ def _rope(tower: Any) -> str:
     ]
     if len(found) != 1:
         raise NotPixtral(f"{len(found)} rotary modules")
-    return found[0]
-
-
-def _layers(tower: Any, count: int) -> str:
-    import torch.nn as nn
-
-    matching = [
-        n for n, m in tower.named_modules() if isinstance(m, nn.ModuleList) and len(m) == count
-    ]
-    if len(matching) != 1:
-        raise NotPixtral(f"no single list of {count} encoder layers")
-    return matching[0]
-
-
-def _child_with_linears(layer: Any, count: int, what: str) -> tuple[str, Any]:
-    import torch.nn as nn
-
-    found = [
-        (n, m)
-        for n, m in layer.named_children()
-        if sum(isinstance(c, nn.Linear) for c in m.children()) == count
-    ]
-    if len(found) != 1:
-        raise NotPixtral(f"no single {what} with {count} linears in an encoder layer")
     return found[0]
 
 

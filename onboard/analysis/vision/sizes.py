@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 from onboard.errors import InvalidConfigError
@@ -38,6 +39,23 @@ def at_real_sizes(vision: VisionSpec, tiny: Any, real: Any) -> VisionSpec:
 
 
 def _tower(tower: VitTowerSpec, config: Any) -> VitTowerSpec:
+    fields, real = _real_fields(tower, config)
+    norm = dataclasses.replace(tower.norm, eps=float(real("norm_eps")))
+    return dataclasses.replace(tower, **fields, norm=norm)
+
+
+def _pixtral(tower: PixtralTowerSpec, config: Any) -> PixtralTowerSpec:
+    fields, _ = _real_fields(tower, config)
+    rope_theta = float(config.rope_parameters["rope_theta"])
+    head_dim = fields["attention"].head_dim
+    return dataclasses.replace(tower, **fields, head_dim=head_dim, rope_theta=rope_theta)
+
+
+def _real_fields(
+    tower: VitTowerSpec | PixtralTowerSpec, config: Any
+) -> tuple[dict[str, Any], Callable[[str], Any]]:
+    """The sizes every tower kind reads through its keys, at the real config's values, and the
+    reader of any other keyed field. A scale other than head_dim ** -0.5 is kept as read."""
     keys = dict(tower.keys)
 
     def real(field: str) -> Any:
@@ -47,55 +65,24 @@ def _tower(tower: VitTowerSpec, config: Any) -> VitTowerSpec:
     head_dim = real("hidden_size") // heads
     attention = tower.attention
     default_scale = attention.scale == attention.head_dim**-0.5
-    return dataclasses.replace(
-        tower,
-        hidden_size=real("hidden_size"),
-        num_layers=real("num_layers"),
-        image_size=real("image_size"),
-        patch_size=real("patch_size"),
-        num_channels=real("num_channels"),
-        attention=dataclasses.replace(
+    fields = {
+        "hidden_size": real("hidden_size"),
+        "num_layers": real("num_layers"),
+        "image_size": real("image_size"),
+        "patch_size": real("patch_size"),
+        "num_channels": real("num_channels"),
+        "attention": dataclasses.replace(
             attention,
             num_heads=heads,
             num_kv_heads=heads,
             head_dim=head_dim,
             scale=head_dim**-0.5 if default_scale else attention.scale,
         ),
-        mlp=dataclasses.replace(
+        "mlp": dataclasses.replace(
             tower.mlp, intermediate_size=real("intermediate_size"), activation=real("activation")
         ),
-        norm=dataclasses.replace(tower.norm, eps=float(real("norm_eps"))),
-    )
-
-
-def _pixtral(tower: PixtralTowerSpec, config: Any) -> PixtralTowerSpec:
-    keys = dict(tower.keys)
-
-    def real(field: str) -> Any:
-        return getattr(config, keys[field])
-
-    heads = real("num_heads")
-    head_dim = real("hidden_size") // heads
-    return dataclasses.replace(
-        tower,
-        hidden_size=real("hidden_size"),
-        num_layers=real("num_layers"),
-        image_size=real("image_size"),
-        patch_size=real("patch_size"),
-        num_channels=real("num_channels"),
-        head_dim=head_dim,
-        rope_theta=float(config.rope_parameters["rope_theta"]),
-        attention=dataclasses.replace(
-            tower.attention,
-            num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=head_dim,
-            scale=head_dim**-0.5,
-        ),
-        mlp=dataclasses.replace(
-            tower.mlp, intermediate_size=real("intermediate_size"), activation=real("activation")
-        ),
-    )
+    }
+    return fields, real
 
 
 def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.vision.encoder import child_with_linears, encoder_layers
 from onboard.analysis.vision.pixtral import NotPixtral, read_pixtral
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -78,7 +79,7 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
     embeddings_name = patch_name.rpartition(".")[0]
     embeddings = tower.get_submodule(embeddings_name) if embeddings_name else tower
     class_name, positions_name = _embedding_parts(embeddings, config.hidden_size)
-    layers_name = _layers(tower, config.num_hidden_layers)
+    layers_name = encoder_layers(tower, config.num_hidden_layers, _NotVit)
     order = _call_order(tower, config)
     # The tower's own norms; a pooling head's (SigLIP's head.layernorm) are the head's
     norms = [n for n in order if n and "." not in n]
@@ -90,8 +91,8 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
         raise _NotVit(f"norms {pre} before and {post} after the layers")
     head = _pooling_head(tower, order, embeddings_name, layers_name, norms)
     layer = tower.get_submodule(f"{layers_name}.0")
-    attention_name, attention = _child_with_linears(layer, 4, "attention")
-    mlp_name, mlp = _child_with_linears(layer, 2, "MLP")
+    attention_name, attention = child_with_linears(layer, 4, "attention", _NotVit)
+    mlp_name, mlp = child_with_linears(layer, 2, "MLP", _NotVit)
     layer_norms = [n for n, m in layer.named_children() if isinstance(m, nn.LayerNorm)]
     if len(layer_norms) != 2:
         raise _NotVit(f"{len(layer_norms)} norms in an encoder layer")
@@ -201,29 +202,6 @@ def _embedding_parts(embeddings: Any, hidden: int) -> tuple[str | None, str]:
     if len(tables) != 1:
         raise _NotVit(f"{len(tables)} position tables")
     return (class_token[0] if class_token else None), tables[0]
-
-
-def _layers(tower: Any, count: int) -> str:
-    import torch.nn as nn
-
-    lists = [n for n, m in tower.named_modules() if isinstance(m, nn.ModuleList)]
-    matching = [n for n in lists if len(tower.get_submodule(n)) == count]
-    if len(matching) != 1:
-        raise _NotVit(f"no single list of {count} encoder layers")
-    return matching[0]
-
-
-def _child_with_linears(layer: Any, count: int, what: str) -> tuple[str, Any]:
-    import torch.nn as nn
-
-    found = [
-        (n, m)
-        for n, m in layer.named_children()
-        if sum(isinstance(c, nn.Linear) for c in m.children()) == count
-    ]
-    if len(found) != 1:
-        raise _NotVit(f"no single {what} with {count} linears in an encoder layer")
-    return found[0]
 
 
 def _call_order(tower: Any, config: Any) -> list[str]:
