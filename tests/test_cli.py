@@ -153,3 +153,19 @@ def test_diff_of_two_model_types(cli_env) -> None:
     differing = [row["feature"] for row in report["features"] if row["differs"]]
     assert differing == ["attention.qk_norm"]
     assert report["common_ancestor"] == "llama"
+
+
+@pytest.mark.parametrize("command", ["new", "parity"])
+def test_a_library_conversion_bug_ends_in_a_report_and_parity_failed(
+    cli_env, seeded, tmp_path, command
+) -> None:
+    """DeepSeek-V3 is registered in mobius, whose conversion drops per-expert tensors (M4): the
+    run reports that bug and exits 1 (parity failed), not with an internal error."""
+    seeded("deepseek-ai/DeepSeek-V3")
+    run = onboard(command, "deepseek-ai/DeepSeek-V3", "--json", env=cli_env, cwd=tmp_path)
+    assert run.returncode == ExitCode.FAILED, run.stderr
+    report = json.loads(run.stdout)
+    parity = report.get("parity", report)
+    assert not parity["passed"]
+    assert [b["id"] for b in parity["target_bugs"]] == ["M4"]
+    assert "experts.0." in parity["target_bugs"][0]["evidence"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -243,11 +244,47 @@ BUGS: dict[str, KnownBug] = {
 }
 
 
+@dataclass(frozen=True)
+class WeightBug:
+    """A conversion defect of a library class: its ``preprocess_weights`` leaves the checkpoint
+    tensors ``unused`` matches unapplied. No config change avoids it, so the failure stands and
+    the report names the bug."""
+
+    id: str
+    title: str
+    unused: re.Pattern[str]
+
+
+WEIGHT_BUGS: dict[str, WeightBug] = {
+    bug.id: bug
+    for bug in (
+        WeightBug(
+            "M4",
+            "DeepSeekV3CausalLMModel.preprocess_weights only splits the fused in-memory experts: "
+            "a checkpoint's per-expert tensors are never applied",
+            re.compile(r"\.experts\.\d+\."),
+        ),
+    )
+}
+
+
 def applicable(
     bug_ids: tuple[str, ...], provider: str, tiny: Mapping[str, Any]
 ) -> tuple[KnownBug, ...]:
+    """The counterfactual bugs among ``bug_ids`` that can touch this provider and config."""
     return tuple(
-        BUGS[b] for b in bug_ids if provider in BUGS[b].providers and BUGS[b].applies(tiny)
+        BUGS[b]
+        for b in bug_ids
+        if b in BUGS and provider in BUGS[b].providers and BUGS[b].applies(tiny)
+    )
+
+
+def weight_bugs(bug_ids: tuple[str, ...], problems: tuple[str, ...]) -> tuple[WeightBug, ...]:
+    """The conversion bugs among ``bug_ids`` whose tensors the weight proof names as a problem."""
+    return tuple(
+        WEIGHT_BUGS[b]
+        for b in bug_ids
+        if b in WEIGHT_BUGS and any(WEIGHT_BUGS[b].unused.search(p) for p in problems)
     )
 
 

@@ -40,6 +40,7 @@ from onboard.targets.mobius.bugs import (
     applicable,
     counterfactual,
     register_cpu_without_gqa,
+    weight_bugs,
 )
 from onboard.weightmap import WeightMapProof, prove
 
@@ -372,9 +373,19 @@ def blame_known_bugs(
     With several suspects, each is kept only if the re-run fails without removing its trigger,
     so the report names the bugs that are needed to explain the failure.
     """
+    # A checkpoint tensor left over or a parameter left empty is always the conversion's fault:
+    # the library's, when a known conversion bug names those tensors.
+    weight_failures = tuple(
+        c.detail for c in checks if c.name == "weights" and c.status is Status.FAIL
+    )
+    if weight_failures:
+        problems = tuple(p for detail in weight_failures for p in detail.split("; "))
+        return checks, tuple(
+            TargetBug(b.id, b.title, next(p for p in problems if b.unused.search(p)))
+            for b in weight_bugs(bug_ids, problems)
+        )
     suspects = applicable(bug_ids, provider, text_config)
-    # A checkpoint tensor left over or a parameter left empty is always the conversion's fault.
-    if not suspects or any(c.name == "weights" and c.status is Status.FAIL for c in checks):
+    if not suspects:
         return checks, ()
 
     def passes_without(bugs: tuple[KnownBug, ...]) -> tuple[bool, float]:
