@@ -7,7 +7,6 @@ on stdout instead. Errors print one line and exit with a documented code (README
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from contextlib import contextmanager
@@ -17,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from onboard import __version__
-from onboard.errors import BadInputError, ExitCode, OnboardError, RefusedError
+from onboard import __version__, json_output
+from onboard.errors import BadInputError, ExitCode, OnboardError
 
 app = typer.Typer(
     name="onboard",
@@ -61,8 +60,8 @@ def _status(enabled: bool):
         yield lambda phase: status.update(f"{phase}...")
 
 
-def _emit_json(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+def _emit_json(command: str, data: dict[str, Any], code: int = ExitCode.OK) -> None:
+    json_output.write(json_output.document(command, code, data))
 
 
 def _check_device(device: str) -> None:
@@ -132,14 +131,15 @@ def new(
     )
     with _status(not as_json) as progress:
         result = onboard_new(options, progress)
+    code = ExitCode.REFUSED if result.refused else ExitCode.OK if result.ok else ExitCode.FAILED
     if as_json:
-        _emit_json(new_to_dict(result))
+        _emit_json("new", new_to_dict(result), code)
     else:
         print_new(result, out)
-    if result.refused:  # files are written (unverified); the one-line refusal and exit 5 follow
-        raise RefusedError(result.refused)
-    if not result.ok:
-        raise typer.Exit(ExitCode.FAILED)
+    if result.refused:  # files are written (unverified); the one-line refusal follows
+        _print_error(result.refused)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -174,13 +174,14 @@ def inspect(
         proposal = chosen_target.propose(analysis.spec, library, treat_as_new=treat_as_new)
     if as_json:
         _emit_json(
+            "inspect",
             {
                 "classification": analysis.classification.to_dict(),
                 "features": features_to_dict(analysis),
                 "spec": analysis.spec.to_dict(),
                 "review": review_to_dict(analysis),
                 "proposal": proposal_to_dict(proposal),
-            }
+            },
         )
         return
     print_source(source, out)
@@ -208,7 +209,7 @@ def diff(
             analyses.append(analyse(_load_model_or_type(model)))
     comparison = compare(*analyses)
     if as_json:
-        _emit_json(comparison.to_dict())
+        _emit_json("diff", comparison.to_dict())
     else:
         print_comparison(comparison, out)
 
@@ -270,12 +271,13 @@ def parity_command(
             _trust_for_parity(source, generated, trust_remote_code)
         progress("parity")
         report = chosen_target.parity(analysis, proposal, module, library, device=device)
+    code = ExitCode.OK if report.passed else ExitCode.FAILED
     if as_json:
-        _emit_json(report.to_dict())
+        _emit_json("parity", report.to_dict(), code)
     else:
         print_parity(report, out, generated=generated is not None)
-    if not report.passed:
-        raise typer.Exit(ExitCode.FAILED)
+    if code:
+        raise typer.Exit(code)
 
 
 def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
@@ -359,7 +361,7 @@ def targets(as_json: JsonOpt = False) -> None:
         except OnboardError as exc:
             rows.append({"name": ep.name, "library": None, "error": exc.message})
     if as_json:
-        _emit_json({"targets": rows})
+        _emit_json("targets", {"targets": rows})
         return
     for row in rows:
         where = row["library"] or f"[red]{row.get('error')}[/]"
@@ -376,37 +378,57 @@ def _root(
 
 
 def main() -> None:
-    """Entry point: every error becomes one line and an exit code, never a traceback."""
+    """Entry point: every outcome is one exit code (README, "Exit codes"); an error is one line
+    on stderr, and with ``--json`` also one JSON document on stdout; never a traceback."""
     from typer.exceptions import TyperException
+
+    from onboard.failures import classify
 
     try:
         code = app(standalone_mode=False)  # click returns the code of typer.Exit here
-    except OnboardError as exc:
-        for item in getattr(exc, "items", ()):
-            err.print(f"  - {item}", soft_wrap=True, highlight=False, markup=False)
-        _fail(exc.message, exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        _fail("interrupted", ExitCode.FAILED)
+        _fail(_interrupted())
     except TyperException as exc:  # usage errors: unknown option, missing argument
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        _fail(message, ExitCode.BAD_INPUT)
+        _fail(BadInputError(message or "no command given"))
     except Exception as exc:
         if os.environ.get("ONBOARD_DEBUG"):
             raise
-        _fail(
-            f"internal error: {type(exc).__name__}: {exc} (ONBOARD_DEBUG=1 shows the traceback)",
-            ExitCode.FAILED,
-        )
+        _fail(classify(exc))
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) without a word
+        _fail(_interrupted())
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _fail(message: str, code: int) -> None:
+def _interrupted() -> OnboardError:
+    error = OnboardError("interrupted")
+    error.exit_code = ExitCode.INTERRUPTED
+    return error
+
+
+def _print_error(message: str) -> None:
+    from rich.text import Text
+
+    # A Text, not markup: messages quote configs and code, whose brackets are not rich tags.
+    err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
+
+
+def _fail(error: OnboardError) -> None:
     if os.environ.get("ONBOARD_DEBUG") and sys.exc_info()[0] is not None:
         import traceback
 
         traceback.print_exc()
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
-    sys.exit(int(code))
+    for item in getattr(error, "items", ()):
+        err.print(f"  - {item}", soft_wrap=True, highlight=False, markup=False)
+    _print_error(error.message)
+    if "--json" in sys.argv[1:]:
+        json_output.write(json_output.error_document(_command_name(sys.argv[1:]), error))
+    sys.exit(int(error.exit_code))
+
+
+def _command_name(argv: list[str]) -> str:
+    """The subcommand the user typed (``onboard`` alone when there is none)."""
+    return next((arg for arg in argv if not arg.startswith("-")), "onboard")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,31 @@ class ExitCode(IntEnum):
     CONFLICT = 3  # a generated file was edited by hand; re-run with --force
     UNSUPPORTED = 4  # the analysis found something the generator cannot express yet
     REFUSED = 5  # remote code needed but --trust-remote-code not given, or hashes differ
+    REMOTE_CODE_FAILED = 6  # the checkpoint's own code (auto_map) raised while it ran
+    ENVIRONMENT = 7  # the machine refused: permissions, a full or read-only disk
+    INTERNAL = 8  # a bug in onboard itself; the traceback is written to a log file
+    INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
+
+
+# The outcome class each code stands for, in the ``--json`` error document
+OUTCOMES: dict[ExitCode, str] = {
+    ExitCode.OK: "ok",
+    ExitCode.FAILED: "failed",
+    ExitCode.BAD_INPUT: "bad_input",
+    ExitCode.CONFLICT: "conflict",
+    ExitCode.UNSUPPORTED: "unsupported",
+    ExitCode.REFUSED: "refused",
+    ExitCode.REMOTE_CODE_FAILED: "remote_code_failed",
+    ExitCode.ENVIRONMENT: "environment",
+    ExitCode.INTERNAL: "internal_error",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """A message on one line: its lines joined (the reason is often on the second), capped."""
+    joined = " ".join(text.split())
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
 class OnboardError(Exception):
@@ -73,3 +98,16 @@ class RefusedError(OnboardError):
     """Running remote code was needed but not allowed."""
 
     exit_code = ExitCode.REFUSED
+
+
+class RemoteCodeError(OnboardError):
+    """The checkpoint's own code failed to import or to run (not onboard's fault, not the
+    user's input either: the code needs CUDA kernels, or an older transformers)."""
+
+    exit_code = ExitCode.REMOTE_CODE_FAILED
+
+
+class EnvironmentFailure(OnboardError):
+    """The machine refused an operation onboard needs: a folder it may not write, a full disk."""
+
+    exit_code = ExitCode.ENVIRONMENT

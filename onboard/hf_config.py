@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from onboard.errors import InvalidConfigError
+from onboard.errors import InvalidConfigError, one_line
 
 # Generous upper bounds: larger than any published model, small enough to reject nonsense.
 _SIZE_LIMITS = {
@@ -81,5 +81,5 @@ def make_hf_config(config: Mapping[str, Any]) -> Any:
     except Exception as exc:  # config classes validate with many exception types
         raise InvalidConfigError(
             f"transformers rejects this {model_type} config "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+            f"({type(exc).__name__}: {one_line(str(exc))})"
         ) from None

@@ -7,6 +7,7 @@ only parses options and prints the ``NewResult``; it holds no logic.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from onboard import STAMP
 from onboard.analysis import Analysis, analyse
-from onboard.errors import ConflictError, RefusedError
+from onboard.errors import BadInputError, ConflictError, EnvironmentFailure, RefusedError
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import check_hashes, register_remote_classes, require_trust
@@ -109,6 +110,15 @@ def _trust_remote_code(source: ModelSource, options: NewOptions, root: Path) -> 
     return None
 
 
+def _require_writable(root: Path) -> None:
+    """The folder the files go to can be made and written: said now, not after parity."""
+    existing = next(p for p in (root, *root.parents) if p.exists())
+    if not existing.is_dir():
+        raise BadInputError(f"cannot write into {root}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise EnvironmentFailure(f"cannot write into {root}: {existing} is not writable")
+
+
 def _conflict(paths: tuple[str, ...], root: Path, model_type: str) -> str:
     """Why a file stops the run: onboard wrote it and someone edited it since, or it is the
     library's own (mobius' llava.py serves other model types too)."""
@@ -168,6 +178,8 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
     preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
     if preview.conflicts and not (options.force or options.dry_run):
         raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))
+    if not options.dry_run:
+        _require_writable(root)  # before parity, which takes the time
 
     report = None
     refused = None
@@ -175,16 +187,20 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         refused = _trust_remote_code(source, options, root)
     if options.parity and plan.model_file and refused is None:
         staging = Path(tempfile.mkdtemp(prefix="onboard-staged-"))
-        with clock.phase("stage"):
-            render(plan, staging, stamp=STAMP)
-        with clock.phase("parity"):
-            report = target.parity(
-                analysis,
-                proposal,
-                (staging / plan.model_file, plan.model_class),
-                library,
-                device=options.device,
-            )
+        try:
+            with clock.phase("stage"):
+                render(plan, staging, stamp=STAMP)
+            with clock.phase("parity"):
+                report = target.parity(
+                    analysis,
+                    proposal,
+                    (staging / plan.model_file, plan.model_class),
+                    library,
+                    device=options.device,
+                )
+        except BaseException:  # an error or Ctrl-C: nothing is left behind
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         if not report.passed:
             return NewResult(
                 options,

@@ -10,16 +10,18 @@ Transformers pins remote code to a commit in the same spirit.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import importlib.util
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from onboard.errors import BadInputError, RefusedError
+from onboard.errors import RefusedError, RemoteCodeError
 from onboard.source import SourceFile, remote_modules
 
 TRUST_FLAG = "--trust-remote-code"
@@ -81,7 +83,10 @@ def _import_package(files: Sequence[SourceFile]) -> str:
     name = f"onboard_remote_{digest.hexdigest()[:16]}"
     if name in sys.modules:
         return name
-    folder = Path(tempfile.mkdtemp(prefix="onboard-remote-")) / name
+    scratch = Path(tempfile.mkdtemp(prefix="onboard-remote-"))
+    # Imported modules keep running from there until the process ends, so it goes at exit.
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    folder = scratch / name
     folder.mkdir()
     (folder / "__init__.py").write_text("", encoding="utf-8")
     for file in files:
@@ -102,6 +107,6 @@ def _class(package: str, reference: str) -> type:
         module = importlib.import_module(f"{package}.{module_name}")
         return getattr(module, class_name)
     except Exception as exc:  # the checkpoint's code itself fails: report, do not trace back
-        raise BadInputError(
+        raise RemoteCodeError(
             f"importing {reference} from the checkpoint's code failed: {type(exc).__name__}: {exc}"
         ) from None

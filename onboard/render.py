@@ -32,7 +32,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from rich.tree import Tree
 
-from onboard.errors import ConflictError, OnboardError
+from onboard.errors import BadInputError, ConflictError, EnvironmentFailure, OnboardError
 from onboard.plan import FileChange, Plan
 
 ANSWERS_DIR = ".onboard"
@@ -161,7 +161,7 @@ def _real_root(root: Path) -> Path:
     try:
         return Path(root).resolve()
     except (OSError, RuntimeError) as exc:
-        raise OnboardError(f"cannot resolve the target root {root}: {exc}") from exc
+        raise EnvironmentFailure(f"cannot resolve the target root {root}: {exc}") from exc
 
 
 def generated_before(root: Path, model_type: str) -> bool:
@@ -172,7 +172,7 @@ def generated_before(root: Path, model_type: str) -> bool:
 def _answers_path(model_type: str) -> str:
     """The answers file's plan-relative path; the model type must be a plain file name."""
     if not _MODEL_TYPE.fullmatch(model_type) or ".." in model_type:
-        raise OnboardError(
+        raise BadInputError(
             f"model type {model_type!r} cannot name an answers file: "
             "use letters, digits, '_', '-' or '.'"
         )
@@ -212,9 +212,9 @@ def _destination(real_root: Path, path: str) -> Path:
     try:
         dest = (real_root / posix).resolve()
     except (OSError, RuntimeError) as exc:
-        raise OnboardError(f"cannot resolve {path}: {exc}") from exc
+        raise EnvironmentFailure(f"cannot resolve {path}: {exc}") from exc
     if dest == real_root or not dest.is_relative_to(real_root):
-        raise OnboardError(f"refusing to write {path}: it resolves to {dest}, outside {real_root}")
+        raise BadInputError(f"refusing to write {path}: it resolves to {dest}, outside {real_root}")
     return dest
 
 
@@ -227,13 +227,13 @@ def _read(path: str, dest: Path) -> _Current:
     except FileNotFoundError:
         return _Current(None, None)
     except OSError as exc:
-        raise OnboardError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise EnvironmentFailure(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
-        raise OnboardError(f"cannot write {path}: something other than a file is there")
+        raise EnvironmentFailure(f"cannot write {path}: something other than a file is there")
     try:
         return _Current(dest.read_bytes(), stat.S_IMODE(info.st_mode))
     except OSError as exc:
-        raise OnboardError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise EnvironmentFailure(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _sha256(data: bytes) -> str:
@@ -357,7 +357,7 @@ def _commit(writes: list[_Write]) -> None:
         unrestored = _rollback(journal)
         if not isinstance(exc, Exception):
             raise
-        raise OnboardError(_failure_message(current, exc, unrestored)) from exc
+        raise EnvironmentFailure(_failure_message(current, exc, unrestored)) from exc
 
 
 def _make_parents(directory: Path, journal: _Journal) -> None:

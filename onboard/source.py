@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from onboard.errors import InvalidConfigError, ModelNotFoundError
+from onboard.errors import InvalidConfigError, ModelNotFoundError, one_line
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 BUNDLED_ROOT = Path(__file__).parent / "data" / "hub"
@@ -323,7 +323,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise InvalidConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; not a config")
     try:
-        config = json.loads(path.read_bytes())
+        config = json.loads(path.read_bytes(), parse_constant=_no_constant)
+    except _NonFiniteError as exc:
+        raise InvalidConfigError(f"{path} holds {exc}: a config's numbers are finite") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
         raise InvalidConfigError(f"{path} is not valid JSON: {_short(exc)}") from None
     if not isinstance(config, dict):
@@ -336,8 +338,17 @@ def read_config(path: Path) -> dict[str, Any]:
     return config
 
 
+class _NonFiniteError(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN and Infinity, which JSON does not allow and no size can be."""
+    raise _NonFiniteError(name)
+
+
 def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200]
+    return one_line(str(exc), 200)
 
 
 def transformers_source_files(model_type: str) -> tuple[SourceFile, ...]:

@@ -9,7 +9,6 @@ the same options with argparse so ``python -m onboard.lint`` works on its own (p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +17,9 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from onboard import json_output
 from onboard.errors import BadInputError, ExitCode, OnboardError
-from onboard.lint.report import print_findings, rules_table, to_json
+from onboard.lint.report import print_findings, rule_json, rules_json, rules_table, to_json
 from onboard.lint.runner import check
 from onboard.lint.selection import explain, split_selectors
 
@@ -43,10 +43,18 @@ class CheckOptions:
 def run_check(options: CheckOptions, out: Console) -> int:
     """Run one ``onboard check`` and print its result; returns the exit code."""
     if options.explain is not None:
-        out.print(explain(options.explain), markup=False, highlight=False, soft_wrap=True)
+        if options.as_json:
+            json_output.write(
+                json_output.document("check", ExitCode.OK, {"rule": rule_json(options.explain)})
+            )
+        else:
+            out.print(explain(options.explain), markup=False, highlight=False, soft_wrap=True)
         return ExitCode.OK
     if options.show_rules:
-        out.print(rules_table())
+        if options.as_json:
+            json_output.write(json_output.document("check", ExitCode.OK, {"rules": rules_json()}))
+        else:
+            out.print(rules_table())
         return ExitCode.OK
     if options.installed and options.repo is not None:
         raise BadInputError("--installed and --repo are exclusive: lint one or the other")
@@ -60,7 +68,7 @@ def run_check(options: CheckOptions, out: Console) -> int:
         options.fix,
     )
     if options.as_json:
-        sys.stdout.write(json.dumps(to_json(result), indent=2, sort_keys=True) + "\n")
+        json_output.write(json_output.document("check", result.exit_code, to_json(result)))
     else:
         print_findings(result, out)
     return result.exit_code

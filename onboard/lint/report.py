@@ -13,6 +13,7 @@ from rich.text import Text
 
 from onboard.lint.findings import CheckResult, Finding, Severity
 from onboard.lint.rules import RULES
+from onboard.lint.selection import find_rule
 
 JSON_VERSION = 1
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
@@ -82,6 +83,26 @@ def rules_markdown() -> str:
     sections = [f"## {r.code} `{r.name}`\n\n{r.explain().replace('## ', '### ')}\n" for r in RULES]
     head = "| code | name | severity | targets | fix |\n|---|---|---|---|---|"
     return "\n".join(["# onboard check rules", "", head, *rows, "", *sections])
+
+
+def rules_json() -> list[dict[str, Any]]:
+    """Every rule as ``--show-rules --json`` lists it."""
+    return [_rule_json(rule) for rule in RULES]
+
+
+def rule_json(code: str) -> dict[str, Any]:
+    """One rule with its documentation (``--explain CODE --json``)."""
+    return {**_rule_json(find_rule(code)), "doc": find_rule(code).explain()}
+
+
+def _rule_json(rule: Any) -> dict[str, Any]:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "severity": str(rule.severity),
+        "targets": list(rule.targets),
+        "fixable": rule.fixable,
+    }
 
 
 def rules_table() -> Table:
