@@ -298,15 +298,17 @@ def _decide_shared(path: str, dest: Path, content: str) -> tuple[FileResult, _Wr
 def _outcome(
     path: str, dest: Path, current: _Current, new: bytes, action: Action
 ) -> tuple[FileResult, _Write | None]:
-    diff = "" if action is Action.IDENTICAL else _diff(path, current.data or b"", new)
+    diff = "" if action is Action.IDENTICAL else _diff(path, current.data, new)
     write = _Write(path, dest, new, current) if action in _WRITES else None
     return FileResult(path, action, diff), write
 
 
-def _diff(path: str, before: bytes, after: bytes) -> str:
-    old = before.decode("utf-8", errors="replace").splitlines(keepends=True)
+def _diff(path: str, before: bytes | None, after: bytes) -> str:
+    """A unified diff ``git apply`` takes: a new file comes from /dev/null."""
+    old = (before or b"").decode("utf-8", errors="replace").splitlines(keepends=True)
     new = after.decode("utf-8", errors="replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}")
+    source = "/dev/null" if before is None else f"a/{path}"
+    lines = difflib.unified_diff(old, new, fromfile=source, tofile=f"b/{path}")
     return "".join(_terminated(lines))
 
 
@@ -448,8 +450,12 @@ def print_result(result: RenderResult, console: Console, *, show_diffs: bool) ->
     if not show_diffs:
         return
     for file in result.files:  # the answers file's diff is bookkeeping, not worth reading
-        if file.diff:
+        if not file.diff:
+            continue
+        if console.is_terminal:
             console.print(Syntax(file.diff, "diff"))
+        else:  # piped: the bytes themselves, unpadded and uncoloured, so `git apply` takes them
+            console.file.write(file.diff)
 
 
 def _tree(result: RenderResult) -> Tree:
