@@ -35,6 +35,10 @@ TargetOpt = Annotated[str, typer.Option("--target", "-t", help="Target library."
 RepoOpt = Annotated[
     Path | None, typer.Option("--repo", help="Checkout of the target library to edit in place.")
 ]
+ReadRepoOpt = Annotated[
+    Path | None,
+    typer.Option("--repo", help="Checkout of the target library to read (default: installed)."),
+]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Hub revision of the model.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 TrustOpt = Annotated[
@@ -115,6 +119,10 @@ def new(
     if repo is not None and out_dir is not None:
         raise BadInputError("--repo and --out are exclusive: edit a checkout or write a folder")
     _check_device(device)
+    if name is not None:
+        from onboard.naming import chosen_module_name
+
+        chosen_module_name(name)
     options = NewOptions(
         model=model,
         target=target,
@@ -146,7 +154,7 @@ def new(
 def inspect(
     model: ModelArg,
     target: TargetOpt = "mobius",
-    repo: RepoOpt = None,
+    repo: ReadRepoOpt = None,
     revision: RevisionOpt = None,
     treat_as_new: Annotated[bool, typer.Option("--treat-as-new")] = False,
     as_json: JsonOpt = False,
@@ -231,7 +239,7 @@ def _load_model_or_type(model: str):
 def parity_command(
     model: ModelArg,
     target: TargetOpt = "mobius",
-    repo: RepoOpt = None,
+    repo: ReadRepoOpt = None,
     generated: Annotated[
         Path | None,
         typer.Option("--generated", help="A generated module to check instead of the registry's."),
@@ -308,7 +316,13 @@ def check_command(
         bool, typer.Option("--installed", help="Lint the installed package of --target.")
     ] = False,
     target: Annotated[
-        str | None, typer.Option("--target", "-t", help="mobius or automodel (default: detected).")
+        str | None,
+        typer.Option(
+            "--target",
+            "-t",
+            help="mobius or automodel (default: detected from the checkout; needed with "
+            "--installed).",
+        ),
     ] = None,
     select: Annotated[
         list[str] | None, typer.Option("--select", help="Codes, prefixes or ALL (comma lists ok).")

@@ -22,3 +22,16 @@ def class_prefix(architecture: str, model_type: str) -> str:
     if not stem or not stem.isidentifier():
         stem = "".join(part.capitalize() for part in re.split(r"\W|_", model_type) if part)
     return stem if stem[:1].isalpha() else f"Model{stem}"
+
+
+def chosen_module_name(name: str) -> str:
+    """A ``--name`` as given, refused unless it already is a module name: silently renaming
+    ``../../x`` to ``x`` or ``class`` to ``model_class`` writes files the user did not ask for."""
+    from onboard.errors import BadInputError
+
+    if module_name(name) != name:
+        raise BadInputError(
+            f"--name {name!r} is not a module name: use lowercase letters, digits and '_', "
+            f"not a Python keyword (for example {module_name(name)!r})"
+        )
+    return name

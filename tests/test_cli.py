@@ -169,3 +169,11 @@ def test_a_library_conversion_bug_ends_in_a_report_and_parity_failed(
     assert not parity["passed"]
     assert [b["id"] for b in parity["target_bugs"]] == ["M4"]
     assert "experts.0." in parity["target_bugs"][0]["evidence"]
+
+
+@pytest.mark.parametrize("name", ["../../x", "class", "Qwen3", "my-model"])
+def test_a_name_that_is_no_module_name_is_refused_not_renamed(cli_env, tmp_path, name) -> None:
+    out = tmp_path / "out"
+    run = onboard("new", "Qwen/Qwen3-0.6B", "--name", name, "--out", str(out), env=cli_env)
+    _one_line_error(run, ExitCode.BAD_INPUT, "is not a module name")
+    assert not out.exists()

@@ -79,10 +79,21 @@ def open_layout(root: Path | None, target: str | None) -> Layout:
     if target is not None and target not in TARGETS:
         raise BadInputError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
     if root is None:
-        if target is None:
-            raise BadInputError("name a --target to lint its installed package, or give a repo")
-        return _installed(TARGETS[target])
+        return _installed(TARGETS[target or _the_installed_target()])
     return _checkout(root.expanduser().resolve(), target)
+
+
+def _the_installed_target() -> str:
+    """The one target library installed here (``--installed`` without ``--target``)."""
+    installed = [n for n, k in TARGETS.items() if importlib.util.find_spec(k.package) is not None]
+    if len(installed) == 1:
+        return installed[0]
+    if not installed:
+        packages = " or ".join(k.pip_name for k in TARGETS.values())
+        raise TargetRepoError(f"no target library is installed (pip install {packages})")
+    raise BadInputError(
+        f"--installed: {' and '.join(installed)} are both installed; name one with --target"
+    )
 
 
 def _installed(kind: TargetKind) -> Layout:

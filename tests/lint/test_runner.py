@@ -45,8 +45,22 @@ def test_bad_repositories_are_one_line_errors(tmp_path: Path, mobius_repo: MakeR
     assert check(both, target="automodel").target == "automodel"
     with pytest.raises(BadInputError, match="unknown target 'onnx'"):
         check(both, target="onnx")
-    with pytest.raises(BadInputError, match="name a --target"):
+    with pytest.raises(BadInputError, match="are both installed; name one with --target"):
         check(None)
+
+
+def test_installed_without_target_reads_the_one_library_installed(monkeypatch) -> None:
+    import importlib.util
+
+    from onboard.lint import layout
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        layout.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "nemo_automodel" else real(name, *a),
+    )
+    assert check(None).target == "mobius"
 
 
 def test_installed_package_reads_like_a_checkout() -> None:
