@@ -54,6 +54,11 @@ DeviceOpt = Annotated[
 ]
 
 
+def _examples(*lines: str) -> str:
+    """A help epilog: each example on its own line (rich markup joins single newlines)."""
+    return "[bold]Examples[/]\n\n" + "\n\n".join(f"  [cyan]{line}[/]" for line in lines)
+
+
 @contextmanager
 def _status(enabled: bool):
     """A spinner on stderr; ``update(phase)`` names the phase that is running."""
@@ -78,7 +83,14 @@ def _check_device(device: str) -> None:
             raise BadInputError("--device cuda: no CUDA device is available here")
 
 
-@app.command()
+_NEW_EXAMPLES = _examples(
+    "onboard new Qwen/Qwen3-0.6B --treat-as-new --out ./qwen3",
+    "onboard new ./my-checkpoint --repo ~/src/mobius --dry-run",
+    "onboard new llava-hf/llava-1.5-7b-hf --target automodel --json",
+)
+
+
+@app.command(epilog=_NEW_EXAMPLES)
 def new(
     model: ModelArg,
     target: TargetOpt = "mobius",
@@ -150,7 +162,13 @@ def new(
         raise typer.Exit(code)
 
 
-@app.command()
+_INSPECT_EXAMPLES = _examples(
+    "onboard inspect Qwen/Qwen3-30B-A3B",
+    "onboard inspect gemma3 --json",
+)
+
+
+@app.command(epilog=_INSPECT_EXAMPLES)
 def inspect(
     model: ModelArg,
     target: TargetOpt = "mobius",
@@ -197,7 +215,13 @@ def inspect(
     print_proposal(proposal, out)
 
 
-@app.command()
+_DIFF_EXAMPLES = _examples(
+    "onboard diff qwen3 llama",
+    "onboard diff Qwen/Qwen3-0.6B ./my-checkpoint --json",
+)
+
+
+@app.command(epilog=_DIFF_EXAMPLES)
 def diff(
     left: Annotated[
         str, typer.Argument(help="A model type, Hub id, checkpoint dir or config.json.")
@@ -235,7 +259,13 @@ def _load_model_or_type(model: str):
     return load_source(model)
 
 
-@app.command("parity")
+_PARITY_EXAMPLES = _examples(
+    "onboard parity Qwen/Qwen3-0.6B",
+    "onboard parity ./ckpt --generated onboarded/x/src/mobius/models/x.py",
+)
+
+
+@app.command("parity", epilog=_PARITY_EXAMPLES)
 def parity_command(
     model: ModelArg,
     target: TargetOpt = "mobius",
@@ -300,7 +330,14 @@ def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
     register_remote_classes(source.config, source.remote_files)
 
 
-@app.command("check")
+_CHECK_EXAMPLES = _examples(
+    "onboard check --repo ~/src/mobius",
+    "onboard check --installed -t mobius --select OB4",
+    "onboard check --explain OB402",
+)
+
+
+@app.command("check", epilog=_CHECK_EXAMPLES)
 def check_command(
     files: Annotated[
         list[Path] | None,
@@ -356,7 +393,12 @@ def check_command(
         raise typer.Exit(code)
 
 
-@app.command()
+_TARGETS_EXAMPLES = _examples(
+    "onboard targets --json",
+)
+
+
+@app.command(epilog=_TARGETS_EXAMPLES)
 def targets(as_json: JsonOpt = False) -> None:
     """List installed targets and where their library is."""
     from importlib.metadata import entry_points

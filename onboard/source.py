@@ -98,8 +98,14 @@ def load_source(model: str, *, revision: str | None = None) -> ModelSource:
         config_path = path / "config.json" if path.is_dir() else path
         if not config_path.is_file():
             raise ModelNotFoundError(f"{path} has no config.json")
+        ignored = (f"--revision {revision} ignored: {model} is a local folder",) if revision else ()
         return _finish(
-            model, Origin.LOCAL, config_path, revision=None, notices=(), folder=config_path.parent
+            model,
+            Origin.LOCAL,
+            config_path,
+            revision=None,
+            notices=ignored,
+            folder=config_path.parent,
         )
     if not _REPO_ID.match(model):
         raise ModelNotFoundError(
@@ -154,6 +160,8 @@ def _resolve_hub_id(repo_id: str, revision: str | None) -> ModelSource:
             f"{why_not_hub} and {repo_id} is not in the HF cache: using onboard's bundled "
             "snapshot of its config.json (revision unknown; pin one before merging)"
         )
+        if revision:
+            notice += f"; --revision {revision} cannot be honoured without the Hub"
         return _finish(repo_id, Origin.BUNDLED, bundled, None, (notice,))
     raise ModelNotFoundError(
         f"{repo_id} is not in the HF cache and {why_not_hub}; download it once "

@@ -144,6 +144,9 @@ def test_help_and_version(cli_env) -> None:
     help_text = onboard("--help", env=cli_env).stdout
     for command in ("new", "inspect", "parity", "targets"):
         assert command in help_text
+    for command in ("new", "inspect", "diff", "parity", "check", "targets"):
+        text = onboard(command, "--help", env=cli_env).stdout
+        assert "Examples" in text and f"onboard {command} " in text, command
 
 
 def test_diff_of_two_model_types(cli_env) -> None:

@@ -90,3 +90,16 @@ def test_oversized_config_rejected(tmp_path: Path) -> None:
 def test_directory_without_config(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match=r"has no config\.json"):
         load_source(str(tmp_path))
+
+
+def test_a_revision_that_cannot_be_honoured_is_said(hf_cache, tmp_path) -> None:
+    from onboard.source import load_source
+
+    bundled = load_source("Qwen/Qwen3-0.6B", revision="abc123")
+    assert any("--revision abc123 cannot be honoured" in n for n in bundled.notices)
+    assert not any("--revision" in n for n in load_source("Qwen/Qwen3-0.6B").notices)
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen3"}')
+    local = load_source(str(folder), revision="abc123")
+    assert local.notices == (f"--revision abc123 ignored: {folder} is a local folder",)
