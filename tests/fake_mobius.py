@@ -10,6 +10,8 @@ TEST_CONFIGS = '''"""Shared test configurations (a trimmed copy of the upstream 
 
 from __future__ import annotations
 
+import dataclasses
+
 CAUSAL_LM_CONFIGS: list[tuple[str, dict, bool]] = [
     # === Text Generation (Llama-compatible) ===
     ("llama", {}, True),

@@ -9,6 +9,7 @@ the plan writes a folder laid out like the repo, with the registry edits as ``on
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from onboard import STAMP
@@ -168,8 +169,13 @@ def test_config_list(design: ModelDesign) -> str:
 def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     """The ``(model_type, overrides, is_representative)`` tuple for tests/_test_configs.py."""
     if design.vision and spec.vision:
+        # The generated config reads the tower's activation from the vision config, which
+        # mobius' tiny one leaves unset (its own classes fix theirs)
+        vision = (
+            f'dataclasses.replace({TINY_VISION}, hidden_act="{spec.vision.tower.mlp.activation}")'
+        )
         body = (
-            f'"_config_cls": {design.vision.config_class}, "vision": {TINY_VISION}, '
+            f'"_config_cls": {design.vision.config_class}, "vision": {vision}, '
             f'"image_token_id": {spec.vision.merge.image_token_id}'
         )
         return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
@@ -270,6 +276,8 @@ def _test_config_change(
     original = text = path.read_text(encoding="utf-8")
     try:
         config_class = design.vision.config_class if design.vision else design.config_class
+        if design.vision and not re.search(r"^import dataclasses$", text, re.MULTILINE):
+            raise CodemodError("it does not `import dataclasses` as mobius' own always has")
         if design.vision or needs_own_config_class(design):
             text = add_from_import(text, f"mobius.models.{design.module}", config_class)
         text = upsert_tuple_in_list(
