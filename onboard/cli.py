@@ -122,6 +122,14 @@ def new(
         str | None, typer.Option("--name", help="Module / class name (default: model_type).")
     ] = None,
     trust_remote_code: TrustOpt = False,
+    hub_id: Annotated[
+        str | None,
+        typer.Option(
+            "--hub-id",
+            help="The Hub id (org/name) of a local checkpoint: library files (test ids, docs, "
+            "recipes) name it by this instead of the folder.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate, register and parity-check a model in the target library."""
@@ -148,6 +156,7 @@ def new(
         device=device,
         name=name,
         trust_remote_code=trust_remote_code,
+        hub_id=hub_id,
     )
     with _status(not as_json) as progress:
         result = onboard_new(options, progress)

@@ -23,10 +23,16 @@ from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import check_hashes, register_remote_classes, require_trust
 from onboard.render import RenderResult, generated_before, recorded_remote_code, render
-from onboard.source import ModelSource, load_source
+from onboard.source import ModelSource, load_source, with_hub_id
 from onboard.targets.base import Library, Proposal, load_target
 
 Progress = Callable[[str], None]
+
+
+_NO_HUB_ID = (
+    "a local checkpoint: library files name it by its folder and get no test model id; "
+    "pass --hub-id org/name to name its Hub id"
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class NewOptions:
     device: str = "cpu"
     name: str | None = None
     trust_remote_code: bool = False
+    hub_id: str | None = None  # the Hub id of a local checkpoint, for the library's files
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ def default_out(model_type: str, target: str) -> Path:
 
 def command_line(options: NewOptions) -> str:
     parts = ["onboard new", options.model, f"--target {options.target}"]
+    if options.hub_id:
+        parts.append(f"--hub-id {options.hub_id}")
     if options.treat_as_new:
         parts.append("--treat-as-new")
     if options.name:
@@ -140,6 +149,10 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
     library = target.open_library(options.repo)  # a bad --repo fails before any work
     with clock.phase("source"):
         source = load_source(options.model, revision=options.revision)
+        if options.hub_id:
+            source = with_hub_id(source, options.hub_id)
+        elif source.hub_id is None:
+            source = replace(source, notices=(*source.notices, _NO_HUB_ID))
     with clock.phase("analysis"):
         analysis = analyse(source)
     with clock.phase("target"):

@@ -33,7 +33,9 @@ def header_for(spec: ArchitectureSpec, command: str) -> Header:
         hf = f"transformers {source.transformers_version}"
         if modeling:
             hf += f" {modeling[0]} sha256:{modeling[1][:16]}"
-    return Header(STAMP, source.model_id, source.revision or "unknown", hf, command)
+    # the command as typed, but no path of this machine goes into the library's files
+    public_command = command.replace(source.model_id, source.public_name) if command else command
+    return Header(STAMP, source.public_name, source.revision or "unknown", hf, public_command)
 
 
 _REMOTE_HASH = re.compile(r"([\w.-]+\.py) sha256:([0-9a-f]{16,64})")

@@ -8,6 +8,7 @@ transformers; nothing here imports or runs model code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from onboard.errors import InvalidConfigError, ModelNotFoundError, one_line
+from onboard.errors import BadInputError, InvalidConfigError, ModelNotFoundError, one_line
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 BUNDLED_ROOT = Path(__file__).parent / "data" / "hub"
@@ -61,6 +62,9 @@ class ModelSource:
     notices: tuple[str, ...] = ()
     # The checkpoint's own code (config.json auto_map), read as text and never imported here.
     remote_files: tuple[SourceFile, ...] = ()
+    # The Hub id library files name the model by (test ids, docs); a local folder has one only
+    # when the user says it (--hub-id)
+    hub_id: str | None = None
 
     @property
     def is_remote_code(self) -> bool:
@@ -213,6 +217,7 @@ def _finish(
         hf_files=hf_files,
         notices=notices,
         remote_files=remote,
+        hub_id=None if origin is Origin.LOCAL else model_id,
     )
 
 
@@ -379,3 +384,10 @@ def transformers_source_files(model_type: str) -> tuple[SourceFile, ...]:
         if p.name.startswith(("modeling_", "modular_", "configuration_"))
     )
     return tuple(SourceFile.read(p) for p in names)
+
+
+def with_hub_id(source: ModelSource, hub_id: str) -> ModelSource:
+    """``source`` named by ``hub_id`` in the files written for the library (``--hub-id``)."""
+    if not _REPO_ID.match(hub_id) or "/" not in hub_id:
+        raise BadInputError(f"--hub-id {hub_id!r} is not a Hub model id (org/name)")
+    return dataclasses.replace(source, hub_id=hub_id)

@@ -13,6 +13,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from onboard.block_specs import (
@@ -64,6 +65,16 @@ class SourceRef:
     hf_files: tuple[tuple[str, str], ...] = ()  # (file name, sha256)
     # The checkpoint's own code (auto_map), (file name, sha256): what parity may import.
     remote_files: tuple[tuple[str, str], ...] = ()
+    hub_id: str | None = None  # the Hub id library files name it by; None: a local folder
+
+    @property
+    def public_name(self) -> str:
+        """What library files call the checkpoint: its Hub id, or the local folder's name
+        (never a path of the machine it was onboarded on)."""
+        if self.hub_id:
+            return self.hub_id
+        path = Path(self.model_id)
+        return (path.parent if path.name == "config.json" else path).name or self.model_id
 
 
 @dataclass(frozen=True)

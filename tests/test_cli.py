@@ -180,3 +180,36 @@ def test_a_name_that_is_no_module_name_is_refused_not_renamed(cli_env, tmp_path,
     run = onboard("new", "Qwen/Qwen3-0.6B", "--name", name, "--out", str(out), env=cli_env)
     _one_line_error(run, ExitCode.BAD_INPUT, "is not a module name")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("hub_id", [None, "acme/Qwen3-Tiny"])
+def test_a_local_checkpoint_path_never_reaches_library_files(cli_env, tmp_path, hub_id) -> None:
+    folder = tmp_path / "deep" / "private" / "my-ckpt"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(fixture_config("Qwen/Qwen3-0.6B").read_bytes())
+    out = tmp_path / "out"
+    args = ["new", str(folder), "--treat-as-new", "--no-parity", "--out", str(out)]
+    run = onboard(*args, *(["--hub-id", hub_id] if hub_id else []), env=cli_env)
+    assert run.returncode == 0, run.stderr
+    library_files = [p for p in out.rglob("*") if p.is_file() and ".onboard" not in p.parts]
+    assert library_files
+    for path in library_files:
+        if path.name not in ("ONBOARD.md",):
+            assert str(tmp_path) not in path.read_text(), path
+    case = (out / "testdata/cases/causal-lm/qwen3.yaml").read_text()
+    assert f'model_id: "{hub_id or "my-ckpt"}"' in case
+    if hub_id is None:
+        assert "pass --hub-id org/name" in run.stdout
+    bad = onboard(*args, "--hub-id", "../x", env=cli_env)
+    _one_line_error(bad, ExitCode.BAD_INPUT, "is not a Hub model id")
+
+
+def test_hub_id_names_the_test_model_in_a_checkout(cli_env, mobius_repo, tmp_path) -> None:
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(fixture_config("Qwen/Qwen3-0.6B").read_bytes())
+    args = ["new", str(folder), "--repo", str(mobius_repo), "--treat-as-new", "--no-parity"]
+    run = onboard(*args, "--hub-id", "acme/Qwen3-Tiny", env=cli_env)
+    assert run.returncode == 0, run.stderr
+    registry = (mobius_repo / "src/mobius/_registry.py").read_text()
+    assert '"qwen3": "acme/Qwen3-Tiny"' in registry

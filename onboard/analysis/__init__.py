@@ -239,4 +239,5 @@ def _source_ref(source: ModelSource, probe: Probe) -> SourceRef:
         architecture=source.architecture or probe.model_class,
         transformers_version=transformers.__version__,
         hf_files=tuple((f.name, f.sha256) for f in source.hf_files),
+        hub_id=source.hub_id,
     )

@@ -98,12 +98,10 @@ def paths_for(design: ModelDesign, hub: HubName) -> Paths:
 
 def hub_name(spec: ArchitectureSpec) -> HubName:
     source = spec.source
-    if source.origin != "local" and re.fullmatch(r"[\w.-]+/[\w.-]+", source.model_id):
-        org, name = source.model_id.split("/")
-        return HubName(source.model_id, org.lower(), name)
-    folder = Path(source.model_id)
-    folder = folder.parent if folder.name == "config.json" else folder
-    return HubName(str(folder), "local", folder.name or spec.model_type)
+    if source.hub_id:
+        org, name = source.hub_id.split("/")
+        return HubName(source.hub_id, org.lower(), name)
+    return HubName(source.public_name, "local", source.public_name or spec.model_type)
 
 
 def plan_files(

@@ -149,9 +149,9 @@ def _shared_edits(
         registry = upsert_dict_entry(
             registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls}{task})"
         )
-        if spec.source.origin != "local" and "/" in spec.source.model_id:
+        if spec.source.hub_id:
             registry = upsert_dict_entry(
-                registry, "_TEST_MODEL_IDS", design.model_type, _literal(spec.source.model_id)
+                registry, "_TEST_MODEL_IDS", design.model_type, _literal(spec.source.hub_id)
             )
         # --treat-as-new re-points an entry: the class it named may be imported for nothing now
         registry = drop_orphaned_imports(original, registry, "mobius.models")

@@ -1,11 +1,11 @@
 # Copyright (c) Microsoft Corporation.
 # Licensed under the MIT License.
 #
-# onboard 0.1.0: generated from tests/fixtures/remote/ember-tiny (revision unknown), remote
-# code configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py
-# sha256:5b7a2b95ab46e1c2 (transformers 5.18.0).
+# onboard 0.1.0: generated from ember-tiny (revision unknown), remote code
+# configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py sha256:5b7a2b95ab46e1c2
+# (transformers 5.18.0).
 # Closest mobius class: Gemma2CausalLMModel (registry key gemma2).
-# Regenerate: onboard new tests/fixtures/remote/ember-tiny --target mobius
+# Regenerate: onboard new ember-tiny --target mobius
 
 """Ember causal language model.
 
