@@ -337,8 +337,8 @@ def read_config(path: Path) -> dict[str, Any]:
         raise InvalidConfigError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; not a config")
     try:
         config = json.loads(path.read_bytes(), parse_constant=_no_constant)
-    except _NonFiniteError as exc:
-        raise InvalidConfigError(f"{path} holds {exc}: a config's numbers are finite") from None
+    except _NonFiniteError:
+        raise InvalidConfigError(f"{path} holds NaN: no config value is not a number") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
         raise InvalidConfigError(f"{path} is not valid JSON: {_short(exc)}") from None
     if not isinstance(config, dict):
@@ -356,8 +356,11 @@ class _NonFiniteError(Exception):
 
 
 def _no_constant(name: str) -> Any:
-    """Python's json reads NaN and Infinity, which JSON does not allow and no size can be."""
-    raise _NonFiniteError(name)
+    """NaN is refused; Infinity is kept, because transformers writes it itself (Mamba-2's
+    ``time_step_limit`` is ``[0.0, Infinity]`` in its default config)."""
+    if name == "NaN":
+        raise _NonFiniteError(name)
+    return float(name)
 
 
 def _short(exc: Exception) -> str:

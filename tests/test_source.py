@@ -71,6 +71,7 @@ def test_malformed_ids_rejected(hf_cache, bad: str) -> None:
         ('{"model_type": 3}', "no model_type"),
         ('{"model_type": "../evil"}', "invalid model_type"),
         ("[" * 100000 + "]" * 100000, "not valid JSON"),
+        ('{"model_type": "llama", "rope_theta": NaN}', "holds NaN"),
     ],
 )
 def test_hostile_configs(tmp_path: Path, content: str, message: str) -> None:
@@ -78,6 +79,13 @@ def test_hostile_configs(tmp_path: Path, content: str, message: str) -> None:
     path.write_text(content)
     with pytest.raises(InvalidConfigError, match=message):
         read_config(path)
+
+
+def test_infinity_is_kept_as_transformers_writes_it(tmp_path: Path) -> None:
+    """transformers' own Mamba-2 config serialises ``time_step_limit`` as ``[0.0, Infinity]``."""
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "mamba2", "time_step_limit": [0.0, Infinity]}')
+    assert read_config(path)["time_step_limit"] == [0.0, float("inf")]
 
 
 def test_oversized_config_rejected(tmp_path: Path) -> None:
