@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from onboard.analysis.vision.check import check_vision
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
+from onboard.analysis.vision.qwen_read import read_qwen_vision
+from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
 from onboard.analysis.vision.tower import read_tower
@@ -26,7 +28,7 @@ from onboard.source import ModelSource, transformers_source_files
 from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
 from onboard.tiny_model import build_tiny_model, perturb
-from onboard.tiny_vision import image_token_key, shrink_vlm_config
+from onboard.tiny_vision import image_token_key, is_qwen_vl_tower, shrink_vlm_config
 from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
 if TYPE_CHECKING:
@@ -59,9 +61,14 @@ def analyse_vlm(
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
     tiny_config = make_hf_config(tiny)
     model = perturb(build_tiny_model(tiny_config, auto_class=_IMAGE_TEXT))
-    vision, evidence, deltas = _read_vision(model, tiny_config)
-    if vision is not None:
-        vision = at_real_sizes(vision, tiny_config, hf_config)
+    if is_qwen_vl_tower(tiny_config.vision_config):
+        vision, evidence, deltas = read_qwen_vision(model, tiny_config)
+        if vision is not None:
+            vision = qwen_vl_at_real_sizes(vision, hf_config)
+    else:
+        vision, evidence, deltas = _read_vision(model, tiny_config)
+        if vision is not None:
+            vision = at_real_sizes(vision, tiny_config, hf_config)
     from onboard.analysis import Analysis
 
     spec = dataclasses.replace(
@@ -96,11 +103,16 @@ def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
 
 def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
     """The backbone is analysed as a causal LM: one that exists only inside its VLM (Qwen2.5-VL's
-    text model, with its multimodal RoPE) is refused by name."""
+    text model, with its multimodal RoPE) is viewed as its base model with a head
+    (``backbone.py``); one without even a base model is refused by name."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    from onboard.analysis.vision.backbone import register_causal_view
+
     text_type = hf_config.text_config.model_type
-    if text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    if text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not register_causal_view(
+        hf_config.text_config
+    ):
         from onboard.errors import UnsupportedFeatureError
 
         raise UnsupportedFeatureError(
@@ -113,7 +125,8 @@ def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
 def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
     """The text backbone as a causal LM source: its config (the composite's flags that HF's
     text config inherits filled in) and the backbone type's own HF source."""
-    text = dict(source.config.get("text_config") or {})
+    # A flat config (Qwen2.5-VL's: the text keys at the top) has the text config HF built from it
+    text = dict(source.config.get("text_config") or hf_config.text_config.to_diff_dict())
     text.setdefault("model_type", hf_config.text_config.model_type)
     if "tie_word_embeddings" in source.config:
         text.setdefault("tie_word_embeddings", source.config["tie_word_embeddings"])
