@@ -39,6 +39,9 @@ def shrink_vlm_config(
         tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
     tiny["text_config"] = dict(tiny_text)
     tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
+    if "embed_dim" in tiny["vision_config"] and is_qwen_vl_tower(hf_config.vision_config):
+        # Qwen2-VL's vision hidden_size is the merger's output: the text's width
+        tiny["vision_config"]["hidden_size"] = tiny_text["hidden_size"]
     text_width = hf_config.text_config.hidden_size
     for key in _TEXT_WIDTH_KEYS:
         if getattr(hf_config.vision_config, key, None) == text_width:
@@ -139,12 +142,11 @@ def _shrink_qwen_vl(tiny: dict[str, Any], hf_config: Any) -> dict[str, Any]:
             f"{real.depth}: the tiny tower keeps a period, not a list"
         )
     tiny_period = min(period, 2)
-    tiny.update(
-        depth=TINY_QWEN_VL_DEPTH,
-        hidden_size=TINY_VISION_HIDDEN,
-        intermediate_size=TINY_VISION_INTERMEDIATE,
-        num_heads=TINY_VISION_HEADS,
-    )
+    tiny.update(depth=TINY_QWEN_VL_DEPTH, num_heads=TINY_VISION_HEADS)
+    if getattr(real, "embed_dim", None):  # Qwen2-VL: embed_dim wide, hidden_size the text's
+        tiny["embed_dim"] = TINY_VISION_HIDDEN
+    else:
+        tiny.update(hidden_size=TINY_VISION_HIDDEN, intermediate_size=TINY_VISION_INTERMEDIATE)
     if "fullatt_block_indexes" in tiny or full:
         tiny["fullatt_block_indexes"] = [
             i for i in range(TINY_QWEN_VL_DEPTH) if tiny_period and (i + 1) % tiny_period == 0

@@ -120,9 +120,10 @@ class QwenVLTowerSpec:
     of each head's rotated half turns with the row, the second with the column.
 
     Each layer is RMS pre-norm: a fused biased ``qkv`` linear, attention at head_dim ** -0.5, an
-    output projection, then a gated MLP with bias. The patch merger (the projector, read into
-    ``ProjectorSpec``) closes the tower; its output rows are put back from window order into
-    merge-block order (``reverse_indices``).
+    output projection, then a gated MLP with bias. Qwen2-VL's is the same tower without windows
+    (``window_size`` 0, every layer attending per image), LayerNorms and a plain two-linear MLP.
+    The patch merger (the projector, read into ``ProjectorSpec``) closes the tower; its output
+    rows are put back from window order into merge-block order (``reverse_indices``).
     """
 
     hidden_size: int
@@ -133,12 +134,12 @@ class QwenVLTowerSpec:
     head_dim: int
     rope_theta: float
     spatial_merge_size: int
-    window_size: int  # in pixels
+    window_size: int  # in pixels; 0: no windows (Qwen2-VL), every layer attends per image
     fullatt_layers: tuple[int, ...]
     out_hidden_size: int  # the merger's output width: the text's
     attention: AttentionSpec  # fused qkv (names: qkv, o_proj)
-    mlp: MLPSpec  # gated, with bias
-    norm: NormSpec  # RMS: the layers' (attn_in, mlp_in)
+    mlp: MLPSpec  # gated with bias (Qwen2.5-VL) or plain fc1 / fc2 (Qwen2-VL)
+    norm: NormSpec  # RMS (Qwen2.5-VL) or LayerNorm (Qwen2-VL): the layers' (attn_in, mlp_in)
     # HF names relative to the tower: role -> attribute path. Roles: patch, rope, layers,
     # attention, qkv, o_proj, mlp, merger
     names: tuple[tuple[str, str], ...] = ()
@@ -152,7 +153,7 @@ class QwenVLTowerSpec:
 
     @property
     def window_blocks(self) -> int:
-        """Merge blocks per window side."""
+        """Merge blocks per window side; 0: no windows."""
         return self.window_size // self.spatial_merge_size // self.patch_size
 
     @property

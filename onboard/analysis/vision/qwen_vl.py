@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
-from onboard.analysis.vision.encoder import child_with_linears, encoder_layers
+from onboard.analysis.vision.encoder import encoder_layers
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.analysis.vision.qwen_vl_run import Grid, QwenVLRun, mrope_cos_sin
@@ -77,10 +77,22 @@ def _merger_name(tower: Any) -> str:
     return found[0]
 
 
+def _width_keys(config: Any) -> dict[str, str]:
+    """field -> vision_config key: Qwen2-VL calls the tower's width embed_dim (its hidden_size
+    is the merger's output) and sizes the MLP by mlp_ratio."""
+    keys = dict(_SIZE_KEYS)
+    if getattr(config, "embed_dim", None):
+        keys.update(hidden_size="embed_dim", out_hidden_size="hidden_size")
+        keys.pop("intermediate_size")
+    return {f: k for f, k in keys.items() if getattr(config, k, None) is not None}
+
+
 def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
     """The tower's spec; ``NotQwenVL`` says what does not fit."""
     import torch.nn as nn
 
+    keys = _width_keys(config)
+    width = getattr(config, keys["hidden_size"])
     convolutions = [(n, m) for n, m in tower.named_modules() if isinstance(m, nn.Conv3d)]
     if len(convolutions) != 1:
         raise NotQwenVL(f"{len(convolutions)} 3-D patch convolutions")
@@ -94,22 +106,32 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         raise NotQwenVL(f"{len(rope)} rotary modules")
     layers_name = encoder_layers(tower, config.depth, NotQwenVL)
     layer = tower.get_submodule(f"{layers_name}.0")
-    norms = [n for n, m in layer.named_children() if rms_offset(m) == 0.0]
-    if len(norms) != 2:
-        raise NotQwenVL(f"{len(norms)} RMS norms in an encoder layer")
-    attention_name, attention = child_with_linears(layer, 2, "fused attention", NotQwenVL)
-    mlp_name, mlp = child_with_linears(layer, 3, "gated MLP", NotQwenVL)
-    linears = {n: m for n, m in attention.named_children() if isinstance(m, nn.Linear)}
-    qkv = [n for n, m in linears.items() if m.out_features == 3 * config.hidden_size]
-    if len(qkv) != 1:
-        raise NotQwenVL(f"attention linears {sorted(linears)} without one fused qkv")
-    (o_name,) = [n for n in linears if n != qkv[0]]
+    rms = [n for n, m in layer.named_children() if rms_offset(m) == 0.0]
+    layer_norms = [n for n, m in layer.named_children() if isinstance(m, nn.LayerNorm)]
+    norms = rms or layer_norms
+    if len(norms) != 2 or (rms and layer_norms):
+        raise NotQwenVL(f"norms {rms + layer_norms} in an encoder layer, not two of one kind")
+    holders = {
+        n: {c: m for c, m in child.named_children() if isinstance(m, nn.Linear)}
+        for n, child in layer.named_children()
+    }
+    fused = [
+        n for n, ls in holders.items() if any(m.out_features == 3 * width for m in ls.values())
+    ]
+    others = [n for n, ls in holders.items() if ls and n not in fused]
+    if len(fused) != 1 or len(others) != 1 or len(holders[fused[0]]) != 2:
+        raise NotQwenVL(f"children {sorted(holders)}: not one fused-qkv attention and one MLP")
+    attention_name, mlp_name = fused[0], others[0]
+    attention, mlp = layer.get_submodule(attention_name), layer.get_submodule(mlp_name)
+    linears = holders[attention_name]
+    (qkv,) = [n for n, m in linears.items() if m.out_features == 3 * width]
+    (o_name,) = [n for n in linears if n != qkv]
     heads = config.num_heads
-    head_dim = config.hidden_size // heads
-    gate, up, down = _gated(mlp, config)
-    biased = linears[qkv[0]].bias is not None
+    head_dim = width // heads
+    biased = linears[qkv].bias is not None
+    norm_module = layer.get_submodule(norms[0])
     return QwenVLTowerSpec(
-        hidden_size=config.hidden_size,
+        hidden_size=width,
         num_layers=config.depth,
         patch_size=config.patch_size,
         temporal_patch_size=config.temporal_patch_size,
@@ -117,9 +139,16 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         head_dim=head_dim,
         rope_theta=float(config.rope_parameters["rope_theta"]),
         spatial_merge_size=config.spatial_merge_size,
-        window_size=config.window_size,
-        fullatt_layers=tuple(int(i) for i in config.fullatt_block_indexes),
-        out_hidden_size=config.out_hidden_size,
+        window_size=int(getattr(config, "window_size", 0) or 0),
+        fullatt_layers=tuple(
+            int(i)
+            for i in (
+                config.fullatt_block_indexes
+                if getattr(config, "window_size", None)
+                else range(config.depth)
+            )
+        ),
+        out_hidden_size=getattr(config, keys["out_hidden_size"]),
         attention=AttentionSpec(
             num_heads=heads,
             num_kv_heads=heads,
@@ -131,20 +160,15 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
             qk_norm="none",
             scale=float(getattr(attention, "scaling", head_dim**-0.5)),
         ),
-        mlp=MLPSpec(
-            kind="gated",
-            activation=config.hidden_act,
-            bias=getattr(mlp, up).bias is not None,
-            intermediate_size=config.intermediate_size,
-            projections=(gate, up, down),
-        ),
+        mlp=_mlp(mlp, config, width),
         norm=NormSpec(
-            kind="rms",
-            eps=float(norm_eps(layer.get_submodule(norms[0])) or 0.0),
+            kind="rms" if rms else "layer",
+            eps=float(norm_eps(norm_module) or 0.0),
             weight_offset=0.0,
             placement="pre",
             names=(("attn_in", norms[0]), ("mlp_in", norms[1])),
             eps_key=None,  # HF fixes it (1e-6), no config key
+            bias=getattr(norm_module, "bias", None) is not None,
         ),
         names=tuple(
             sorted(
@@ -153,23 +177,50 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
                     "rope": rope[0],
                     "layers": layers_name,
                     "attention": attention_name,
-                    "qkv": qkv[0],
+                    "qkv": qkv,
                     "o_proj": o_name,
                     "mlp": mlp_name,
                     "merger": _merger_name(tower),
                 }.items()
             )
         ),
-        keys=tuple((f, k) for f, k in _SIZE_KEYS.items() if getattr(config, k, None) is not None),
+        keys=tuple(keys.items()),
         patch_bias=patch.bias is not None,
     )
 
 
-def _gated(mlp: Any, config: Any) -> tuple[str, str, str]:
+def _mlp(mlp: Any, config: Any, width: int) -> MLPSpec:
+    """Gated (gate, up, down: Qwen2.5-VL) or plain (fc1, fc2: Qwen2-VL), biases as held."""
     import torch.nn as nn
 
     linears = {n: m for n, m in mlp.named_children() if isinstance(m, nn.Linear)}
-    down = [n for n, m in linears.items() if m.in_features == config.intermediate_size]
+    if len(linears) == 2:
+        up = next(n for n, m in linears.items() if m.in_features == width)
+        (down,) = [n for n in linears if n != up]
+        return MLPSpec(
+            kind="plain",
+            activation=config.hidden_act,
+            bias=linears[up].bias is not None,
+            intermediate_size=linears[up].out_features,
+            projections=(up, down),
+        )
+    gate, up, down = _gated(mlp, width)
+    return MLPSpec(
+        kind="gated",
+        activation=config.hidden_act,
+        bias=linears[up].bias is not None,
+        intermediate_size=linears[up].out_features,
+        projections=(gate, up, down),
+    )
+
+
+def _gated(mlp: Any, width: int) -> tuple[str, str, str]:
+    """gate, up, down: down reads the intermediate width back to the tower's; the gate is
+    the one named so."""
+    import torch.nn as nn
+
+    linears = {n: m for n, m in mlp.named_children() if isinstance(m, nn.Linear)}
+    down = [n for n, m in linears.items() if m.in_features != width and m.out_features == width]
     gate = [n for n in linears if "gate" in n and n not in down]
     if len(down) != 1 or len(gate) != 1:
         raise NotQwenVL(f"a three-linear MLP {sorted(linears)} without one gate and one down")
@@ -200,6 +251,8 @@ def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> Proj
                 )
             )
             width = leaf.out_features
+        elif isinstance(leaf, nn.LayerNorm):
+            steps.append(ProjectorStep("layer_norm", name, eps=float(leaf.eps)))
         elif (offset := rms_offset(leaf)) is not None:
             steps.append(
                 ProjectorStep("rms_norm", name, eps=float(norm_eps(leaf)), weight_offset=offset)
@@ -573,8 +626,10 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         head_dim=head_dim,
         rope_theta=float(config.rope_parameters["rope_theta"]),
         spatial_merge_size=value("spatial_merge_size"),
-        window_size=value("window_size"),
-        fullatt_layers=tuple(int(i) for i in value("fullatt_layers")),
+        window_size=int(value("window_size")) if "window_size" in keys else 0,
+        fullatt_layers=tuple(int(i) for i in value("fullatt_layers"))
+        if "fullatt_layers" in keys
+        else tuple(range(value("num_layers"))),
         out_hidden_size=value("out_hidden_size"),
         attention=dataclasses.replace(
             tower.attention,
@@ -584,7 +639,11 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
             scale=head_dim**-0.5 if default_scale else tower.attention.scale,
         ),
         mlp=dataclasses.replace(
-            tower.mlp, intermediate_size=value("intermediate_size"), activation=value("activation")
+            tower.mlp,
+            intermediate_size=value("intermediate_size")
+            if "intermediate_size" in keys
+            else int(hidden * config.mlp_ratio),
+            activation=value("activation"),
         ),
     )
     steps = tuple(

@@ -16,6 +16,9 @@ def window_order(spec: QwenVLTowerSpec, grids: Sequence[Grid]) -> tuple[list[int
     """The merge blocks in window order (indices into merge-block order, over all images) and
     each window's length in patches; windows in reading order, each image's after the last's."""
     m, side = spec.spatial_merge_size, spec.window_blocks
+    if not side:  # no windows: each image one window, blocks in their own order
+        counts = [t * (h // m) * (w // m) for t, h, w in grids]
+        return list(range(sum(counts))), [c * m * m for c in counts]
     order: list[int] = []
     lengths: list[int] = []
     offset = 0
@@ -118,6 +121,14 @@ class QwenVLRun:
             if step.op == "rms_norm":
                 scale = step.weight_offset + weight(f"{step.name}.weight")
                 x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
+            elif step.op == "layer_norm":
+                x = F.layer_norm(
+                    x,
+                    x.shape[-1:],
+                    weight(f"{step.name}.weight"),
+                    weight(f"{step.name}.bias"),
+                    step.eps,
+                )
             elif step.op == "group_rows":
                 x = x.reshape(-1, x.shape[-1] * step.kernel)
             elif step.op == "linear":
@@ -131,10 +142,16 @@ class QwenVLRun:
 
     def _norm(self, name: str, x: Any) -> Any:
         import torch
+        import torch.nn.functional as F
 
-        eps = self.spec.norm.eps
+        norm = self.spec.norm
+        if norm.kind == "layer":
+            bias = self.weight(f"{name}.bias") if norm.bias else None
+            return F.layer_norm(x, x.shape[-1:], self.weight(f"{name}.weight"), bias, norm.eps)
         return (
-            x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight(f"{name}.weight")
+            x
+            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps)
+            * self.weight(f"{name}.weight")
         )
 
     def _linear(self, name: str, x: Any, bias: bool) -> Any:
@@ -166,6 +183,10 @@ class QwenVLRun:
         from transformers.activations import ACT2FN
 
         m = self.spec.mlp
+        if m.kind == "plain":
+            first, second = m.projections
+            hidden = ACT2FN[m.activation](self._linear(f"{name}.{first}", x, m.bias))
+            return self._linear(f"{name}.{second}", hidden, m.bias)
         gate, up, down = m.projections
         hidden = ACT2FN[m.activation](self._linear(f"{name}.{gate}", x, m.bias))
         return self._linear(
