@@ -291,23 +291,24 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
     mrope = vision.merge.mrope
     section_key = mrope.key.split(".")
     keys = dict(tower.keys)
-    fields = tuple(
-        ConfigField(name, annotation, default, expr, why)
-        for name, annotation, default, expr, why in (
-            (
-                "spatial_merge_size",
-                "int",
-                str(tower.spatial_merge_size),
-                f"top.vision_config.{keys['spatial_merge_size']}",
-                "the side of the block of patches the merger turns into one token",
-            ),
-            (
-                "temporal_patch_size",
-                "int",
-                str(tower.temporal_patch_size),
-                f"top.vision_config.{keys['temporal_patch_size']}",
-                "frames per patch (the Conv3d's depth)",
-            ),
+    rows = [
+        (
+            "spatial_merge_size",
+            "int",
+            str(tower.spatial_merge_size),
+            f"top.vision_config.{keys['spatial_merge_size']}",
+            "the side of the block of patches the merger turns into one token",
+        ),
+        (
+            "temporal_patch_size",
+            "int",
+            str(tower.temporal_patch_size),
+            f"top.vision_config.{keys['temporal_patch_size']}",
+            "frames per patch (the Conv3d's depth)",
+        ),
+    ]
+    if names.windows:
+        rows += [
             (
                 "window_size",
                 "int",
@@ -322,16 +323,18 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
                 f"list(top.vision_config.{keys['fullatt_layers']})",
                 "the tower layers that attend over the whole image",
             ),
-            (
-                "mrope_section",
-                "list[int] | None",
-                "None",
-                f"list(top.text_config.{section_key[0]}[{section_key[1]!r}])".replace("'", '"'),
-                "the M-RoPE sections: how much of each head's rotated half turns with the "
-                "temporal, row and column positions",
-            ),
+        ]
+    rows.append(
+        (
+            "mrope_section",
+            "list[int] | None",
+            "None",
+            f"list(top.text_config.{section_key[0]}[{section_key[1]!r}])".replace("'", '"'),
+            "the M-RoPE sections: how much of each head's rotated half turns with the "
+            "temporal, row and column positions",
         )
     )
+    fields = tuple(ConfigField(*row) for row in rows)
     return VisionDesign(
         prefix=prefix,
         tower_attribute=attribute,
@@ -344,8 +347,13 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
         projector_prefix=prefixes["projector"],
         published_levels=(),
         changes=(
-            "vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, "
-            "windows and full-attention layers read from the composite config",
+            (
+                "vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, "
+                "windows and full-attention layers read from the composite config"
+                if names.windows
+                else "vision encoder: mobius' Qwen2-VL ViT over flattened patches and "
+                "image_grid_thw, every layer attending per image"
+            ),
             "merger: "
             + " -> ".join(s.activation or s.name or s.op for s in vision.projector.steps),
             "image features fill the placeholder tokens in reading order over the whole batch",

@@ -31,11 +31,19 @@ _NAMES = {
     "mlp": "mlp",
     "merger": "merger",
 }
-_MERGER_OPS = ("rms_norm", "group_rows", "linear", "activation", "linear")
-# Fixed inside mobius' tower: the block norms' epsilon, the MLP's activation, the RoPE base
+_MERGER_NORMS = ("rms_norm", "layer_norm")
+_MERGER_OPS = ("group_rows", "linear", "activation", "linear")
+# Fixed inside mobius' towers: the block norms' epsilon, the RoPE base, and per MLP kind the
+# class (Qwen2.5-VL's windowed one, Qwen2-VL's without windows), its norms and its activation
 _MOBIUS_EPS = 1e-6
-_MOBIUS_ACTIVATION = "silu"
 _MOBIUS_THETA = 10000.0
+_MOBIUS_TOWERS = {
+    # mlp kind: (class, norm kind, activation)
+    "gated": ("Qwen25VLVisionModel", "rms", "silu"),
+    "plain": ("Qwen2VLVisionModel", "layer", "quick_gelu"),
+}
+# mobius' FCMLP names the plain MLP's linears so
+_FCMLP = ("up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -53,11 +61,20 @@ class MergerLayer:
 class QwenVLNames:
     """The generated tower: mobius' windowed ViT with a generated merger."""
 
+    base_class: str  # mobius' tower: Qwen25VLVisionModel, or Qwen2VLVisionModel (no windows)
+    windows: bool  # the tower reads window_size and fullatt_block_indexes
     merger: str  # merger
     norm: str  # ln_q
+    norm_class: str  # RMSNorm or LayerNorm
     norm_eps: float
     sequence: str  # mlp: the merger's linears and activation, HF's Sequential
     steps: tuple[MergerLayer, ...]  # what the sequence holds, in order
+    # HF's plain MLP linears -> mobius' FCMLP's (fc1 -> up_proj, fc2 -> down_proj)
+    mlp_renames: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def imports(self) -> str:
+        return ", ".join([*sorted({self.base_class, self.norm_class, "Linear"}), "get_activation"])
 
 
 def qwen_vl_blockers(vision: VisionSpec) -> list[str]:
@@ -76,15 +93,22 @@ def qwen_vl_blockers(vision: VisionSpec) -> list[str]:
             "a Qwen-VL attention without biases or with its own scale (vision.tower.attention): "
             "mobius' Qwen25VLVisionAttention has biased qkv and proj at head_dim ** -0.5"
         )
-    if m.kind != "gated" or not m.bias or m.activation != _MOBIUS_ACTIVATION:
+    base, norm_kind, activation = _MOBIUS_TOWERS.get(m.kind, ("", "", ""))
+    if not base or not m.bias or m.activation != activation:
         found.append(
             f"a Qwen-VL MLP {m.kind} with bias={m.bias} and {m.activation} (vision.tower.mlp): "
-            "mobius' Qwen25VLVisionBlock fixes a biased gated silu MLP"
+            "mobius' Qwen-VL blocks fix a biased gated silu MLP (Qwen25VLVisionModel) or a "
+            "biased fc1 / fc2 quick_gelu one (Qwen2VLVisionModel)"
         )
-    if tower.norm.kind != "rms" or tower.norm.eps != _MOBIUS_EPS:
+    elif tower.norm.kind != norm_kind or tower.norm.eps != _MOBIUS_EPS:
         found.append(
             f"{tower.norm.kind} norms at eps {tower.norm.eps} in the Qwen-VL layers "
-            "(vision.tower.norm): mobius' Qwen25VLVisionBlock fixes RMS norms at 1e-6"
+            f"(vision.tower.norm): mobius' {base} fixes {norm_kind} norms at 1e-6"
+        )
+    if base == "Qwen2VLVisionModel" and tower.window_size:
+        found.append(
+            "window attention in a Qwen-VL tower with a plain MLP (vision.tower.window_size): "
+            "mobius' Qwen2VLVisionModel attends per image only"
         )
     if tower.rope_theta != _MOBIUS_THETA:
         found.append(
@@ -94,7 +118,11 @@ def qwen_vl_blockers(vision: VisionSpec) -> list[str]:
     if tower.patch_bias:
         found.append("a Qwen-VL patch convolution with a bias (vision.tower.patch_bias)")
     ops = tuple(s.op for s in vision.projector.steps)
-    if ops != _MERGER_OPS or vision.projector.steps[0].weight_offset:
+    if (
+        ops[:1] not in ((n,) for n in _MERGER_NORMS)
+        or ops[1:] != _MERGER_OPS
+        or vision.projector.steps[0].weight_offset
+    ):
         found.append(
             f"a Qwen-VL merger {' -> '.join(ops)} (vision.projector): the generated merger is "
             "an RMS norm, rows grouped by the merge block, linear, activation, linear"
@@ -113,9 +141,14 @@ def qwen_vl_names(vision: VisionSpec) -> QwenVLNames:
     norm, _group, first, act, second = vision.projector.steps
     sequence = first.name.rpartition(".")[0]
     width = "config.vision.hidden_size * _vision_field(config, 'spatial_merge_size') ** 2"
+    base = _MOBIUS_TOWERS[tower.mlp.kind][0]
+    plain = tower.mlp.kind == "plain"
     return QwenVLNames(
+        base_class=base,
+        windows=bool(tower.window_size),
         merger=tower.name_of("merger"),
         norm=norm.name,
+        norm_class="LayerNorm" if norm.op == "layer_norm" else "RMSNorm",
         norm_eps=norm.eps,
         sequence=sequence,
         steps=(
@@ -123,4 +156,5 @@ def qwen_vl_names(vision: VisionSpec) -> QwenVLNames:
             MergerLayer(act.name, "activation", activation=act.activation),
             MergerLayer(second.name, "linear", width, "config.hidden_size", second.bias),
         ),
+        mlp_renames=tuple(zip(tower.mlp.projections, _FCMLP, strict=True)) if plain else (),
     )

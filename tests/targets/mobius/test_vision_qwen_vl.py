@@ -81,3 +81,34 @@ def test_a_wrong_qwen_vl_side_fails_parity(
     assert checks["weights"] is Status.PASS
     assert {name for name in failing if checks[name] is Status.FAIL} == failing
     assert checks["text-only"] is Status.PASS  # text alone rotates every section alike
+
+
+def _qwen2_vl_config(root: Path) -> Path:
+    """transformers' default qwen2_vl config with the M-RoPE sections published Qwen2-VL
+    checkpoints set (the default leaves them to the rotary module's fallback)."""
+    import json
+
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("qwen2_vl", root)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["rope_parameters"]["mrope_section"] = [16, 24, 24]
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_qwen2_vl_generates_through_mobius_tower_without_windows(tmp_path: Path) -> None:
+    """Qwen2-VL: the same tower kind with LayerNorms, a plain fc1 / fc2 MLP and no windows,
+    generated on mobius' Qwen2VLVisionModel."""
+    source = _qwen2_vl_config(tmp_path / "hub")
+    result = onboard_new(NewOptions(model=str(source), out=tmp_path / "out", treat_as_new=True))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    assert {c.name for c in report.checks} == CHECKS
+    text = (result.root / result.plan.model_file).read_text()
+    assert "class Qwen2VLVisionTransformer(Qwen2VLVisionModel):" in text
+    assert "window_size" not in text
+    assert 'name = name.replace(".mlp.fc1.", ".mlp.up_proj.")' in text
+    sabotaged = parity_with(result, 'MergerActivation("gelu")', 'MergerActivation("quick_gelu")')
+    checks = {c.name: c.status for c in sabotaged.checks if c.provider == "default"}
+    assert checks["image-features"] is Status.FAIL
