@@ -25,15 +25,14 @@ _VIEWS: dict[type, type] = {}
 def register_causal_view(text_config: Any) -> bool:
     """Register a causal-LM view for ``text_config``'s type when transformers has none and its
     base model exists; False when there is nothing to view."""
-    import transformers
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
     config_class = type(text_config)
     if config_class in _VIEWS:
         return True
-    base_name = MODEL_MAPPING_NAMES.get(text_config.model_type)
-    base_class = getattr(transformers, base_name, None) if base_name else None
-    if base_class is None:
+    try:
+        base_class = MODEL_MAPPING[config_class]
+    except KeyError:
         return False
     _VIEWS[config_class] = _view_class(base_class, config_class)
     return True
