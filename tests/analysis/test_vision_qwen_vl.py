@@ -172,3 +172,16 @@ def test_a_backbone_view_is_refused_when_there_is_no_base_model(monkeypatch) -> 
     monkeypatch.setattr(backbone, "register_causal_view", lambda _config: False)
     with pytest.raises(UnsupportedFeatureError, match="qwen2_5_vl_text has no causal-LM class"):
         analyse(load_source(str(fixture_config(MODEL).parent)))
+
+
+def test_sections_left_to_hfs_fallback_are_refused_at_its_line(tmp_path) -> None:
+    """transformers' default Qwen2-VL config sets no mrope_section: HF's rotary module falls
+    back to its own, which onboard names instead of guessing."""
+    from onboard.errors import UnsupportedFeatureError
+    from tests.new_types import default_config_dir
+
+    source = load_source(str(default_config_dir("qwen2_vl", tmp_path)))
+    with pytest.raises(
+        UnsupportedFeatureError, match=r"no mrope_section: .*modeling_qwen2_vl\.py:"
+    ):
+        analyse(source)

@@ -56,6 +56,7 @@ def analyse_vlm(
             "reads vision-language models over dense and MoE decoders so far"
         )
     _require_causal_backbone(source, hf_config)
+    _require_mrope_sections(source, hf_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
@@ -120,6 +121,30 @@ def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
             "transformers (it runs only inside its VLM): onboard reads VLMs whose text backbone "
             "is a causal LM so far"
         )
+
+
+def _require_mrope_sections(source: ModelSource, hf_config: Any) -> None:
+    """A Qwen-VL config without ``mrope_section`` leaves the sections to a fallback inside HF's
+    rotary module, which the tiny head cannot take over: refused at that line (published
+    Qwen2-VL configs set the key; transformers' default Qwen2-VL config does not)."""
+    if not is_qwen_vl_tower(hf_config.vision_config):
+        return
+    rope = getattr(hf_config.text_config, "rope_parameters", None) or {}
+    if rope.get("mrope_section"):
+        return
+    from onboard.errors import UnsupportedFeatureError
+
+    where = "the text rotary module"
+    for file in transformers_source_files(hf_config.text_config.model_type):
+        for number, line in enumerate(file.text.splitlines(), 1):
+            if 'get("mrope_section"' in line:
+                where = f"{file.name}:{number}"
+                break
+    raise UnsupportedFeatureError(
+        f"{source.model_type}'s text_config.rope_parameters has no mrope_section: HF falls back "
+        f"to its own sections at {where}, which onboard does not read; set the checkpoint's "
+        "mrope_section in config.json"
+    )
 
 
 def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
