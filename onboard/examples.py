@@ -44,6 +44,9 @@ EXAMPLES = (
     ),
     # A vision-language model: mobius' own LLaVAModel loads no weights; rebuilt from its parts.
     Example("llava-hf/llava-1.5-7b-hf", "mobius", "llava/mobius", ("--treat-as-new",)),
+    # A windowed-ViT VLM with M-RoPE whose text backbone has no causal-LM class in transformers;
+    # mobius' own qwen2_5_vl entry hidden, its windowed ViT reused, merger and embedding generated.
+    Example("Qwen/Qwen2.5-VL-3B-Instruct", "mobius", "qwen2_5_vl/mobius", ("--treat-as-new",)),
     # The same VLM into AutoModel: HF's tower and projector around the generated Llama text model.
     Example("llava-hf/llava-1.5-7b-hf", "automodel", "llava/automodel", ("--treat-as-new",)),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).

@@ -93,7 +93,7 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
 
 
 def _vision_summary(vision: VisionSpec) -> str:
-    from onboard.vision import PixtralTowerSpec
+    from onboard.vision import PixtralTowerSpec, QwenVLTowerSpec
 
     tower, select = vision.tower, vision.select
     read = (
@@ -104,7 +104,14 @@ def _vision_summary(vision: VisionSpec) -> str:
     if tower.class_token:
         read += ", without the class token" if select.drop_class_token else ", with the class token"
     steps = ">".join(s.activation if s.op == "activation" else s.op for s in vision.projector.steps)
-    if isinstance(tower, PixtralTowerSpec):
+    if isinstance(tower, QwenVLTowerSpec):
+        images = (
+            f"flattened patches of {tower.patch_size} x {tower.temporal_patch_size} frames over "
+            f"image_grid_thw, windows of {tower.window_size} px, full attention in layers "
+            f"{list(tower.fullatt_layers)}, M-RoPE sections "
+            f"{list(vision.merge.mrope.sections) if vision.merge.mrope else '?'}"
+        )
+    elif isinstance(tower, PixtralTowerSpec):
         images = (
             f"images of any size up to {tower.image_size} / patch {tower.patch_size}, 2-D RoPE "
             f"(theta {tower.rope_theta:g})"

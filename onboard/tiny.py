@@ -184,6 +184,7 @@ def shrink_config(
         tiny["max_position_embeddings"] = min(real, 2 * original)
     if config.get("head_dim") is not None and attention:
         tiny["head_dim"] = TINY_HEAD_DIM
+    _shrink_mrope_sections(tiny)
     rotary_dim = config.get("rotary_dim")
     if isinstance(rotary_dim, int):
         # GPT-J rotates the first rotary_dim of each head: keep that fraction, even
@@ -355,6 +356,24 @@ def _int(value: Any, default: int) -> int:
     return (
         value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
     )
+
+
+def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
+    """M-RoPE (Qwen2.5-VL) splits each head's rotated half into temporal, height and width
+    sections that sum to head_dim / 2: the tiny head keeps their proportions (16, 24, 24 ->
+    2, 3, 3), each at least 1, so a sabotage that swaps or resizes them still shows."""
+    rope = rope_parameters(tiny)
+    sections = rope.get("mrope_section")
+    if (
+        not isinstance(sections, list)
+        or not sections
+        or not all(isinstance(s, int) for s in sections)
+    ):
+        return
+    half, total = TINY_HEAD_DIM // 2, sum(sections)
+    tiny_sections = [max(1, round(s * half / total)) for s in sections]
+    tiny_sections[-1] += half - sum(tiny_sections)
+    rope["mrope_section"] = tiny_sections
 
 
 def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,10 +30,15 @@ def build_tiny_model(
     hf_config._attn_implementation = "eager"
     logging.getLogger(_KERNEL_FALLBACK_LOGGER).setLevel(logging.ERROR)
     torch.manual_seed(seed)
+    from onboard.analysis.vision.backbone import causal_lm_from_config
+
     try:
-        model = getattr(transformers, auto_class).from_config(
-            hf_config, attn_implementation="eager"
-        )
+        if auto_class == "AutoModelForCausalLM":
+            model = causal_lm_from_config(hf_config, attn_implementation="eager")
+        else:
+            model = getattr(transformers, auto_class).from_config(
+                hf_config, attn_implementation="eager"
+            )
     except Exception as exc:  # transformers raises many types for inconsistent configs
         raise InvalidConfigError(
             f"transformers cannot build a tiny {hf_config.model_type} model from this config "

@@ -24,7 +24,7 @@ MAX_TOWER_LAYERS = 64
 TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
 TINY_TOKENS_PER_IMAGE = 4
 # Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
-_TEXT_WIDTH_KEYS = ("projection_dim",)
+_TEXT_WIDTH_KEYS = ("projection_dim", "out_hidden_size")
 
 
 def shrink_vlm_config(
@@ -35,8 +35,13 @@ def shrink_vlm_config(
     The image token moves into the tiny vocabulary, on an id no other special token uses.
     """
     tiny = copy.deepcopy(dict(config))
+    if "text_config" not in config:  # a flat config (Qwen2.5-VL's): its text keys are the text's
+        tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
     tiny["text_config"] = dict(tiny_text)
     tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
+    if "embed_dim" in tiny["vision_config"] and is_qwen_vl_tower(hf_config.vision_config):
+        # Qwen2-VL's vision hidden_size is the merger's output: the text's width
+        tiny["vision_config"]["hidden_size"] = tiny_text["hidden_size"]
     text_width = hf_config.text_config.hidden_size
     for key in _TEXT_WIDTH_KEYS:
         if getattr(hf_config.vision_config, key, None) == text_width:
@@ -66,6 +71,8 @@ _VIT_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "patch_s
 def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str, Any]:
     tiny = dict(vision)
     real = hf_config.vision_config
+    if is_qwen_vl_tower(real):
+        return _shrink_qwen_vl(tiny, hf_config)
     missing = [k for k in _VIT_KEYS if not isinstance(getattr(real, k, None), int)]
     if not missing and not 0 < real.num_hidden_layers <= MAX_TOWER_LAYERS:
         raise UnsupportedFeatureError(
@@ -108,3 +115,45 @@ def image_token_key(hf_config: Any) -> str:
     return dict(getattr(type(hf_config), "attribute_map", {})).get(
         "image_token_id", "image_token_id"
     )
+
+
+# Qwen-VL towers: sized by depth and num_heads, images of any size given by image_grid_thw
+_QWEN_VL_KEYS = ("depth", "num_heads", "patch_size", "temporal_patch_size", "spatial_merge_size")
+TINY_QWEN_VL_DEPTH = 4
+TINY_WINDOW_BLOCKS = 2  # merge blocks per window side: the test images span several windows
+
+
+def is_qwen_vl_tower(vision: Any) -> bool:
+    """A tower config in Qwen-VL's vocabulary (depth, num_heads, temporal_patch_size)."""
+    return all(isinstance(getattr(vision, k, None), int) for k in _QWEN_VL_KEYS)
+
+
+def _shrink_qwen_vl(tiny: dict[str, Any], hf_config: Any) -> dict[str, Any]:
+    """A narrow Qwen-VL tower that keeps both layer kinds: 4 layers, full attention on a period
+    of at most 2 where the real tower has one (every 8th of 32 -> every 2nd of 4), windows of
+    2 x 2 merge blocks, so the test images span several windows, some cut short."""
+    real = hf_config.vision_config
+    full = sorted(int(i) for i in (getattr(real, "fullatt_block_indexes", None) or ()))
+    period = real.depth // len(full) if full else 0
+    if full and full != [period * (k + 1) - 1 for k in range(len(full))]:
+        raise UnsupportedFeatureError(
+            f"{hf_config.model_type}'s full-attention tower layers "
+            f"(vision_config.fullatt_block_indexes {full}) are not every {period}th of "
+            f"{real.depth}: the tiny tower keeps a period, not a list"
+        )
+    tiny_period = min(period, 2)
+    tiny.update(depth=TINY_QWEN_VL_DEPTH, num_heads=TINY_VISION_HEADS)
+    if getattr(real, "embed_dim", None):  # Qwen2-VL: embed_dim wide, hidden_size the text's
+        tiny["embed_dim"] = TINY_VISION_HIDDEN
+    else:
+        tiny.update(hidden_size=TINY_VISION_HIDDEN, intermediate_size=TINY_VISION_INTERMEDIATE)
+    if "fullatt_block_indexes" in tiny or full:
+        tiny["fullatt_block_indexes"] = [
+            i for i in range(TINY_QWEN_VL_DEPTH) if tiny_period and (i + 1) % tiny_period == 0
+        ]
+    if getattr(real, "window_size", None):
+        tiny["window_size"] = TINY_WINDOW_BLOCKS * real.spatial_merge_size * real.patch_size
+    tiny.pop("num_hidden_layers", None)
+    if "model_type" not in tiny:
+        tiny["model_type"] = real.model_type
+    return tiny

@@ -20,7 +20,7 @@ from typing import Literal
 
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 
-TowerKind = Literal["vit", "pixtral"]
+TowerKind = Literal["vit", "pixtral", "qwen_vl"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,69 @@ class PixtralTowerSpec:
         return dict(self.names)[role]
 
 
-TowerSpec = VitTowerSpec | PixtralTowerSpec
+@dataclass(frozen=True)
+class QwenVLTowerSpec:
+    """Qwen2.5-VL's tower: images come as flattened patches ``pixel_values [patches, C*T*P*P]``
+    with ``image_grid_thw [images, 3]`` (each image's temporal, row and column patch counts),
+    the processor ordering each image's patches by ``spatial_merge_size`` x ``spatial_merge_size``
+    merge block. A bias-free Conv3d (kernel = stride = temporal_patch_size x P x P) embeds each
+    patch; no positions are added.
+
+    Before the layers the patches are regrouped window by window: the merge blocks of each image
+    are cut into windows of ``window_size // spatial_merge_size // patch_size`` blocks a side
+    (the last window of a row or column may be smaller), in reading order of the windows, and
+    the RoPE angles move with them. Layers in ``fullatt_layers`` attend within each image, the
+    others within each window. The RoPE is 2-D over each patch's row and column: with
+    ``inv_freq = rope_theta ** -(arange(0, d/2, 2) / (d/2))`` (d the head size) the first quarter
+    of each head's rotated half turns with the row, the second with the column.
+
+    Each layer is RMS pre-norm: a fused biased ``qkv`` linear, attention at head_dim ** -0.5, an
+    output projection, then a gated MLP with bias. Qwen2-VL's is the same tower without windows
+    (``window_size`` 0, every layer attending per image), LayerNorms and a plain two-linear MLP.
+    The patch merger (the projector, read into ``ProjectorSpec``) closes the tower; its output
+    rows are put back from window order into merge-block order (``reverse_indices``).
+    """
+
+    hidden_size: int
+    num_layers: int
+    patch_size: int
+    temporal_patch_size: int
+    num_channels: int
+    head_dim: int
+    rope_theta: float
+    spatial_merge_size: int
+    window_size: int  # in pixels; 0: no windows (Qwen2-VL), every layer attends per image
+    fullatt_layers: tuple[int, ...]
+    out_hidden_size: int  # the merger's output width: the text's
+    attention: AttentionSpec  # fused qkv (names: qkv, o_proj)
+    mlp: MLPSpec  # gated with bias (Qwen2.5-VL) or plain fc1 / fc2 (Qwen2-VL)
+    norm: NormSpec  # RMS (Qwen2.5-VL) or LayerNorm (Qwen2-VL): the layers' (attn_in, mlp_in)
+    # HF names relative to the tower: role -> attribute path. Roles: patch, rope, layers,
+    # attention, qkv, o_proj, mlp, merger
+    names: tuple[tuple[str, str], ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()  # field -> vision_config key
+    patch_bias: bool = False
+
+    class_token = False
+    pre_norm = False
+    post_norm = False
+    image_size = 0  # any size: a multiple of patch_size * spatial_merge_size a side
+
+    @property
+    def window_blocks(self) -> int:
+        """Merge blocks per window side; 0: no windows."""
+        return self.window_size // self.spatial_merge_size // self.patch_size
+
+    @property
+    def patch_width(self) -> int:
+        """Values per flattened patch: C * T * P * P."""
+        return self.num_channels * self.temporal_patch_size * self.patch_size**2
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names)[role]
+
+
+TowerSpec = VitTowerSpec | PixtralTowerSpec | QwenVLTowerSpec
 
 
 @dataclass(frozen=True)
@@ -112,14 +174,17 @@ class VisionTowers:
 
     vit: VitTowerSpec | None = None
     pixtral: PixtralTowerSpec | None = None
+    qwen_vl: QwenVLTowerSpec | None = None
 
     @property
     def kind(self) -> TowerKind:
+        if self.qwen_vl is not None:
+            return "qwen_vl"
         return "pixtral" if self.pixtral is not None else "vit"
 
     @property
     def tower(self) -> TowerSpec:
-        tower = self.pixtral or self.vit
+        tower = self.pixtral or self.qwen_vl or self.vit
         if tower is None:
             raise ValueError("no vision tower")
         return tower
@@ -128,6 +193,8 @@ class VisionTowers:
         """These towers with ``tower`` in its kind's field."""
         if isinstance(tower, PixtralTowerSpec):
             return VisionTowers(pixtral=tower)
+        if isinstance(tower, QwenVLTowerSpec):
+            return VisionTowers(qwen_vl=tower)
         return VisionTowers(vit=tower)
 
 
@@ -145,7 +212,14 @@ class FeatureSelectSpec:
 
 
 ProjectorOp = Literal[
-    "linear", "activation", "layer_norm", "rms_norm", "avg_pool", "matmul", "patch_merge"
+    "linear",
+    "activation",
+    "layer_norm",
+    "rms_norm",
+    "avg_pool",
+    "matmul",
+    "patch_merge",
+    "group_rows",
 ]
 
 
@@ -158,7 +232,9 @@ class ProjectorStep:
     bare ``[in, out]`` parameter of the projector; ``rms_norm``: scales by ``weight_offset + w``;
     ``patch_merge``: each image's patch grid (from ``image_sizes``) cut into ``kernel`` x
     ``kernel`` blocks, each block's features concatenated channel-major as ``F.unfold`` orders
-    them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3).
+    them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3);
+    ``group_rows``: every ``kernel`` consecutive feature rows concatenated into one (Qwen-VL's
+    merger: the processor already orders each merge block's patches one after another).
     """
 
     op: ProjectorOp
@@ -169,7 +245,7 @@ class ProjectorStep:
     activation: str = ""  # HF activation name (op activation)
     eps: float = 0.0  # op layer_norm, rms_norm
     weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
-    kernel: int = 0  # op avg_pool
+    kernel: int = 0  # op avg_pool, patch_merge (side), group_rows (rows)
     tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
     kernel_key: str | None = None  # op patch_merge: the config key of the merge size
 
@@ -183,6 +259,23 @@ class ProjectorSpec:
 
 
 @dataclass(frozen=True)
+class MRopeSpec:
+    """Multimodal RoPE (Qwen2-VL, Qwen2.5-VL): every position is three (temporal, row, column),
+    and each head's rotated half is cut into ``sections`` (from the text RoPE's ``key``) turned
+    by the first, second and third in turn (``chunks``; the frequencies are the text's).
+
+    Text tokens get the same running position three times. An image's placeholders, at running
+    position p, get ``(p + t, p + row, p + column)`` over its merged grid (t = 0 for an image),
+    and the text after it resumes at ``p + max(rows, columns)``. A decode step at cache length
+    n is at ``n + delta`` three times, delta = (the prompt's largest position + 1) - its length.
+    """
+
+    sections: tuple[int, ...]  # the tiny model's
+    key: str  # text_config.rope_parameters.mrope_section
+    layout: Literal["chunks"] = "chunks"
+
+
+@dataclass(frozen=True)
 class MergeSpec:
     """How image features enter the prompt: each placeholder token's embedding is replaced by
     the next feature row, placeholders taken in reading order over the whole batch (HF's
@@ -191,7 +284,8 @@ class MergeSpec:
     image_token_id: int  # the tiny model's; the real one is config.<image_token_key>
     image_token_key: str  # config.json key (image_token_index)
     image_token_attr: str = "image_token_id"  # the attribute HF code reads
-    positions: Literal["text"] = "text"
+    positions: Literal["text", "mrope"] = "text"
+    mrope: MRopeSpec | None = None  # positions mrope: the three-axis positions and sections
     # The text's embedding scale (``TextDecoderSpec.embedding_scale``) applies to the token rows
     # before the merge, inside the embedding (Gemma's in transformers 5), so image features are
     # not scaled; False: no scale, or a decoder that scales whatever it is given

@@ -23,11 +23,12 @@ CROSS_ATTENTION = re.compile(
 def layer_signatures(hf_config: Any) -> list[str]:
     """``"moe|<mlp class>|<attention class>"`` or ``"dense|..."`` for every decoder layer."""
     import torch
-    from transformers import AutoModelForCausalLM
+
+    from onboard.analysis.vision.backbone import causal_lm_from_config
 
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(hf_config)
+            model = causal_lm_from_config(hf_config)
     except Exception:  # the tiny build reports config errors; without a build, keep no pattern
         return []
     layers = getattr(getattr(model, "model", None), "layers", None)

@@ -29,10 +29,14 @@ class VisionBatch:
     pixel_values: np.ndarray | None  # [images, channels, height, width]; None: text only
     input_ids: np.ndarray  # [B, S] int64
     attention_mask: np.ndarray  # [B, past + S] int64
-    position_ids: np.ndarray  # [B, S] int64
+    position_ids: np.ndarray  # [B, S] int64; [3, B, S] for M-RoPE (Qwen-VL)
     # [images, 2] each image's pixel height and width inside pixel_values, for a tower of
     # dynamic size (Pixtral); None: every image fills pixel_values
     image_sizes: np.ndarray | None = None
+    # Qwen-VL: pixel_values are flattened patches [patches, C*T*P*P], image_grid_thw [images, 3]
+    # their grids; rope_deltas [B] where each row's decode steps continue (M-RoPE)
+    image_grid_thw: np.ndarray | None = None
+    rope_deltas: np.ndarray | None = None
 
     @property
     def images(self) -> list[np.ndarray]:
@@ -119,6 +123,11 @@ def next_batch(previous: VisionBatch, logits: np.ndarray) -> VisionBatch:
     tokens = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
     past = previous.attention_mask.shape[1]
     mask = np.ones((tokens.shape[0], past + 1), dtype=np.int64)
+    if previous.rope_deltas is not None:  # M-RoPE: the cache length plus each row's delta
+        from onboard.parity.mrope import text_positions
+
+        positions = text_positions(tokens.shape, past + previous.rope_deltas)
+        return VisionBatch(None, tokens, mask, positions, rope_deltas=previous.rope_deltas)
     return VisionBatch(None, tokens, mask, _positions(tokens.shape, past))
 
 
@@ -133,7 +142,7 @@ def run_vision_scenarios(
     checks = [
         _tensor_check("image-features", provider, ref.features, got.features),
         _tensor_check("merged-embeddings", provider, ref.embeddings, got.embeddings),
-        logits_check("prefill", provider, ref.logits, got.logits, "two rows, an image each"),
+        logits_check("prefill", provider, ref.logits, got.logits, _rows_detail(batch)),
     ]
     checks.append(_decode_check(reference, candidate, batch, ref, got))
     try:
@@ -142,6 +151,12 @@ def run_vision_scenarios(
     except Exception as exc:
         checks.append(Check("text-only", provider, Status.FAIL, detail=error_text(exc)))
     return tuple(checks)
+
+
+def _rows_detail(batch: VisionBatch) -> str:
+    if batch.image_grid_thw is None:
+        return "two rows, an image each"
+    return "three rows: one image, two images, text only"
 
 
 def _decode_check(

@@ -294,14 +294,6 @@ def test_what_is_not_read_yet_is_named_at_its_line(
     assert spec.unresolved[0].where.startswith(where)
 
 
-def test_a_backbone_that_is_no_causal_lm_is_refused_by_name() -> None:
-    from onboard.errors import UnsupportedFeatureError
-
-    source = load_source(str(fixture_config("Qwen/Qwen2.5-VL-3B-Instruct")))
-    with pytest.raises(UnsupportedFeatureError, match="qwen2_5_vl_text has no causal-LM class"):
-        analyse(source)
-
-
 @pytest.mark.parametrize(
     ("model_type", "message"),
     [

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from onboard.analysis.vision.check import check_vision
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
+from onboard.analysis.vision.qwen_read import read_qwen_vision
+from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
 from onboard.analysis.vision.tower import read_tower
@@ -26,7 +28,7 @@ from onboard.source import ModelSource, transformers_source_files
 from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
 from onboard.tiny_model import build_tiny_model, perturb
-from onboard.tiny_vision import image_token_key, shrink_vlm_config
+from onboard.tiny_vision import image_token_key, is_qwen_vl_tower, shrink_vlm_config
 from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
 if TYPE_CHECKING:
@@ -54,14 +56,20 @@ def analyse_vlm(
             "reads vision-language models over dense and MoE decoders so far"
         )
     _require_causal_backbone(source, hf_config)
+    _require_mrope_sections(source, hf_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
     tiny_config = make_hf_config(tiny)
     model = perturb(build_tiny_model(tiny_config, auto_class=_IMAGE_TEXT))
-    vision, evidence, deltas = _read_vision(model, tiny_config)
-    if vision is not None:
-        vision = at_real_sizes(vision, tiny_config, hf_config)
+    if is_qwen_vl_tower(tiny_config.vision_config):
+        vision, evidence, deltas = read_qwen_vision(model, tiny_config)
+        if vision is not None:
+            vision = qwen_vl_at_real_sizes(vision, hf_config)
+    else:
+        vision, evidence, deltas = _read_vision(model, tiny_config)
+        if vision is not None:
+            vision = at_real_sizes(vision, tiny_config, hf_config)
     from onboard.analysis import Analysis
 
     spec = dataclasses.replace(
@@ -96,11 +104,16 @@ def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
 
 def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
     """The backbone is analysed as a causal LM: one that exists only inside its VLM (Qwen2.5-VL's
-    text model, with its multimodal RoPE) is refused by name."""
+    text model, with its multimodal RoPE) is viewed as its base model with a head
+    (``backbone.py``); one without even a base model is refused by name."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    from onboard.analysis.vision.backbone import register_causal_view
+
     text_type = hf_config.text_config.model_type
-    if text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    if text_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not register_causal_view(
+        hf_config.text_config
+    ):
         from onboard.errors import UnsupportedFeatureError
 
         raise UnsupportedFeatureError(
@@ -110,10 +123,35 @@ def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
         )
 
 
+def _require_mrope_sections(source: ModelSource, hf_config: Any) -> None:
+    """A Qwen-VL config without ``mrope_section`` leaves the sections to a fallback inside HF's
+    rotary module, which the tiny head cannot take over: refused at that line (published
+    Qwen2-VL configs set the key; transformers' default Qwen2-VL config does not)."""
+    if not is_qwen_vl_tower(hf_config.vision_config):
+        return
+    rope = getattr(hf_config.text_config, "rope_parameters", None) or {}
+    if rope.get("mrope_section"):
+        return
+    from onboard.errors import UnsupportedFeatureError
+
+    where = "the text rotary module"
+    for file in transformers_source_files(hf_config.text_config.model_type):
+        for number, line in enumerate(file.text.splitlines(), 1):
+            if 'get("mrope_section"' in line:
+                where = f"{file.name}:{number}"
+                break
+    raise UnsupportedFeatureError(
+        f"{source.model_type}'s text_config.rope_parameters has no mrope_section: HF falls back "
+        f"to its own sections at {where}, which onboard does not read; set the checkpoint's "
+        "mrope_section in config.json"
+    )
+
+
 def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
     """The text backbone as a causal LM source: its config (the composite's flags that HF's
     text config inherits filled in) and the backbone type's own HF source."""
-    text = dict(source.config.get("text_config") or {})
+    # A flat config (Qwen2.5-VL's: the text keys at the top) has the text config HF built from it
+    text = dict(source.config.get("text_config") or hf_config.text_config.to_diff_dict())
     text.setdefault("model_type", hf_config.text_config.model_type)
     if "tie_word_embeddings" in source.config:
         text.setdefault("tie_word_embeddings", source.config["tie_word_embeddings"])

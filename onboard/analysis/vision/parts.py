@@ -65,11 +65,12 @@ def disk_prefixes(
     the parameter with its value whose name it ends with; a part whose tensors do not share one
     prefix is refused."""
     memory = {n: p.detach() for n, p in model.named_parameters()}
+    # the projector before the tower: Qwen-VL's merger lives inside its tower
     roots = {
         "text": f"{parts.base}.{parts.language_model}.",
         "lm_head": f"{parts.head}.",
-        "tower": f"{parts.base}.{parts.tower}.",
         "projector": f"{parts.base}.{parts.projector}.",
+        "tower": f"{parts.base}.{parts.tower}.",
     }
     prefixes: dict[str, set[str]] = {role: set() for role in roots}
     for disk_name, tensor in saved.items():

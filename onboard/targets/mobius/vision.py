@@ -15,7 +15,20 @@ from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
-from onboard.vision import PixtralTowerSpec, ProjectorOp, ProjectorStep, VisionSpec, VitTowerSpec
+from onboard.targets.mobius.vision_qwen_vl import (
+    QWEN_VL_TASK,
+    QwenVLNames,
+    qwen_vl_blockers,
+    qwen_vl_names,
+)
+from onboard.vision import (
+    PixtralTowerSpec,
+    ProjectorOp,
+    ProjectorStep,
+    QwenVLTowerSpec,
+    VisionSpec,
+    VitTowerSpec,
+)
 
 VLM_TASK = "vision-language"
 # The variant that takes images of any size, one at a time, and squeezes the batch of one away
@@ -109,9 +122,14 @@ class VisionDesign:
     image_blocks: bool = False
     # A Pixtral tower generated from the spec; the task then takes images of any size
     pixtral: PixtralNames | None = None
+    # A Qwen-VL tower: mobius' windowed ViT with a generated merger; the task takes flattened
+    # patches with image_grid_thw and M-RoPE positions
+    qwen_vl: QwenVLNames | None = None
 
     @property
     def task(self) -> str:
+        if self.qwen_vl:
+            return QWEN_VL_TASK
         return PIXTRAL_TASK if self.pixtral else VLM_TASK
 
     @property
@@ -172,6 +190,8 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         return []
     found = []
     tower = vision.tower
+    if isinstance(tower, QwenVLTowerSpec):
+        return found + qwen_vl_blockers(vision) + _text_blockers(spec)
     if isinstance(tower, PixtralTowerSpec):
         found += pixtral_blockers(tower)
     elif not _plain_vit(tower) or not (_clip_shaped(tower) or _tower_names(tower)):
@@ -199,6 +219,14 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     widths = _widths(vision.projector.steps)
     if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths if w):
         found.append("a projector width that is neither the tower's nor the text's")
+    return found + _text_blockers(spec)
+
+
+def _text_blockers(spec: ArchitectureSpec) -> list[str]:
+    """What the generated decoder cannot do with the text model on merged embeddings."""
+    vision = spec.vision
+    assert vision is not None
+    found = []
     text = spec.text
     if text.embedding_scale != "none" and not vision.merge.scaled_before_merge:
         found.append(
@@ -224,6 +252,8 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         return None
     prefixes = dict(vision.prefixes)
     tower = vision.tower
+    if isinstance(tower, QwenVLTowerSpec):
+        return _design_qwen_vl(vision, prefix)
     if isinstance(tower, PixtralTowerSpec):
         pixtral, clip = pixtral_names(tower), False
     else:
@@ -248,6 +278,88 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         scaled_embeddings=vision.merge.scaled_before_merge,
         image_blocks=vision.merge.bidirectional_images,
         pixtral=pixtral,
+    )
+
+
+def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
+    """mobius' windowed ViT under the tower's HF attribute, the merger generated inside it."""
+    prefixes = dict(vision.prefixes)
+    tower = vision.tower
+    assert isinstance(tower, QwenVLTowerSpec) and vision.merge.mrope is not None
+    attribute = prefixes["tower"].rstrip(".").split(".")[-1]
+    names = qwen_vl_names(vision)
+    mrope = vision.merge.mrope
+    section_key = mrope.key.split(".")
+    keys = dict(tower.keys)
+    rows = [
+        (
+            "spatial_merge_size",
+            "int",
+            str(tower.spatial_merge_size),
+            f"top.vision_config.{keys['spatial_merge_size']}",
+            "the side of the block of patches the merger turns into one token",
+        ),
+        (
+            "temporal_patch_size",
+            "int",
+            str(tower.temporal_patch_size),
+            f"top.vision_config.{keys['temporal_patch_size']}",
+            "frames per patch (the Conv3d's depth)",
+        ),
+    ]
+    if names.windows:
+        rows += [
+            (
+                "window_size",
+                "int",
+                str(tower.window_size),
+                f"top.vision_config.{keys['window_size']}",
+                "the side in pixels of the windows the window-attention layers attend within",
+            ),
+            (
+                "fullatt_block_indexes",
+                "list[int] | None",
+                "None",
+                f"list(top.vision_config.{keys['fullatt_layers']})",
+                "the tower layers that attend over the whole image",
+            ),
+        ]
+    rows.append(
+        (
+            "mrope_section",
+            "list[int] | None",
+            "None",
+            f"list(top.text_config.{section_key[0]}[{section_key[1]!r}])".replace("'", '"'),
+            "the M-RoPE sections: how much of each head's rotated half turns with the "
+            "temporal, row and column positions",
+        )
+    )
+    fields = tuple(ConfigField(*row) for row in rows)
+    return VisionDesign(
+        prefix=prefix,
+        tower_attribute=attribute,
+        projector_attribute=f"{attribute}.{names.merger}",
+        layers=(),
+        fields=fields,
+        text_prefix=prefixes["text"],
+        head_prefix=prefixes.get("lm_head"),
+        tower_prefix=prefixes["tower"],
+        projector_prefix=prefixes["projector"],
+        published_levels=(),
+        changes=(
+            (
+                "vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, "
+                "windows and full-attention layers read from the composite config"
+                if names.windows
+                else "vision encoder: mobius' Qwen2-VL ViT over flattened patches and "
+                "image_grid_thw, every layer attending per image"
+            ),
+            "merger: "
+            + " -> ".join(s.activation or s.name or s.op for s in vision.projector.steps),
+            "image features fill the placeholder tokens in reading order over the whole batch",
+            f"positions: M-RoPE sections from text_config.{mrope.key}, computed by the host",
+        ),
+        qwen_vl=names,
     )
 
 

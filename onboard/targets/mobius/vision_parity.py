@@ -27,6 +27,7 @@ from onboard.parity.vision import (
     run_vision_scenarios,
     scenario_batches,
 )
+from onboard.parity.vision_qwen import QwenHFVisionRunner, qwen_vl_batches
 from onboard.targets.mobius.parity import (
     EXECUTION_PROVIDERS,
     blame_known_bugs,
@@ -39,6 +40,7 @@ from onboard.targets.mobius.parity import (
     weights_check,
 )
 from onboard.targets.mobius.vision_bugs import pixtral_defects
+from onboard.tiny_vision import is_qwen_vl_tower
 from onboard.weightmap import WeightMapProof, prove
 
 PARTS = ("vision_encoder", "embedding", "decoder")
@@ -115,7 +117,11 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
     reference = build_reference(hf_config)
     checkpoint = {case.published(k): v for k, v in saved_checkpoint(reference).items()}
     text = hf_config.text_config
-    batch, prompt = scenario_batches(reference, hf_config)
+    qwen_vl = is_qwen_vl_tower(hf_config.vision_config)
+    if qwen_vl:
+        batch, prompt = qwen_vl_batches(hf_config)
+    else:
+        batch, prompt = scenario_batches(reference, hf_config)
     with scratch_dir() as workdir:
         try:
             unread = [case.published(name) for name in case.unread]
@@ -129,7 +135,8 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
             return [Check("build", provider, Status.FAIL, detail=detail)], None
         candidate = OnnxVisionRunner(provider, sessions, text.hidden_size)
         types = hf_config.image_token_id if case.image_blocks else None
-        scenarios = run_vision_scenarios(HFVisionRunner(reference, types), candidate, batch, prompt)
+        hf_runner = QwenHFVisionRunner(reference) if qwen_vl else HFVisionRunner(reference, types)
+        scenarios = run_vision_scenarios(hf_runner, candidate, batch, prompt)
     return [weights_check(provider, proof), *scenarios], proof
 
 
@@ -231,7 +238,11 @@ class OnnxVisionRunner:
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
         features = None
-        if batch.pixel_values is not None:
+        if batch.image_grid_thw is not None:  # Qwen-VL: every image's patches in one run
+            (features,) = self.sessions["vision_encoder"].run(
+                None, {"pixel_values": batch.pixel_values, "image_grid_thw": batch.image_grid_thw}
+            )
+        elif batch.pixel_values is not None:
             # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
             # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
             encoder = self.sessions["vision_encoder"]

@@ -1,0 +1,90 @@
+"""The Qwen-VL vision side of a tiny VLM as one ``VisionSpec``: tower, merger (the projector),
+merge with M-RoPE positions, on-disk prefixes and tensors, proved by ``check_qwen_vl``.
+
+Kept apart from ``_read_vision`` because every input differs: flattened patches with
+``image_grid_thw`` instead of an image batch, a projector inside the tower, and positions the
+host computes from the grids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onboard.analysis.probe import source_location
+from onboard.analysis.vision.parts import disk_prefixes
+from onboard.analysis.vision.qwen_vl import (
+    NotQwenVL,
+    called_leaves,
+    check_qwen_vl,
+    mrope_spec,
+    qwen_vl_evidence,
+    qwen_vl_parts,
+    read_merger,
+    read_qwen_vl_tower,
+    trace_qwen_vl,
+)
+from onboard.checkpoint import tensors
+from onboard.spec import Delta, Evidence
+from onboard.tiny_vision import image_token_key
+from onboard.vision import FeatureSelectSpec, MergeSpec, VisionSpec, VisionTowers
+
+_SUPPORTED = (
+    "onboard reads Qwen-VL towers with a Conv3d patch embedding, 2-D RoPE, RMS pre-norm layers "
+    "with a fused qkv and a gated MLP, and a patch merger so far"
+)
+
+
+def read_qwen_vision(
+    model: Any, config: Any
+) -> tuple[VisionSpec | None, tuple[tuple[str, tuple[Evidence, ...]], ...], tuple[Delta, ...]]:
+    import torch
+
+    tower_module = model.get_submodule(f"{model.base_model_prefix}.visual")
+    try:
+        parts = qwen_vl_parts(model)
+        tower = read_qwen_vl_tower(tower_module, config.vision_config)
+        mrope = mrope_spec(config.text_config)
+        merger = parts.module(model, "projector")
+        probe = torch.zeros(4, tower.hidden_size)
+        leaves = called_leaves(merger, lambda: merger(probe))
+        projector = read_merger(merger, tower.hidden_size, leaves)
+    except NotQwenVL as exc:
+        where = source_location(type(tower_module).forward) or type(tower_module).__name__
+        what = f"vision tower {type(tower_module).__name__} is not a Qwen-VL tower onboard reads"
+        return None, (), (Delta(f"{what} ({exc})", where, _SUPPORTED),)
+    trace = trace_qwen_vl(model, parts, config)
+    key = image_token_key(config)
+    merge = MergeSpec(
+        image_token_id=config.image_token_id,
+        image_token_key=key,
+        positions="mrope",
+        mrope=mrope,
+    )
+    saved = tensors(model)
+    prefixes = disk_prefixes(model, parts, saved)
+    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))
+    vision = VisionSpec(
+        towers=VisionTowers(qwen_vl=tower),
+        # the merger reads the last layer's output, whole (no class token, no post norm)
+        select=FeatureSelectSpec(layers=(-1,), drop_class_token=False, post_norm=False),
+        projector=projector,
+        merge=merge,
+        prefixes=prefixes,
+        text_model_type=config.text_config.model_type,
+        tensors=tuple(
+            sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
+        ),
+    )
+    evidence = (
+        *qwen_vl_evidence(tower_module, tower, config.vision_config, mrope),
+        (
+            "vision.projector",
+            (Evidence("probe", source_location(type(merger).forward) or "merger", "merger steps"),),
+        ),
+        (
+            "vision.merge.image_token_id",
+            (Evidence("config", f"config.json:{key}", "image placeholder token"),),
+        ),
+    )
+    deltas = check_qwen_vl(tower, projector, mrope, config.image_token_id, model, parts, trace)
+    return vision, evidence, deltas

@@ -1,0 +1,666 @@
+"""Read and check a Qwen2.5-VL vision side: the windowed tower, its patch merger (the projector,
+which HF keeps inside the tower), the placeholder merge and the multimodal RoPE positions.
+
+Structure is read from the tiny HF modules: one bias-free Conv3d, a rotary module with buffers
+only, a list of ``depth`` layers each with two RMS norms, a two-linear attention (fused ``qkv``
+and the output) and a gated three-linear MLP, and the merger (an RMS norm, then linears and an
+activation over rows grouped ``spatial_merge_size ** 2`` at a time). What structure cannot say
+(window order, which layers attend fully, the 2-D RoPE, the M-RoPE positions and sections) the
+spec says from the config, and the check proves it stage by stage on three images of different
+grids, against what HF's modules received and returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onboard.analysis.probe import source_location
+from onboard.analysis.vision.encoder import encoder_layers
+from onboard.analysis.vision.parts import VLMParts
+from onboard.analysis.vision.projector import norm_eps, rms_offset
+from onboard.analysis.vision.qwen_vl_run import Grid, QwenVLRun, mrope_cos_sin
+from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
+from onboard.spec import Delta, Evidence
+from onboard.vision import MRopeSpec, ProjectorSpec, ProjectorStep, QwenVLTowerSpec
+
+TOLERANCE = 1e-5
+_SIZE_KEYS = {
+    "hidden_size": "hidden_size",
+    "num_layers": "depth",
+    "patch_size": "patch_size",
+    "temporal_patch_size": "temporal_patch_size",
+    "num_channels": "in_channels",
+    "num_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "activation": "hidden_act",
+    "spatial_merge_size": "spatial_merge_size",
+    "window_size": "window_size",
+    "fullatt_layers": "fullatt_block_indexes",
+    "out_hidden_size": "out_hidden_size",
+}
+MROPE_KEY = "rope_parameters.mrope_section"
+_TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
+
+
+class NotQwenVL(Exception):
+    pass
+
+
+def check_grids(spec_merge: int, patch: int) -> list[Grid]:
+    """Three images for the check and the parity run, in patches: a wide one over 2 x 3
+    windows (the last column of windows cut short), a square one in one window, a tall one."""
+    m = spec_merge
+    return [(1, 3 * m, 5 * m), (1, 2 * m, 2 * m), (1, 3 * m, 2 * m)]
+
+
+def qwen_vl_parts(model: Any) -> VLMParts:
+    """Qwen2.5-VL's base model holds the tower (with the merger inside) and the language
+    model: the projector is the tower's merger."""
+    base = model.base_model_prefix
+    merger = _merger_name(model.get_submodule(f"{base}.visual"))
+    head = model.get_output_embeddings()
+    head_name = next(n for n, m in model.named_modules() if m is head)
+    return VLMParts(base, "visual", f"visual.{merger}", "language_model", head_name)
+
+
+def _merger_name(tower: Any) -> str:
+    import torch.nn as nn
+
+    found = [
+        n
+        for n, m in tower.named_children()
+        if any(isinstance(c, nn.Linear) for c in m.modules()) and not isinstance(m, nn.ModuleList)
+    ]
+    if len(found) != 1:
+        raise NotQwenVL(f"{len(found)} children besides the layers hold linears")
+    return found[0]
+
+
+def _width_keys(config: Any) -> dict[str, str]:
+    """field -> vision_config key: Qwen2-VL calls the tower's width embed_dim (its hidden_size
+    is the merger's output) and sizes the MLP by mlp_ratio."""
+    keys = dict(_SIZE_KEYS)
+    if getattr(config, "embed_dim", None):
+        keys.update(hidden_size="embed_dim", out_hidden_size="hidden_size")
+        keys.pop("intermediate_size")
+    return {f: k for f, k in keys.items() if getattr(config, k, None) is not None}
+
+
+def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
+    """The tower's spec; ``NotQwenVL`` says what does not fit."""
+    import torch.nn as nn
+
+    keys = _width_keys(config)
+    width = getattr(config, keys["hidden_size"])
+    convolutions = [(n, m) for n, m in tower.named_modules() if isinstance(m, nn.Conv3d)]
+    if len(convolutions) != 1:
+        raise NotQwenVL(f"{len(convolutions)} 3-D patch convolutions")
+    patch_name, patch = convolutions[0]
+    rope = [
+        n
+        for n, m in tower.named_children()
+        if "inv_freq" in dict(m.named_buffers()) and not any(True for _ in m.parameters())
+    ]
+    if len(rope) != 1:
+        raise NotQwenVL(f"{len(rope)} rotary modules")
+    layers_name = encoder_layers(tower, config.depth, NotQwenVL)
+    layer = tower.get_submodule(f"{layers_name}.0")
+    rms = [n for n, m in layer.named_children() if rms_offset(m) == 0.0]
+    layer_norms = [n for n, m in layer.named_children() if isinstance(m, nn.LayerNorm)]
+    norms = rms or layer_norms
+    if len(norms) != 2 or (rms and layer_norms):
+        raise NotQwenVL(f"norms {rms + layer_norms} in an encoder layer, not two of one kind")
+    holders = {
+        n: {c: m for c, m in child.named_children() if isinstance(m, nn.Linear)}
+        for n, child in layer.named_children()
+    }
+    fused = [
+        n for n, ls in holders.items() if any(m.out_features == 3 * width for m in ls.values())
+    ]
+    others = [n for n, ls in holders.items() if ls and n not in fused]
+    if len(fused) != 1 or len(others) != 1 or len(holders[fused[0]]) != 2:
+        raise NotQwenVL(f"children {sorted(holders)}: not one fused-qkv attention and one MLP")
+    attention_name, mlp_name = fused[0], others[0]
+    attention, mlp = layer.get_submodule(attention_name), layer.get_submodule(mlp_name)
+    linears = holders[attention_name]
+    (qkv,) = [n for n, m in linears.items() if m.out_features == 3 * width]
+    (o_name,) = [n for n in linears if n != qkv]
+    heads = config.num_heads
+    head_dim = width // heads
+    biased = linears[qkv].bias is not None
+    norm_module = layer.get_submodule(norms[0])
+    return QwenVLTowerSpec(
+        hidden_size=width,
+        num_layers=config.depth,
+        patch_size=config.patch_size,
+        temporal_patch_size=config.temporal_patch_size,
+        num_channels=config.in_channels,
+        head_dim=head_dim,
+        rope_theta=float(config.rope_parameters["rope_theta"]),
+        spatial_merge_size=config.spatial_merge_size,
+        window_size=int(getattr(config, "window_size", 0) or 0),
+        fullatt_layers=tuple(
+            int(i)
+            for i in (
+                config.fullatt_block_indexes
+                if getattr(config, "window_size", None)
+                else range(config.depth)
+            )
+        ),
+        out_hidden_size=getattr(config, keys["out_hidden_size"]),
+        attention=AttentionSpec(
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            q_bias=biased,
+            k_bias=biased,
+            v_bias=biased,
+            o_bias=linears[o_name].bias is not None,
+            qk_norm="none",
+            scale=float(getattr(attention, "scaling", head_dim**-0.5)),
+        ),
+        mlp=_mlp(mlp, config, width),
+        norm=NormSpec(
+            kind="rms" if rms else "layer",
+            eps=float(norm_eps(norm_module) or 0.0),
+            weight_offset=0.0,
+            placement="pre",
+            names=(("attn_in", norms[0]), ("mlp_in", norms[1])),
+            eps_key=None,  # HF fixes it (1e-6), no config key
+            bias=getattr(norm_module, "bias", None) is not None,
+        ),
+        names=tuple(
+            sorted(
+                {
+                    "patch": patch_name,
+                    "rope": rope[0],
+                    "layers": layers_name,
+                    "attention": attention_name,
+                    "qkv": qkv,
+                    "o_proj": o_name,
+                    "mlp": mlp_name,
+                    "merger": _merger_name(tower),
+                }.items()
+            )
+        ),
+        keys=tuple(keys.items()),
+        patch_bias=patch.bias is not None,
+    )
+
+
+def _mlp(mlp: Any, config: Any, width: int) -> MLPSpec:
+    """Gated (gate, up, down: Qwen2.5-VL) or plain (fc1, fc2: Qwen2-VL), biases as held."""
+    import torch.nn as nn
+
+    linears = {n: m for n, m in mlp.named_children() if isinstance(m, nn.Linear)}
+    if len(linears) == 2:
+        up = next(n for n, m in linears.items() if m.in_features == width)
+        (down,) = [n for n in linears if n != up]
+        return MLPSpec(
+            kind="plain",
+            activation=config.hidden_act,
+            bias=linears[up].bias is not None,
+            intermediate_size=linears[up].out_features,
+            projections=(up, down),
+        )
+    gate, up, down = _gated(mlp, width)
+    return MLPSpec(
+        kind="gated",
+        activation=config.hidden_act,
+        bias=linears[up].bias is not None,
+        intermediate_size=linears[up].out_features,
+        projections=(gate, up, down),
+    )
+
+
+def _gated(mlp: Any, width: int) -> tuple[str, str, str]:
+    """gate, up, down: down reads the intermediate width back to the tower's; the gate is
+    the one named so."""
+    import torch.nn as nn
+
+    linears = {n: m for n, m in mlp.named_children() if isinstance(m, nn.Linear)}
+    down = [n for n, m in linears.items() if m.in_features != width and m.out_features == width]
+    gate = [n for n in linears if "gate" in n and n not in down]
+    if len(down) != 1 or len(gate) != 1:
+        raise NotQwenVL(f"a three-linear MLP {sorted(linears)} without one gate and one down")
+    (up,) = [n for n in linears if n not in down + gate]
+    return gate[0], up, down[0]
+
+
+def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> ProjectorSpec:
+    """The merger's steps from the leaves its forward called, in order: an RMS norm over the
+    tower's width, rows grouped where the first linear reads a multiple of it, then linears and
+    activations."""
+    import torch.nn as nn
+    from transformers.activations import ACT2CLS
+
+    steps: list[ProjectorStep] = []
+    width = hidden
+    for name, leaf in called:
+        if isinstance(leaf, nn.Linear):
+            if leaf.in_features != width:
+                if leaf.in_features % width:
+                    raise NotQwenVL(
+                        f"merger linear {name} reads {leaf.in_features}, not k x {width}"
+                    )
+                steps.append(ProjectorStep("group_rows", "", kernel=leaf.in_features // width))
+            steps.append(
+                ProjectorStep(
+                    "linear", name, leaf.in_features, leaf.out_features, leaf.bias is not None
+                )
+            )
+            width = leaf.out_features
+        elif isinstance(leaf, nn.LayerNorm):
+            steps.append(ProjectorStep("layer_norm", name, eps=float(leaf.eps)))
+        elif (offset := rms_offset(leaf)) is not None:
+            steps.append(
+                ProjectorStep("rms_norm", name, eps=float(norm_eps(leaf)), weight_offset=offset)
+            )
+        elif isinstance(leaf, nn.GELU):
+            steps.append(
+                ProjectorStep("activation", name, activation=_TORCH_GELU[leaf.approximate])
+            )
+        elif not any(True for _ in leaf.parameters()):
+            found = [k for k, c in ACT2CLS.items() if isinstance(c, type) and type(leaf) is c]
+            if not found:
+                raise NotQwenVL(f"merger step {type(leaf).__name__} at {name}")
+            steps.append(ProjectorStep("activation", name, activation=found[0]))
+        else:
+            raise NotQwenVL(f"merger step {type(leaf).__name__} at {name}")
+    return ProjectorSpec(name="merger", steps=tuple(steps))
+
+
+@dataclass(frozen=True)
+class QwenVLTrace:
+    pixel_values: Any  # [patches, C*T*P*P]
+    grids: Any  # [images, 3]
+    input_ids: Any  # [rows, seq]
+    embedded: Any  # the patch convolution's output (merge-block order)
+    layer_inputs: tuple[Any, ...]  # what each layer received (window order)
+    layer_outputs: tuple[Any, ...]
+    merger_in: Any
+    features: Any  # the merger's rows, back in merge-block order (get_image_features)
+    merged: Any  # the embeddings the language model received
+    text_embeddings: Any
+    positions: Any  # [3, rows, seq] the language model received
+    cos_sin: tuple[Any, Any]  # the text rotary's output on those positions
+    mm_token_type_ids: Any
+
+
+def prompt(hf_config: Any, per_row: list[list[int]], text: int = 4) -> Any:
+    """Rows of text and image placeholders (``per_row[r]``: the token counts of row r's
+    images), text before, between and after them; rows padded with text to one length."""
+    import torch
+
+    image = hf_config.image_token_id
+    vocab = hf_config.text_config.vocab_size
+    rows = []
+    for r, counts in enumerate(per_row):
+        row: list[int] = [(11 + 5 * r + i) % vocab for i in range(text)]
+        for k, count in enumerate(counts):
+            row += [image] * count + [(37 + 3 * r + k + i) % vocab for i in range(text)]
+        rows.append(row)
+    longest = max(len(r) for r in rows)
+    rows = [r + [(53 + i) % vocab for i in range(longest - len(r))] for r in rows]
+    return torch.tensor(rows)
+
+
+def trace_qwen_vl(model: Any, parts: VLMParts, hf_config: Any) -> QwenVLTrace:
+    import torch
+
+    vision = hf_config.vision_config
+    m = vision.spatial_merge_size
+    grids = torch.tensor(check_grids(m, vision.patch_size))
+    width = vision.in_channels * vision.temporal_patch_size * vision.patch_size**2
+    patches = int(grids.prod(-1).sum())
+    pixel_values = torch.randn(patches, width, generator=torch.Generator().manual_seed(7))
+    tower = parts.module(model, "tower")
+    spec_names = {"patch": None}
+    conv = next(n for n, c in tower.named_modules() if isinstance(c, torch.nn.Conv3d))
+    spec_names["patch"] = conv
+    layers_name = encoder_layers(tower, vision.depth, NotQwenVL)
+    captured: dict[str, Any] = {"in": [], "out": []}
+    handles = [
+        tower.get_submodule(conv.rpartition(".")[0] or conv).register_forward_hook(
+            lambda _m, _a, out: captured.__setitem__("embedded", out)
+        ),
+        parts.module(model, "projector").register_forward_pre_hook(
+            lambda _m, args: captured.__setitem__("merger_in", args[0])
+        ),
+        parts.module(model, "language_model").register_forward_pre_hook(
+            lambda _m, _a, kwargs: captured.update(
+                merged=kwargs.get("inputs_embeds"), positions=kwargs.get("position_ids")
+            ),
+            with_kwargs=True,
+        ),
+    ]
+
+    def keep_layer(_module: Any, args: tuple[Any, ...], out: Any) -> None:
+        captured["in"].append(args[0])
+        captured["out"].append(out)
+
+    handles += [
+        layer.register_forward_hook(keep_layer) for layer in tower.get_submodule(layers_name)
+    ]
+    counts = [int(g.prod()) // m**2 for g in grids]
+    input_ids = prompt(hf_config, [[counts[0]], counts[1:]])
+    types = (input_ids == hf_config.image_token_id).int()
+    try:
+        with torch.no_grad():
+            features = model.get_image_features(pixel_values=pixel_values, image_grid_thw=grids)
+            captured["in"], captured["out"] = [], []
+            model(
+                input_ids=input_ids,
+                pixel_values=pixel_values,
+                image_grid_thw=grids,
+                mm_token_type_ids=types,
+            )
+            language_model = parts.module(model, "language_model")
+            text_embeddings = language_model.get_input_embeddings()(input_ids)
+            cos_sin = language_model.rotary_emb(captured["merged"], captured["positions"])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return QwenVLTrace(
+        pixel_values,
+        grids,
+        input_ids,
+        captured["embedded"],
+        tuple(captured["in"]),
+        tuple(captured["out"]),
+        captured["merger_in"],
+        torch.cat(features.pooler_output),
+        captured["merged"],
+        text_embeddings,
+        captured["positions"],
+        cos_sin,
+        types,
+    )
+
+
+def mrope_spec(text_config: Any) -> MRopeSpec:
+    sections = (getattr(text_config, "rope_parameters", None) or {}).get("mrope_section")
+    if not sections:
+        raise NotQwenVL("text_config.rope_parameters has no mrope_section")
+    return MRopeSpec(sections=tuple(int(s) for s in sections), key=MROPE_KEY)
+
+
+def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:
+    """The leaf modules of ``module`` in the order ``run()`` first calls them."""
+    order: list[tuple[str, Any]] = []
+    handles = []
+    for name, leaf in module.named_modules():
+        if any(True for _ in leaf.children()):
+            continue
+
+        def hook(_m: Any, _a: Any, name: str = name, leaf: Any = leaf) -> None:
+            if all(n != name for n, _ in order):
+                order.append((name, leaf))
+
+        handles.append(leaf.register_forward_pre_hook(hook))
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return order
+
+
+@dataclass(frozen=True)
+class _Stage:
+    module: str
+    compute: Any
+    expected: Any
+    what: str
+
+
+def check_qwen_vl(
+    tower: QwenVLTowerSpec,
+    projector: ProjectorSpec,
+    mrope: MRopeSpec,
+    image_token: int,
+    model: Any,
+    parts: VLMParts,
+    trace: QwenVLTrace,
+) -> tuple[Delta, ...]:
+    """Each stage computed from the spec on what HF's module received, compared with what it
+    returned; then the whole tower from the pixels; then the merge, the host's M-RoPE positions
+    and the rotary angles they give."""
+    import torch
+
+    from onboard.analysis.vision.check import merge as merge_rows
+    from onboard.parity.mrope import mrope_positions
+
+    base = parts.base
+    tower_path = f"{base}.{parts.tower}"
+    weights = dict(model.get_submodule(tower_path).named_parameters())
+    merger_weights = dict(model.get_submodule(f"{base}.{parts.projector}").named_parameters())
+    run = QwenVLRun(tower, weights.__getitem__, [tuple(g) for g in trace.grids.tolist()])
+    layers = f"{tower_path}.{tower.name_of('layers')}"
+    text = model.get_submodule(f"{base}.{parts.language_model}")
+
+    def host_positions() -> Any:
+        positions, _ = mrope_positions(
+            trace.input_ids.numpy(), image_token, trace.grids.tolist(), tower.spatial_merge_size
+        )
+        return torch.from_numpy(positions)
+
+    def host_angles() -> Any:
+        theta = float(text.config.rope_parameters["rope_theta"])
+        head_dim = getattr(text.config, "head_dim", None) or (
+            text.config.hidden_size // text.config.num_attention_heads
+        )
+        return torch.stack(mrope_cos_sin(mrope.sections, theta, head_dim, trace.positions))
+
+    stages = [
+        _Stage(
+            f"{tower_path}.{tower.name_of('patch').rpartition('.')[0]}",
+            lambda: run.embed(trace.pixel_values),
+            trace.embedded[run.order],
+            "the patch embedding, in window order",
+        ),
+        _Stage(
+            f"{layers}.0",
+            lambda: run.embed(trace.pixel_values),
+            trace.layer_inputs[0],
+            "the first layer's input (patches regrouped by window)",
+        ),
+    ]
+    stages += [
+        _Stage(
+            f"{layers}.{i}",
+            lambda i=i: run.layer(i, trace.layer_inputs[i]),
+            trace.layer_outputs[i],
+            f"layer {i} ({'full' if i in tower.fullatt_layers else 'window'} attention)",
+        )
+        for i in range(tower.num_layers)
+    ]
+    stages += [
+        _Stage(
+            f"{base}.{parts.projector}",
+            lambda: run.merge(projector, merger_weights.__getitem__, trace.merger_in),
+            trace.features,
+            "the merger, rows back in merge-block order",
+        ),
+        _Stage(
+            f"{base}.{parts.projector}",
+            lambda: run.merge(
+                projector, merger_weights.__getitem__, run.states(trace.pixel_values)[-1]
+            ),
+            trace.features,
+            "the whole tower from the pixels",
+        ),
+        _Stage(
+            f"{base}.{parts.language_model}",
+            lambda: merge_rows_of(merge_rows, image_token, trace),
+            trace.merged,
+            "the merged embeddings",
+        ),
+        _Stage(
+            f"{base}.{parts.language_model}",
+            host_positions,
+            trace.positions,
+            "the M-RoPE positions (the host's rule against HF's get_rope_index)",
+        ),
+        _Stage(
+            f"{base}.{parts.language_model}.rotary_emb",
+            host_angles,
+            torch.stack(trace.cos_sin),
+            "the M-RoPE angles from the sections",
+        ),
+    ]
+    deltas = []
+    with torch.no_grad():
+        for stage in stages:
+            try:
+                got = stage.compute()
+            except Exception as exc:
+                deltas.append(_delta(model, stage, f"{type(exc).__name__}: {exc}"))
+                continue
+            if detail := _difference(got, stage.expected):
+                deltas.append(_delta(model, stage, detail))
+    return tuple(deltas)
+
+
+def merge_rows_of(merge_rows: Any, image_token: int, trace: QwenVLTrace) -> Any:
+    placeholders = trace.input_ids == image_token
+    merged = trace.text_embeddings.clone()
+    if int(placeholders.sum()) != trace.features.shape[0]:
+        raise ValueError(
+            f"{int(placeholders.sum())} placeholders for {trace.features.shape[0]} rows"
+        )
+    merged[placeholders] = trace.features
+    return merged
+
+
+def _difference(got: Any, expected: Any) -> str | None:
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"shape {tuple(got.shape)} against HF's {tuple(expected.shape)}"
+    worst = float((got.double() - expected.double()).abs().max())
+    return f"max abs {worst:.2g}" if worst > TOLERANCE else None
+
+
+def _delta(model: Any, stage: _Stage, detail: str) -> Delta:
+    module = model.get_submodule(stage.module)
+    where = source_location(type(module).forward) or stage.module
+    return Delta(
+        f"{type(module).__name__}: {stage.what} is not what the vision spec describes",
+        where,
+        f"{stage.module}: {detail}",
+    )
+
+
+def qwen_vl_evidence(
+    tower_module: Any, spec: QwenVLTowerSpec, config: Any, mrope: MRopeSpec
+) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    where = source_location(type(tower_module).forward) or type(tower_module).__name__
+    found = [
+        (
+            f"vision.tower.{field}",
+            (Evidence("config", f"config.json:vision_config.{key}", repr(getattr(config, key))),),
+        )
+        for field, key in spec.keys
+    ]
+    found.append(
+        (
+            "vision.tower.rope_theta",
+            (
+                Evidence(
+                    "config",
+                    "config.json:vision_config.rope_parameters.rope_theta",
+                    repr(spec.rope_theta),
+                ),
+            ),
+        )
+    )
+    names = ", ".join(f"{role}={name}" for role, name in spec.names)
+    found.append(("vision.tower.names", (Evidence("probe", where, names),)))
+    found.append(
+        (
+            "vision.merge.mrope",
+            (
+                Evidence(
+                    "config",
+                    f"config.json:text_config.{mrope.key}",
+                    f"{list(mrope.sections)} (tiny); proved on image positions by the check",
+                ),
+            ),
+        )
+    )
+    return tuple(found)
+
+
+def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
+    """The Qwen-VL vision spec at the real config's sizes: the tower's through its keys, the
+    merger's widths (the tower's, merge-size-squared times, and the text's), the real
+    M-RoPE sections and image token."""
+    import dataclasses
+
+    tower: QwenVLTowerSpec = vision.tower
+    config = real.vision_config
+    keys = dict(tower.keys)
+
+    def value(field: str) -> Any:
+        return getattr(config, keys[field])
+
+    hidden, heads = value("hidden_size"), value("num_heads")
+    head_dim = hidden // heads
+    tiny_group = tower.hidden_size * tower.spatial_merge_size**2
+    real_group = hidden * value("spatial_merge_size") ** 2
+    widths = {
+        tower.hidden_size: hidden,
+        tiny_group: real_group,
+        tower.out_hidden_size: value("out_hidden_size"),
+    }
+    if len(widths) != 3:
+        raise ValueError("the tiny tower, merger and text widths coincide")
+    default_scale = tower.attention.scale == tower.attention.head_dim**-0.5
+    real_tower = dataclasses.replace(
+        tower,
+        hidden_size=hidden,
+        num_layers=value("num_layers"),
+        patch_size=value("patch_size"),
+        temporal_patch_size=value("temporal_patch_size"),
+        num_channels=value("num_channels"),
+        head_dim=head_dim,
+        rope_theta=float(config.rope_parameters["rope_theta"]),
+        spatial_merge_size=value("spatial_merge_size"),
+        window_size=int(value("window_size")) if "window_size" in keys else 0,
+        fullatt_layers=tuple(int(i) for i in value("fullatt_layers"))
+        if "fullatt_layers" in keys
+        else tuple(range(value("num_layers"))),
+        out_hidden_size=value("out_hidden_size"),
+        attention=dataclasses.replace(
+            tower.attention,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            scale=head_dim**-0.5 if default_scale else tower.attention.scale,
+        ),
+        mlp=dataclasses.replace(
+            tower.mlp,
+            intermediate_size=value("intermediate_size")
+            if "intermediate_size" in keys
+            else int(hidden * config.mlp_ratio),
+            activation=value("activation"),
+        ),
+    )
+    steps = tuple(
+        dataclasses.replace(
+            step,
+            in_features=widths.get(step.in_features, step.in_features),
+            out_features=widths.get(step.out_features, step.out_features),
+            kernel=value("spatial_merge_size") ** 2 if step.op == "group_rows" else step.kernel,
+        )
+        for step in vision.projector.steps
+    )
+    mrope = mrope_spec(real.text_config)
+    return dataclasses.replace(
+        vision,
+        towers=vision.towers.replace(real_tower),
+        projector=dataclasses.replace(vision.projector, steps=steps),
+        merge=dataclasses.replace(
+            vision.merge, image_token_id=int(real.image_token_id), mrope=mrope
+        ),
+    )

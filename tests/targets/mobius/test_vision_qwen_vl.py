@@ -1,0 +1,114 @@
+"""Qwen2.5-VL generated into mobius' ``qwen-vl`` task from the published config (offline, the
+config bundled in tests/fixtures/hub): mobius' own entry hidden by --treat-as-new.
+
+Parity feeds flattened patches with ``image_grid_thw`` for three images of different grids in a
+batch of three rows (one image, two images, text only) and the host's ``position_ids
+[3, B, S]``; HF computes its own positions. A generated module whose M-RoPE sections are wrong,
+whose window layers attend over the whole image, or whose merger activation is swapped fails it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.codegen import lint_python
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius.plan import STYLE
+from tests.hub_cache import fixture_config
+from tests.targets.mobius.sabotage import parity_with
+
+CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
+MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
+
+
+def _new(tmp_path: Path, **options):
+    options.setdefault("treat_as_new", True)
+    return onboard_new(
+        NewOptions(model=str(fixture_config(MODEL).parent), out=tmp_path / "out", **options)
+    )
+
+
+def test_qwen2_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    result = _new(tmp_path)
+    assert result.proposal.already_supported is None  # hidden by --treat-as-new
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    for provider in ("default", "cpu"):
+        checks = {c.name: c for c in report.checks if c.provider == provider}
+        assert set(checks) == CHECKS
+        assert all(c.status is Status.PASS for c in checks.values())
+    assert report.weights.unread == ()
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    assert 'default_task = "qwen-vl"' in text
+    assert 'mrope_section=list(top.text_config.rope_parameters["mrope_section"])' in text
+    assert "fullatt_block_indexes=list(top.vision_config.fullatt_block_indexes)" in text
+    assert "class Qwen2_5_VLVisionTransformer(Qwen25VLVisionModel):" in text
+    patch = (result.root / "onboard.patch").read_text()
+    assert 'ModelRegistration(Qwen2_5_VLMultiModalModel, task="qwen-vl")' in patch
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "failing"),
+    [
+        (
+            'mrope_section=list(top.text_config.rope_parameters["mrope_section"])',
+            'mrope_section=list(reversed(top.text_config.rope_parameters["mrope_section"]))',
+            {"prefill"},
+        ),
+        (
+            'fullatt_block_indexes=_vision_field(config, "fullatt_block_indexes")',
+            "fullatt_block_indexes=list(range(vision.num_hidden_layers))",
+            {"image-features", "prefill"},
+        ),
+        (
+            'MergerActivation("gelu")',
+            'MergerActivation("silu")',
+            {"image-features", "prefill"},
+        ),
+    ],
+    ids=["mrope-sections-reversed", "window-attention-as-full", "merger-activation-silu"],
+)
+def test_a_wrong_qwen_vl_side_fails_parity(
+    tmp_path: Path, old: str, new: str, failing: set[str]
+) -> None:
+    report = parity_with(_new(tmp_path, parity=False), old, new)
+    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    assert checks["weights"] is Status.PASS
+    assert {name for name in failing if checks[name] is Status.FAIL} == failing
+    assert checks["text-only"] is Status.PASS  # text alone rotates every section alike
+
+
+def _qwen2_vl_config(root: Path) -> Path:
+    """transformers' default qwen2_vl config with the M-RoPE sections published Qwen2-VL
+    checkpoints set (the default leaves them to the rotary module's fallback)."""
+    import json
+
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir("qwen2_vl", root)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["rope_parameters"]["mrope_section"] = [16, 24, 24]
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_qwen2_vl_generates_through_mobius_tower_without_windows(tmp_path: Path) -> None:
+    """Qwen2-VL: the same tower kind with LayerNorms, a plain fc1 / fc2 MLP and no windows,
+    generated on mobius' Qwen2VLVisionModel."""
+    source = _qwen2_vl_config(tmp_path / "hub")
+    result = onboard_new(NewOptions(model=str(source), out=tmp_path / "out", treat_as_new=True))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    assert {c.name for c in report.checks} == CHECKS
+    text = (result.root / result.plan.model_file).read_text()
+    assert "class Qwen2VLVisionTransformer(Qwen2VLVisionModel):" in text
+    assert "window_size" not in text
+    assert 'name = name.replace(".mlp.fc1.", ".mlp.up_proj.")' in text
+    sabotaged = parity_with(result, 'MergerActivation("gelu")', 'MergerActivation("quick_gelu")')
+    checks = {c.name: c.status for c in sabotaged.checks if c.provider == "default"}
+    assert checks["image-features"] is Status.FAIL
