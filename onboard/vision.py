@@ -145,7 +145,14 @@ class FeatureSelectSpec:
 
 
 ProjectorOp = Literal[
-    "linear", "activation", "layer_norm", "rms_norm", "avg_pool", "matmul", "patch_merge"
+    "linear",
+    "activation",
+    "layer_norm",
+    "rms_norm",
+    "avg_pool",
+    "matmul",
+    "patch_merge",
+    "pixel_shuffle",
 ]
 
 
@@ -158,7 +165,11 @@ class ProjectorStep:
     bare ``[in, out]`` parameter of the projector; ``rms_norm``: scales by ``weight_offset + w``;
     ``patch_merge``: each image's patch grid (from ``image_sizes``) cut into ``kernel`` x
     ``kernel`` blocks, each block's features concatenated channel-major as ``F.unfold`` orders
-    them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3).
+    them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3);
+    ``pixel_shuffle``: space to depth over each image's square patch grid, no weights: each
+    ``kernel`` x ``kernel`` block of patches becomes one token, in reading order of the blocks,
+    its features concatenated patch-major (``(row * kernel + column) * width + c``): Idefics 3's
+    and Aya Vision's ``pixel_shuffle``.
     """
 
     op: ProjectorOp
@@ -169,9 +180,10 @@ class ProjectorStep:
     activation: str = ""  # HF activation name (op activation)
     eps: float = 0.0  # op layer_norm, rms_norm
     weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
-    kernel: int = 0  # op avg_pool
+    kernel: int = 0  # op avg_pool, patch_merge, pixel_shuffle
     tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
-    kernel_key: str | None = None  # op patch_merge: the config key of the merge size
+    # op patch_merge, pixel_shuffle: the config key of the merge size (scale factor)
+    kernel_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +230,9 @@ class VisionSpec:
     # backbone's are ``ArchitectureSpec.weights``, under ``prefix("text")`` and
     # ``prefix("lm_head")`` instead of model. and lm_head.
     tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # pixel_values is [rows, images per row, channels, height, width], all-zero images padding
+    # a row the model drops (Idefics 3's tiles); False: [images, channels, height, width]
+    image_rows: bool = False
 
     @property
     def tower(self) -> TowerSpec:

@@ -25,7 +25,7 @@ from onboard.hf_config import make_hf_config
 from onboard.source import ModelSource, transformers_source_files
 from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
-from onboard.tiny_model import build_tiny_model, perturb
+from onboard.tiny_model import build_tiny_model, perturb, takes_image_rows
 from onboard.tiny_vision import image_token_key, shrink_vlm_config
 from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
@@ -177,6 +177,27 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
     )
 
 
+def _rows_evidence(model: Any, rows: bool) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    if not rows:
+        return ()
+    from onboard.analysis.probe import source_location
+
+    where = source_location(type(model.base_model).get_image_features) or "get_image_features"
+    return (
+        (
+            "vision.image_rows",
+            (
+                Evidence(
+                    "probe",
+                    where,
+                    "pixel_values [rows, images per row, channels, height, width]; all-zero "
+                    "images are padding; without pixel_attention_mask every patch is real",
+                ),
+            ),
+        ),
+    )
+
+
 def _read_vision(
     model: Any, config: Any
 ) -> tuple[VisionSpec | None, tuple[tuple[str, tuple[Evidence, ...]], ...], tuple[Delta, ...]]:
@@ -190,8 +211,12 @@ def _read_vision(
         return None, (), tower.deltas
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
     dynamic = isinstance(tower.spec, PixtralTowerSpec)
+    vision_config = config.vision_config
+    rows = not dynamic and takes_image_rows(
+        model, vision_config.num_channels, vision_config.image_size
+    )
     try:
-        trace = trace_vlm(model, parts, config, post, dynamic)
+        trace = trace_vlm(model, parts, config, post, dynamic, rows)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
     from onboard.analysis.probe import source_location
@@ -234,9 +259,11 @@ def _read_vision(
         tensors=tuple(
             sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
         ),
+        image_rows=rows,
     )
     evidence = (
         *tower.evidence,
+        *_rows_evidence(model, rows),
         *select.evidence,
         ("vision.projector", projector.evidence),
         (

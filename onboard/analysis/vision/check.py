@@ -257,6 +257,8 @@ def _projector(
                 x = F.avg_pool2d(grid, step.kernel).flatten(2).transpose(1, 2)
             elif step.op == "matmul":
                 x = x @ weight(step.name)
+            elif step.op == "pixel_shuffle":
+                x = pixel_shuffle(x, step.kernel)
             elif step.op == "patch_merge":
                 bias = weight(f"{step.name}.bias") if step.bias else None
                 merged = patch_merge(x, grids, step.kernel)
@@ -266,6 +268,17 @@ def _projector(
         return x
 
     return project
+
+
+def pixel_shuffle(x: Any, kernel: int) -> Any:
+    """Space to depth over each image's square patch grid: ``[images, patches, width]`` ->
+    ``[images, patches / kernel**2, kernel**2 * width]``, blocks in reading order, each block's
+    patches in reading order, each patch's features whole."""
+    images, count, width = x.shape
+    side = math.isqrt(count)
+    blocks = side // kernel
+    grid = x.reshape(images, blocks, kernel, blocks, kernel, width)
+    return grid.permute(0, 1, 3, 2, 4, 5).reshape(images, blocks * blocks, kernel**2 * width)
 
 
 def _weights(module: Any) -> Callable[[str], Any]:

@@ -94,13 +94,31 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
     }
     if len(pairs) != 2:
         raise ValueError("the tiny vision and text widths coincide")
+    for step in vision.projector.steps:
+        if step.op == "pixel_shuffle":  # the features of a block of patches, side by side
+            kernel = _real_shuffle(step, real)
+            tiny_width = tiny.vision_config.hidden_size * step.kernel**2
+            if tiny_width in pairs:
+                raise ValueError("the tiny shuffled width coincides with another")
+            pairs[tiny_width] = real.vision_config.hidden_size * kernel**2
     return pairs
+
+
+def _real_shuffle(step: ProjectorStep, real: Any) -> int:
+    return int(getattr(real, step.kernel_key)) if step.kernel_key else step.kernel
 
 
 def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> ProjectorSpec:
     steps = tuple(
         _real_merge(step, real)
         if step.op == "patch_merge"
+        else dataclasses.replace(
+            step,
+            in_features=widths[step.in_features],
+            out_features=widths[step.out_features],
+            kernel=_real_shuffle(step, real),
+        )
+        if step.op == "pixel_shuffle"
         else dataclasses.replace(
             step,
             in_features=widths.get(step.in_features, step.in_features),
