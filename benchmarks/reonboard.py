@@ -58,6 +58,9 @@ VISION_OVERRIDES = {
     # the same 7 patches; SmolVLM-Instruct's tower sees 384-pixel tiles in 14-pixel patches,
     # folded 3 x 3 (scale_factor below): 81 tokens a tile
     "smolvlm": {"image_size": 384, "patch_size": 14},
+    # 384 / 14 = 27 patches a side, which the downsample_factor 2 cannot fold; Aya Vision 8B's
+    # tower sees 364-pixel tiles in 14-pixel patches (26)
+    "aya_vision": {"image_size": 364, "patch_size": 14},
 }
 # Composite-config keys that go with a tower above (the published model's)
 VISION_TOP_OVERRIDES = {"smolvlm": {"scale_factor": 3}}

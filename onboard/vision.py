@@ -153,6 +153,7 @@ ProjectorOp = Literal[
     "matmul",
     "patch_merge",
     "pixel_shuffle",
+    "glu",
 ]
 
 
@@ -169,7 +170,8 @@ class ProjectorStep:
     ``pixel_shuffle``: space to depth over each image's square patch grid, no weights: each
     ``kernel`` x ``kernel`` block of patches becomes one token, in reading order of the blocks,
     its features concatenated patch-major (``(row * kernel + column) * width + c``): Idefics 3's
-    and Aya Vision's ``pixel_shuffle``.
+    and Aya Vision's ``pixel_shuffle``; ``glu``: the width split in halves, value then gate,
+    ``activation(gate) * value`` (Aya Vision's SwiGLU between its linears).
     """
 
     op: ProjectorOp
@@ -177,7 +179,7 @@ class ProjectorStep:
     in_features: int = 0
     out_features: int = 0
     bias: bool = False
-    activation: str = ""  # HF activation name (op activation)
+    activation: str = ""  # HF activation name (op activation, glu)
     eps: float = 0.0  # op layer_norm, rms_norm
     weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
     kernel: int = 0  # op avg_pool, patch_merge, pixel_shuffle

@@ -111,3 +111,41 @@ def test_the_check_fails_when_the_post_norm_is_skipped() -> None:
     select = dataclasses.replace(vision.select, post_norm=False, layers=(-1,))
     deltas = _check(dataclasses.replace(vision, select=select))
     assert any("receives" in d.what for d in deltas)
+
+
+@cache
+def _aya():
+    root = Path(tempfile.mkdtemp(prefix="onboard-aya-"))
+    return analyse(load_source(str(default_config_dir("aya_vision", root, vision_config=TOWER))))
+
+
+def test_aya_vision_reads_a_pixel_shuffle_a_norm_and_a_swiglu_projector() -> None:
+    spec = _aya().spec
+    assert spec.unresolved == ()
+    vision = spec.vision
+    assert not vision.image_rows  # one image (tile) per row of pixel_values
+    steps = vision.projector.steps
+    assert [s.op for s in steps] == ["pixel_shuffle", "layer_norm", "linear", "glu", "linear"]
+    assert (steps[0].kernel, steps[0].kernel_key) == (2, "downsample_factor")
+    text = spec.text.hidden_size
+    assert (steps[2].in_features, steps[2].out_features) == (1152 * 4, text)
+    assert steps[3].activation == "silu"
+    assert (steps[4].in_features, steps[4].out_features) == (text // 2, text)
+    assert not vision.select.post_norm and vision.select.layers == (-1,)
+
+
+def test_aya_vision_keeps_no_logit_scale_its_head_does_not_apply() -> None:
+    """Cohere 2's causal LM scales the logits; Aya Vision's own head does not."""
+    spec = _aya().spec
+    assert spec.vision.text_model_type == "cohere2"
+    assert spec.text.scale_at("logits") is None
+    (evidence,) = dict(spec.evidence)["text.scales.logits"]
+    assert "without the text model's logit_scale" in evidence.detail
+
+
+def test_a_shuffle_factor_that_does_not_fold_the_grid_is_bad_input(tmp_path: Path) -> None:
+    """Aya Vision's default tower: 384 / 14 = 27 patches a side, downsample_factor 2."""
+    from onboard.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="downsample_factor 2 does not fold"):
+        analyse(load_source(str(default_config_dir("aya_vision", tmp_path))))

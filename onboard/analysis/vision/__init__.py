@@ -62,10 +62,13 @@ def analyse_vlm(
     vision, evidence, deltas = _read_vision(model, tiny_config)
     if vision is not None:
         vision = at_real_sizes(vision, tiny_config, hf_config)
+    text_spec, head = _vlm_head(model, tiny_config, text.spec.text)
+    text_evidence = tuple(e for e in text.spec.evidence if e[0] not in dict(head))
     from onboard.analysis import Analysis
 
     spec = dataclasses.replace(
         text.spec,
+        text=text_spec,
         source=dataclasses.replace(
             text.spec.source,
             model_type=source.model_type,
@@ -74,10 +77,20 @@ def analyse_vlm(
         ),
         kind=str(Kind.VLM),
         vision=vision,
-        evidence=tuple(sorted(text.spec.evidence + evidence)),
+        evidence=tuple(sorted(text_evidence + head + evidence)),
         unresolved=text.spec.unresolved + deltas,
     )
     return Analysis(spec, classification, TinyConfig(tiny, text.tiny.layer_indices), text.probe)
+
+
+def _vlm_head(model: Any, config: Any, text: Any) -> tuple[Any, tuple]:
+    """The text spec as the VLM's own head computes the logits (see ``head``)."""
+    import torch
+
+    from onboard.analysis.vision.head import vlm_logit_scale
+
+    prompt = torch.arange(1, 8)[None] % config.text_config.vocab_size
+    return vlm_logit_scale(model, find_parts(model, config), prompt, text)
 
 
 def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:

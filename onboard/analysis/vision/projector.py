@@ -42,10 +42,11 @@ def read_projector(
     activation_key = None
     bias_key = None
     leaves = _called_leaves(projector, inputs)
-    shuffle = _pixel_shuffle(inputs[0], leaves[0][2], config) if leaves else None
+    shuffle = _pixel_shuffle(inputs[0], tuple(leaves[0][2].shape), config) if leaves else None
     if shuffle is not None:
         steps.append(shuffle)
-    for leaf_name, leaf, _ in leaves:
+    previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
+    for leaf_name, leaf, received in leaves:
         if _takes_image_sizes(leaf):
             merge = _patch_merge(leaf_name, leaf, config)
             if merge is None:
@@ -76,9 +77,14 @@ def read_projector(
             activation, activation_key = _activation(leaf, config)
             if activation is None:
                 return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
-            steps.append(ProjectorStep("activation", leaf_name, activation=activation))
+            half = _gated_half(previous, received)
+            if half == "first":
+                return _refused(projector, f"a gate in the first half before {leaf_name}")
+            op = "glu" if half == "second" else "activation"
+            steps.append(ProjectorStep(op, leaf_name, activation=activation))
         else:
             return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
+        previous = (leaf, received)
     # A bare weight of the projector's own (Gemma 3's mm_input_projection_weight) is multiplied
     # in last; the check proves the order
     for weight_name, weight in projector.named_parameters(recurse=False):
@@ -95,18 +101,17 @@ def read_projector(
     return ProjectorReading(spec, tuple(evidence))
 
 
-def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any, tuple]]:
-    """The leaves the forward calls, in order, each with the shape of its first input; a module
-    that lays patches out by ``image_sizes`` counts as one leaf (its linear is part of the
-    merge)."""
+def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
+    """The leaves the forward calls, in order, each with its first input; a module that lays
+    patches out by ``image_sizes`` counts as one leaf (its linear is part of the merge)."""
     import torch
 
-    order: list[tuple[str, Any, tuple]] = []
+    order: list[tuple[str, Any, Any]] = []
     merges = [n for n, m in projector.named_modules() if n and _takes_image_sizes(m)]
 
     def keep(module: Any, args: tuple[Any, ...], name: str) -> None:
         if not any(n == name for n, _, _ in order):
-            order.append((name, module, tuple(args[0].shape) if args else ()))
+            order.append((name, module, args[0].detach()))
 
     handles = [
         module.register_forward_pre_hook(lambda m, a, name=name: keep(m, a, name))
@@ -122,6 +127,26 @@ def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, A
         for handle in handles:
             handle.remove()
     return order
+
+
+def _gated_half(previous: tuple[Any, Any] | None, received: Any) -> str | None:
+    """Which half of the previous leaf's output an activation received, when it received half
+    of it (a gated unit computing ``act(gate) * value`` in the forward, Aya Vision's SwiGLU):
+    "first", "second", or None when it received the whole output."""
+    import torch
+
+    if previous is None:
+        return None
+    leaf, leaf_input = previous
+    with torch.no_grad():
+        out = leaf(leaf_input)
+    half = out.shape[-1] // 2
+    if received.shape[-1] != half or out.shape[-1] != 2 * half:
+        return None
+    for name, part in (("first", out[..., :half]), ("second", out[..., half:])):
+        if part.shape == received.shape and torch.equal(part, received):
+            return name
+    return None
 
 
 def _pixel_shuffle(features: Any, first: tuple, config: Any) -> ProjectorStep | None:

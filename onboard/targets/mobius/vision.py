@@ -166,6 +166,7 @@ class VisionDesign:
         for layer in self.layers:
             names |= {
                 "activation": {"get_activation"},
+                "glu": {"get_activation"},
                 "linear": {"Linear"},
                 "patch_merge": {"Linear"},
                 "layer_norm": {"LayerNorm"},
@@ -220,7 +221,7 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "a text embedding scale HF applies after the merge (text.embedding_scale, "
             "vision.merge): the generated embedding scales the token rows only"
         )
-    if text.scales:
+    if any(s.site != "logits" for s in text.scales):  # the decoder applies a logit scale
         found.append(
             "config multipliers of the text model (text.scales): the generated decoder runs "
             "the text model and head on merged embeddings without them"
@@ -342,6 +343,9 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
         return "config.vision.hidden_size" + (f" * {layers}" if layers > 1 else "")
     if width == text_hidden:
         return "config.hidden_size"
+    glu = any(s.op == "glu" for s in vision.projector.steps)
+    if glu and width * 2 == text_hidden:  # the value half of a gated unit
+        return "config.hidden_size // 2"
     shuffle = _shuffle(vision)
     if shuffle is not None and width == shuffle.out_features:
         return _SHUFFLED_WIDTH
@@ -371,6 +375,8 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
             width = _out_expr(vision, text_hidden, step.out_features)
         elif step.op == "pixel_shuffle":
             width = _SHUFFLED_WIDTH
+        elif step.op == "glu":
+            width = f"{width} // 2"
     return tuple(layers)
 
 
@@ -385,7 +391,7 @@ def _layer(
 ) -> ProjectorLayer:
     """One step; ``width``: the config expression of the width that reaches it."""
     text_hidden = spec.text.hidden_size
-    if step.op in ("activation", "avg_pool", "pixel_shuffle"):
+    if step.op in ("activation", "avg_pool", "pixel_shuffle", "glu"):
         return ProjectorLayer(step.name, step.op, label=step.activation or step.name)
     if step.op in ("layer_norm", "rms_norm"):
         return ProjectorLayer(
@@ -440,7 +446,7 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
         ),
     ]
     steps = vision.projector.steps
-    activation = next((s.activation for s in steps if s.op == "activation"), None)
+    activation = next((s.activation for s in steps if s.op in ("activation", "glu")), None)
     if activation is not None:
         key = vision.projector.activation_key
         fields.append(

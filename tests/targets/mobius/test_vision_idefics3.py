@@ -101,3 +101,55 @@ def test_a_scale_factor_off_fails_parity(tmp_path: Path) -> None:
     assert not report.passed
     checks = {c.name: c.status for c in report.checks if c.provider == "default"}
     assert checks["weights"] is Status.FAIL
+
+
+def _aya(tmp_path: Path, **options):
+    from tests.new_types import default_config_dir
+
+    # Aya Vision 8B's tower: 364-pixel tiles of 14-pixel patches
+    model = default_config_dir("aya_vision", tmp_path, vision_config=IDEFICS3_TOWER)
+    return onboard_new(
+        NewOptions(model=str(model), out=tmp_path / "out", treat_as_new=True, **options)
+    )
+
+
+def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    """A pixel shuffle, a LayerNorm and a SwiGLU between two linears, over Cohere 2 text; the
+    cpu EP's failures are mobius' T8 on the Cohere 2 decoder, confirmed by its counterfactual."""
+    result = _aya(tmp_path)
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    default = {c.name: c.status for c in report.checks if c.provider == "default"}
+    assert default == dict.fromkeys(CHECKS, Status.PASS)
+    cpu = {c.name: c for c in report.checks if c.provider == "cpu"}
+    assert cpu["image-features"].status is Status.PASS
+    assert {c.bug for c in cpu.values() if c.status is Status.XFAIL} == {"T8"}
+    text = (result.root / result.plan.model_file).read_text()
+    assert lint_python(text, filename="aya_vision.py", style=STYLE) == ""
+    assert "pixel_shuffle_factor=top.downsample_factor," in text
+    assert "value, gate = op.Split(features, axis=-1, num_outputs=2, _outputs=2)" in text
+    assert "Linear(config.hidden_size // 2, config.hidden_size, bias=bias)" in text
+    decoder = text.split("Decoder(")[1]
+    assert "logit_scale" not in decoder.split("class ")[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (  # value and gate swapped
+            "features = op.Mul(self._act(op, gate), value)",
+            "features = op.Mul(self._act(op, value), gate)",
+        ),
+        (  # the text causal LM's logit scale, which Aya Vision's head does not apply
+            "return self.lm_head(op, hidden_states), present_key_values",
+            "return op.Mul(self.lm_head(op, hidden_states), self.config.logit_scale), "
+            "present_key_values",
+        ),
+    ],
+    ids=["swiglu-halves-swapped", "logit-scale-applied"],
+)
+def test_a_wrong_aya_projector_or_head_fails_parity(tmp_path: Path, old: str, new: str) -> None:
+    report = parity_with(_aya(tmp_path, parity=False), old, new)
+    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    assert checks["weights"] is Status.PASS
+    assert checks["prefill"] is Status.FAIL
