@@ -185,8 +185,8 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
         "[images, channels, height, width] with its placeholders in the prompt",
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
-        "reads VLMs that take plain image batches so far (image sizes behind a Pixtral tower "
-        "only; no tiling or grids)",
+        "reads VLMs that take plain image batches or rows of full tiles (Idefics 3) so far "
+        "(image sizes behind a Pixtral tower only; no tile grids)",
     )
 
 
