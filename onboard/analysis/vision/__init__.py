@@ -225,10 +225,10 @@ def _read_vision(
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
     dynamic = isinstance(tower.spec, PixtralTowerSpec)
     vision_config = config.vision_config
-    rows = not dynamic and takes_image_rows(
-        model, vision_config.num_channels, vision_config.image_size
-    )
     try:
+        rows = not dynamic and takes_image_rows(
+            model, vision_config.num_channels, vision_config.image_size
+        )
         trace = trace_vlm(model, parts, config, post, dynamic, rows)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
