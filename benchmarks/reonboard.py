@@ -52,7 +52,18 @@ VISION_OVERRIDES = {
     # 4B's tower sees 896-pixel images in 14-pixel patches
     "gemma3": {"image_size": 896, "patch_size": 14},
     "shieldgemma2": {"image_size": 896, "patch_size": 14},
+    # 224 / 32 = 7 patches a side, which the pixel shuffle's scale factor 2 cannot fold (HF's
+    # reshape fails); Idefics3-8B-Llama3's tower sees 364-pixel tiles in 14-pixel patches (26)
+    "idefics3": {"image_size": 364, "patch_size": 14},
+    # the same 7 patches; SmolVLM-Instruct's tower sees 384-pixel tiles in 14-pixel patches,
+    # folded 3 x 3 (scale_factor below): 81 tokens a tile
+    "smolvlm": {"image_size": 384, "patch_size": 14},
+    # 384 / 14 = 27 patches a side, which the downsample_factor 2 cannot fold; Aya Vision 8B's
+    # tower sees 364-pixel tiles in 14-pixel patches (26)
+    "aya_vision": {"image_size": 364, "patch_size": 14},
 }
+# Composite-config keys that go with a tower above (the published model's)
+VISION_TOP_OVERRIDES = {"smolvlm": {"scale_factor": 3}}
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:
@@ -73,6 +84,7 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
         HYBRID_OVERRIDES.get(model_type, {}),
     )
     tower = VISION_OVERRIDES.get(model_type)
+    overrides = {**overrides, **VISION_TOP_OVERRIDES.get(model_type, {})}
     label = "default config" + (f" + {overrides}" if overrides else "")
     label += f" + vision_config {tower}" if tower else ""
     return default_config_dir(model_type, scratch, vision_config=tower, **overrides), label

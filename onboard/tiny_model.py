@@ -48,20 +48,49 @@ def build_tiny_model(
 
 
 def image_tokens(
-    model: Any, sizes: Sequence[tuple[int, int]], channels: int, *, dynamic: bool = False
+    model: Any,
+    sizes: Sequence[tuple[int, int]],
+    channels: int,
+    *,
+    dynamic: bool = False,
+    rows: bool = False,
 ) -> list[int]:
     """How many placeholder tokens each image of ``sizes`` (pixel height, width) fills in a
-    tiny VLM; ``dynamic``: the model takes ``image_sizes`` (Pixtral)."""
+    tiny VLM; ``dynamic``: the model takes ``image_sizes`` (Pixtral); ``rows``: it takes
+    ``[rows, images, channels, height, width]`` and drops all-zero images (Idefics 3), so the
+    probe image is ones."""
     import torch
 
     counts = []
     for height, width in sizes:
-        pixels = torch.zeros(1, channels, height, width)
+        shape = (1, channels, height, width)
+        images = torch.ones(1, *shape) if rows else torch.zeros(*shape)
         sized = {"image_sizes": torch.tensor([[height, width]])} if dynamic else {}
         with torch.no_grad():
-            features = model.get_image_features(pixel_values=pixels, **sized).pooler_output
+            features = model.get_image_features(pixel_values=images, **sized).pooler_output
         counts.append(int(features[0].reshape(-1, features[0].shape[-1]).shape[0]))
     return counts
+
+
+def takes_image_rows(model: Any, channels: int, size: int) -> bool:
+    """Whether the VLM reads ``pixel_values`` as ``[rows, images per row, channels, height,
+    width]`` (Idefics 3's ``get_image_features`` unpacks five dimensions): it fails on one image
+    of four dimensions and runs on the same image as a row of one."""
+    import torch
+
+    image = torch.ones(1, channels, size, size)
+    with torch.no_grad():
+        try:
+            model.get_image_features(pixel_values=image)
+        except (ValueError, RuntimeError, TypeError):
+            pass
+        else:
+            return False
+        try:
+            model.get_image_features(pixel_values=image[None])
+        except (ValueError, RuntimeError, TypeError):
+            return False
+    return True
 
 
 def takes_image_sizes(model: Any) -> bool:

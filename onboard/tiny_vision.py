@@ -23,6 +23,9 @@ MAX_TOWER_LAYERS = 64
 # grid pooled from the 4 x 4 patches
 TOKENS_PER_IMAGE_KEYS = ("mm_tokens_per_image",)
 TINY_TOKENS_PER_IMAGE = 4
+# Config keys of a projector's space-to-depth factor (Idefics 3's and Aya Vision's pixel
+# shuffle): the tiny patch grid is two blocks a side, so the shuffle keeps 2 x 2 tokens
+PIXEL_SHUFFLE_KEYS = ("scale_factor", "downsample_factor")
 # Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
 _TEXT_WIDTH_KEYS = ("projection_dim", "out_hidden_size")
 
@@ -51,6 +54,10 @@ def shrink_vlm_config(
     for key in TOKENS_PER_IMAGE_KEYS:
         if getattr(hf_config, key, None):
             tiny[key] = TINY_TOKENS_PER_IMAGE
+    factors = [getattr(hf_config, k, None) for k in PIXEL_SHUFFLE_KEYS]
+    factor = next((f for f in factors if isinstance(f, int) and f > 0), None)
+    if factor:  # two blocks of the pixel shuffle a side
+        tiny["vision_config"]["image_size"] = hf_config.vision_config.patch_size * 2 * factor
     if getattr(hf_config, "spatial_merge_size", None):  # images of any size up to image_size
         sides = [side for size in dynamic_image_sizes(hf_config) for side in size]
         tiny["vision_config"]["image_size"] = max(sides)

@@ -220,6 +220,8 @@ ProjectorOp = Literal[
     "matmul",
     "patch_merge",
     "group_rows",
+    "pixel_shuffle",
+    "glu",
 ]
 
 
@@ -234,7 +236,12 @@ class ProjectorStep:
     ``kernel`` blocks, each block's features concatenated channel-major as ``F.unfold`` orders
     them (``c * kernel**2 + row * kernel + column``), then the linear ``name`` (Mistral 3);
     ``group_rows``: every ``kernel`` consecutive feature rows concatenated into one (Qwen-VL's
-    merger: the processor already orders each merge block's patches one after another).
+    merger: the processor already orders each merge block's patches one after another);
+    ``pixel_shuffle``: space to depth over each image's square patch grid, no weights: each
+    ``kernel`` x ``kernel`` block of patches becomes one token, in reading order of the blocks,
+    its features concatenated patch-major (``(row * kernel + column) * width + c``): Idefics 3's
+    and Aya Vision's ``pixel_shuffle``; ``glu``: the width split in halves, value then gate,
+    ``activation(gate) * value`` (Aya Vision's SwiGLU between its linears).
     """
 
     op: ProjectorOp
@@ -242,12 +249,13 @@ class ProjectorStep:
     in_features: int = 0
     out_features: int = 0
     bias: bool = False
-    activation: str = ""  # HF activation name (op activation)
+    activation: str = ""  # HF activation name (op activation, glu)
     eps: float = 0.0  # op layer_norm, rms_norm
     weight_offset: float = 0.0  # op rms_norm: 1.0 for Gemma's (1 + w)
-    kernel: int = 0  # op avg_pool, patch_merge (side), group_rows (rows)
+    kernel: int = 0  # op avg_pool, patch_merge, pixel_shuffle (side), group_rows (rows)
     tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
-    kernel_key: str | None = None  # op patch_merge: the config key of the merge size
+    # op patch_merge, pixel_shuffle: the config key of the merge size (scale factor)
+    kernel_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -312,6 +320,9 @@ class VisionSpec:
     # backbone's are ``ArchitectureSpec.weights``, under ``prefix("text")`` and
     # ``prefix("lm_head")`` instead of model. and lm_head.
     tensors: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # pixel_values is [rows, images per row, channels, height, width], all-zero images padding
+    # a row the model drops (Idefics 3's tiles); False: [images, channels, height, width]
+    image_rows: bool = False
 
     @property
     def tower(self) -> TowerSpec:

@@ -16,12 +16,15 @@ import numpy as np
 
 from onboard.parity.harness import DECODE_STEPS, error_text, logits_check
 from onboard.parity.report import Check, Metrics, Status
-from onboard.tiny_model import image_tokens, takes_image_sizes
+from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
 from onboard.tiny_vision import dynamic_image_sizes
 
 IMAGES = 2  # one per row
 TEXT_BEFORE = (3, 6)  # text tokens before each row's placeholders; the rest come after
 ROW_TEXT = 8  # text tokens per row
+# Images per row for a VLM that takes rows of images (Idefics 3): two, one, and a text-only row
+# whose pixels are all padding, so a candidate that mixes up rows or keeps padding fails
+IMAGES_PER_ROW = (2, 1, 0)
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,21 @@ class VisionBatch:
     # their grids; rope_deltas [B] where each row's decode steps continue (M-RoPE)
     image_grid_thw: np.ndarray | None = None
     rope_deltas: np.ndarray | None = None
+    # pixel_values is [rows, images, channels, height, width]: row r holds the first
+    # images_per_row[r] images, the rest are all-zero padding; None: one image per row
+    images_per_row: tuple[int, ...] | None = None
 
     @property
     def images(self) -> list[np.ndarray]:
-        """Each image alone, ``[1, channels, height, width]``, cropped to its size."""
+        """Each image alone, ``[1, channels, height, width]``, cropped to its size; for rows of
+        images, the real ones in reading order (as HF drops the padding)."""
         assert self.pixel_values is not None
+        if self.images_per_row is not None:
+            return [
+                row[i][None]
+                for row, count in zip(self.pixel_values, self.images_per_row, strict=True)
+                for i in range(count)
+            ]
         if self.image_sizes is None:
             return [image[None] for image in self.pixel_values]
         return [
@@ -92,10 +105,51 @@ def image_batch(
     return VisionBatch(pixels, ids, np.ones_like(ids), _positions(ids.shape, 0), image_sizes)
 
 
+def rows_batch(
+    vocab_size: int,
+    image_token: int,
+    tokens: int,
+    channels: int,
+    size: int,
+    per_row: Sequence[int] = IMAGES_PER_ROW,
+    *,
+    seed: int = 3,
+) -> VisionBatch:
+    """Rows of ``per_row`` square images (``tokens`` placeholders each) between text, padded
+    with all-zero images to the longest row, as Idefics 3's processor pads them."""
+    rng = np.random.default_rng(seed)
+    most = max(per_row)
+    pixels = np.zeros((len(per_row), most, channels, size, size), dtype=np.float32)
+    for row, count in enumerate(per_row):
+        pixels[row, :count] = rng.standard_normal((count, channels, size, size))
+    longest = most * tokens
+    rows = []
+    for row, count in enumerate(per_row):
+        text = _text(rng, vocab_size, image_token, ROW_TEXT + longest - count * tokens)
+        before = 2 + 3 * row
+        rows.append([*text[:before], *[image_token] * (count * tokens), *text[before:]])
+    ids = np.array(rows, dtype=np.int64)
+    return VisionBatch(
+        pixels, ids, np.ones_like(ids), _positions(ids.shape, 0), images_per_row=tuple(per_row)
+    )
+
+
 def scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, VisionBatch]:
     """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM: square
-    images of the tower's size, or two of different sizes for a tower that takes any size."""
+    images of the tower's size, or two of different sizes for a tower that takes any size; for
+    a VLM that takes rows of images, rows of two, one and no image."""
     vision, text = hf_config.vision_config, hf_config.text_config
+    if takes_image_rows(reference, vision.num_channels, vision.image_size):
+        square = [(vision.image_size, vision.image_size)]
+        (tokens,) = image_tokens(reference, square, vision.num_channels, rows=True)
+        batch = rows_batch(
+            text.vocab_size,
+            hf_config.image_token_id,
+            tokens,
+            vision.num_channels,
+            vision.image_size,
+        )
+        return batch, text_batch(text.vocab_size, hf_config.image_token_id)
     dynamic = takes_image_sizes(reference)
     if dynamic:
         sizes = dynamic_image_sizes(hf_config)
@@ -142,7 +196,7 @@ def run_vision_scenarios(
     checks = [
         _tensor_check("image-features", provider, ref.features, got.features),
         _tensor_check("merged-embeddings", provider, ref.embeddings, got.embeddings),
-        logits_check("prefill", provider, ref.logits, got.logits, _rows_detail(batch)),
+        logits_check("prefill", provider, ref.logits, got.logits, _rows_text(batch)),
     ]
     checks.append(_decode_check(reference, candidate, batch, ref, got))
     try:
@@ -153,10 +207,12 @@ def run_vision_scenarios(
     return tuple(checks)
 
 
-def _rows_detail(batch: VisionBatch) -> str:
-    if batch.image_grid_thw is None:
-        return "two rows, an image each"
-    return "three rows: one image, two images, text only"
+def _rows_text(batch: VisionBatch) -> str:
+    if batch.image_grid_thw is not None:
+        return "three rows: one image, two images, text only"
+    if batch.images_per_row is not None:
+        return "rows of " + ", ".join(str(n) for n in batch.images_per_row) + " images"
+    return "two rows, an image each"
 
 
 def _decode_check(
@@ -290,7 +346,11 @@ class HFVisionRunner(TorchVisionRunner):
     """The tiny HF VLM: features from ``get_image_features``, its base model's language model."""
 
     def language_model(self) -> Any:
-        return self.model.base_model.language_model
+        """The base model's child built from ``text_config`` (language_model; Idefics 3's
+        text_model)."""
+        from onboard.analysis.vision.parts import find_parts
+
+        return find_parts(self.model, self.model.config).module(self.model, "language_model")
 
     def image_features(self, pixel_values: Any, **sized: Any) -> Any:
         import torch

@@ -27,7 +27,7 @@ from onboard.hf_config import make_hf_config
 from onboard.source import ModelSource, transformers_source_files
 from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
-from onboard.tiny_model import build_tiny_model, perturb
+from onboard.tiny_model import build_tiny_model, perturb, takes_image_rows
 from onboard.tiny_vision import image_token_key, is_qwen_vl_tower, shrink_vlm_config
 from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
@@ -70,10 +70,13 @@ def analyse_vlm(
         vision, evidence, deltas = _read_vision(model, tiny_config)
         if vision is not None:
             vision = at_real_sizes(vision, tiny_config, hf_config)
+    text_spec, head = _vlm_head(model, tiny_config, text.spec.text)
+    text_evidence = tuple(e for e in text.spec.evidence if e[0] not in dict(head))
     from onboard.analysis import Analysis
 
     spec = dataclasses.replace(
         text.spec,
+        text=text_spec,
         source=dataclasses.replace(
             text.spec.source,
             model_type=source.model_type,
@@ -82,10 +85,24 @@ def analyse_vlm(
         ),
         kind=str(Kind.VLM),
         vision=vision,
-        evidence=tuple(sorted(text.spec.evidence + evidence)),
+        evidence=tuple(sorted(text_evidence + head + evidence)),
         unresolved=text.spec.unresolved + deltas,
     )
     return Analysis(spec, classification, TinyConfig(tiny, text.tiny.layer_indices), text.probe)
+
+
+def _vlm_head(model: Any, config: Any, text: Any) -> tuple[Any, tuple]:
+    """The text spec as the VLM's own head computes the logits (see ``head``); a backbone
+    that scales no logits has nothing to decide (and Qwen-VL no separate projector to find)."""
+    import torch
+
+    if text.scale_at("logits") is None:
+        return text, ()
+
+    from onboard.analysis.vision.head import vlm_logit_scale
+
+    prompt = torch.arange(1, 8)[None] % config.text_config.vocab_size
+    return vlm_logit_scale(model, find_parts(model, config), prompt, text)
 
 
 def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
@@ -210,8 +227,29 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
         "[images, channels, height, width] with its placeholders in the prompt",
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
-        "reads VLMs that take plain image batches so far (image sizes behind a Pixtral tower "
-        "only; no tiling or grids)",
+        "reads VLMs that take plain image batches or rows of full tiles (Idefics 3) so far "
+        "(image sizes behind a Pixtral tower only; no tile grids)",
+    )
+
+
+def _rows_evidence(model: Any, rows: bool) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    if not rows:
+        return ()
+    from onboard.analysis.probe import source_location
+
+    where = source_location(type(model.base_model).get_image_features) or "get_image_features"
+    return (
+        (
+            "vision.image_rows",
+            (
+                Evidence(
+                    "probe",
+                    where,
+                    "pixel_values [rows, images per row, channels, height, width]; all-zero "
+                    "images are padding; without pixel_attention_mask every patch is real",
+                ),
+            ),
+        ),
     )
 
 
@@ -228,8 +266,12 @@ def _read_vision(
         return None, (), tower.deltas
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
     dynamic = isinstance(tower.spec, PixtralTowerSpec)
+    vision_config = config.vision_config
     try:
-        trace = trace_vlm(model, parts, config, post, dynamic)
+        rows = not dynamic and takes_image_rows(
+            model, vision_config.num_channels, vision_config.image_size
+        )
+        trace = trace_vlm(model, parts, config, post, dynamic, rows)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
     from onboard.analysis.probe import source_location
@@ -272,9 +314,11 @@ def _read_vision(
         tensors=tuple(
             sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
         ),
+        image_rows=rows,
     )
     evidence = (
         *tower.evidence,
+        *_rows_evidence(model, rows),
         *select.evidence,
         ("vision.projector", projector.evidence),
         (

@@ -99,7 +99,9 @@ def _stages(
             side="input",
             method="get_image_features",
         ),
-        _Stage(paths["projector"], lambda: project(trace.projector_in), trace.projector_out),
+        _Stage(
+            paths["projector"], lambda: project(trace.projector_in), _tokens(trace.projector_out)
+        ),
         _Stage(
             paths["text"],
             lambda: merge(vision, trace.text_embeddings, trace.input_ids, trace.projector_out),
@@ -111,7 +113,7 @@ def _stages(
         _Stage(
             paths["projector"],
             lambda: project(select(vision, run, run.states(pixels))),
-            trace.projector_out,
+            _tokens(trace.projector_out),
         ),
     ]
     return stages
@@ -257,6 +259,11 @@ def _projector(
                 x = F.avg_pool2d(grid, step.kernel).flatten(2).transpose(1, 2)
             elif step.op == "matmul":
                 x = x @ weight(step.name)
+            elif step.op == "glu":
+                value, gate = x.chunk(2, dim=-1)
+                x = ACT2FN[step.activation](gate) * value
+            elif step.op == "pixel_shuffle":
+                x = pixel_shuffle(x, step.kernel)
             elif step.op == "patch_merge":
                 bias = weight(f"{step.name}.bias") if step.bias else None
                 merged = patch_merge(x, grids, step.kernel)
@@ -266,6 +273,25 @@ def _projector(
         return x
 
     return project
+
+
+def _tokens(features: Any) -> Any:
+    """A projector's output as ``[images, tokens, width]``: Aya Vision's keeps the shuffled
+    grid ``[images, rows, columns, width]``, which its caller flattens row by row."""
+    if features.dim() == 4:
+        return features.reshape(features.shape[0], -1, features.shape[-1])
+    return features
+
+
+def pixel_shuffle(x: Any, kernel: int) -> Any:
+    """Space to depth over each image's square patch grid: ``[images, patches, width]`` ->
+    ``[images, patches / kernel**2, kernel**2 * width]``, blocks in reading order, each block's
+    patches in reading order, each patch's features whole."""
+    images, count, width = x.shape
+    side = math.isqrt(count)
+    blocks = side // kernel
+    grid = x.reshape(images, blocks, kernel, blocks, kernel, width)
+    return grid.permute(0, 1, 3, 2, 4, 5).reshape(images, blocks * blocks, kernel**2 * width)
 
 
 def _weights(module: Any) -> Callable[[str], Any]:

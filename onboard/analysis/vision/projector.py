@@ -14,7 +14,7 @@ from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
-from onboard.tiny_vision import TOKENS_PER_IMAGE_KEYS
+from onboard.tiny_vision import PIXEL_SHUFFLE_KEYS, TOKENS_PER_IMAGE_KEYS
 from onboard.vision import ProjectorSpec, ProjectorStep
 
 _ACTIVATION_KEYS = ("projector_hidden_act",)
@@ -41,7 +41,12 @@ def read_projector(
     steps, evidence = [], []
     activation_key = None
     bias_key = None
-    for leaf_name, leaf in _called_leaves(projector, inputs):
+    leaves = _called_leaves(projector, inputs)
+    shuffle = _pixel_shuffle(inputs[0], tuple(leaves[0][2].shape), config) if leaves else None
+    if shuffle is not None:
+        steps.append(shuffle)
+    previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
+    for leaf_name, leaf, received in leaves:
         if _takes_image_sizes(leaf):
             merge = _patch_merge(leaf_name, leaf, config)
             if merge is None:
@@ -72,9 +77,14 @@ def read_projector(
             activation, activation_key = _activation(leaf, config)
             if activation is None:
                 return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
-            steps.append(ProjectorStep("activation", leaf_name, activation=activation))
+            half = _gated_half(previous, received)
+            if half == "first":
+                return _refused(projector, f"a gate in the first half before {leaf_name}")
+            op = "glu" if half == "second" else "activation"
+            steps.append(ProjectorStep(op, leaf_name, activation=activation))
         else:
             return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
+        previous = (leaf, received)
     # A bare weight of the projector's own (Gemma 3's mm_input_projection_weight) is multiplied
     # in last; the check proves the order
     for weight_name, weight in projector.named_parameters(recurse=False):
@@ -91,17 +101,20 @@ def read_projector(
     return ProjectorReading(spec, tuple(evidence))
 
 
-def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    """The leaves the forward calls, in order; a module that lays patches out by
-    ``image_sizes`` counts as one leaf (its linear is part of the merge)."""
+def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
+    """The leaves the forward calls, in order, each with its first input; a module that lays
+    patches out by ``image_sizes`` counts as one leaf (its linear is part of the merge)."""
     import torch
 
-    order: list[tuple[str, Any]] = []
+    order: list[tuple[str, Any, Any]] = []
     merges = [n for n, m in projector.named_modules() if n and _takes_image_sizes(m)]
+
+    def keep(module: Any, args: tuple[Any, ...], name: str) -> None:
+        if not any(n == name for n, _, _ in order):
+            order.append((name, module, args[0].detach()))
+
     handles = [
-        module.register_forward_pre_hook(
-            lambda m, _a, name=name: order.append((name, m)) if (name, m) not in order else None
-        )
+        module.register_forward_pre_hook(lambda m, a, name=name: keep(m, a, name))
         for name, module in projector.named_modules()
         if name
         and not any(name.startswith(f"{merge}.") for merge in merges)
@@ -114,6 +127,50 @@ def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, A
         for handle in handles:
             handle.remove()
     return order
+
+
+def _gated_half(previous: tuple[Any, Any] | None, received: Any) -> str | None:
+    """Which half of the previous leaf's output an activation received, when it received half
+    of it (a gated unit computing ``act(gate) * value`` in the forward, Aya Vision's SwiGLU):
+    "first", "second", or None when it received the whole output."""
+    import torch
+
+    if previous is None:
+        return None
+    leaf, leaf_input = previous
+    with torch.no_grad():
+        out = leaf(leaf_input)
+    half = out.shape[-1] // 2
+    if received.shape[-1] != half or out.shape[-1] != 2 * half:
+        return None
+    for name, part in (("first", out[..., :half]), ("second", out[..., half:])):
+        if part.shape == received.shape and torch.equal(part, received):
+            return name
+    return None
+
+
+def _pixel_shuffle(features: Any, first: tuple, config: Any) -> ProjectorStep | None:
+    """A space-to-depth the projector's forward does before its first leaf (Idefics 3's and Aya
+    Vision's ``pixel_shuffle``): the first leaf reads ``k ** 2`` times the width on ``k ** 2``
+    times fewer tokens, where ``k`` is a config key's value. The check proves the order."""
+    if len(first) < 2 or features.dim() < 2:
+        return None
+    width, tokens = int(features.shape[-1]), math.prod(int(d) for d in features.shape[1:-1])
+    read_width, read_tokens = first[-1], math.prod(first[1:-1])
+    if read_width == width or read_width % width or not read_tokens:
+        return None
+    kernel = math.isqrt(read_width // width)
+    if kernel**2 * width != read_width or read_tokens * kernel**2 != tokens:
+        return None
+    key = next((k for k in PIXEL_SHUFFLE_KEYS if getattr(config, k, None) == kernel), None)
+    return ProjectorStep(
+        "pixel_shuffle",
+        "pixel_shuffle",
+        width,
+        read_width,
+        kernel=kernel,
+        kernel_key=key,
+    )
 
 
 def _takes_image_sizes(module: Any) -> bool:

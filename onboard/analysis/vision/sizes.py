@@ -94,22 +94,65 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
     }
     if len(pairs) != 2:
         raise ValueError("the tiny vision and text widths coincide")
+    for step in vision.projector.steps:
+        if step.op == "pixel_shuffle":  # the features of a block of patches, side by side
+            kernel = _real_shuffle(step, real)
+            tiny_width = tiny.vision_config.hidden_size * step.kernel**2
+            if tiny_width in pairs:
+                raise ValueError("the tiny shuffled width coincides with another")
+            pairs[tiny_width] = real.vision_config.hidden_size * kernel**2
     return pairs
 
 
-def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> ProjectorSpec:
-    steps = tuple(
-        _real_merge(step, real)
-        if step.op == "patch_merge"
-        else dataclasses.replace(
-            step,
-            in_features=widths.get(step.in_features, step.in_features),
-            out_features=widths.get(step.out_features, step.out_features),
-            kernel=_real_kernel(step.kernel, step.tokens_key, real),
+def _real_shuffle(step: ProjectorStep, real: Any) -> int:
+    """The pixel shuffle's factor at the real sizes, which must fold the tower's patch grid."""
+    kernel = int(getattr(real, step.kernel_key)) if step.kernel_key else step.kernel
+    side = real.vision_config.image_size // real.vision_config.patch_size
+    if kernel <= 0 or side % kernel:
+        where = f"config.json:{step.kernel_key}" if step.kernel_key else "the pixel shuffle"
+        raise InvalidConfigError(
+            f"{where} {kernel} does not fold the tower's patch grid: vision_config image_size "
+            f"{real.vision_config.image_size} // patch_size {real.vision_config.patch_size} = "
+            f"{side} patches a side, not a multiple of {kernel} (HF's pixel_shuffle reshape "
+            "fails)"
         )
-        for step in projector.steps
+    return kernel
+
+
+def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> ProjectorSpec:
+    steps = _halved(
+        tuple(
+            _real_merge(step, real)
+            if step.op == "patch_merge"
+            else dataclasses.replace(
+                step,
+                in_features=widths[step.in_features],
+                out_features=widths[step.out_features],
+                kernel=_real_shuffle(step, real),
+            )
+            if step.op == "pixel_shuffle"
+            else dataclasses.replace(
+                step,
+                in_features=widths.get(step.in_features, step.in_features),
+                out_features=widths.get(step.out_features, step.out_features),
+                kernel=_real_kernel(step.kernel, step.tokens_key, real),
+            )
+            for step in projector.steps
+        )
     )
     return dataclasses.replace(projector, steps=steps)
+
+
+def _halved(steps: tuple[ProjectorStep, ...]) -> tuple[ProjectorStep, ...]:
+    """A linear after a gated unit reads half the previous linear's width, at any size."""
+    out, width = [], 0
+    for step in steps:
+        if step.op == "linear":
+            if out and out[-1].op == "glu":
+                step = dataclasses.replace(step, in_features=width // 2)
+            width = step.out_features
+        out.append(step)
+    return tuple(out)
 
 
 def _real_merge(step: ProjectorStep, real: Any) -> ProjectorStep:

@@ -28,21 +28,29 @@ class VisionTrace:
     # image fills pixel_values
     image_sizes: Any = None
     projector_extra: tuple[Any, ...] = ()  # what the projector took after the features
+    rows: bool = False  # the VLM takes [rows, images per row, ...]: image r alone in row r
 
     @property
     def image_inputs(self) -> dict[str, Any]:
         """What the VLM takes beside the prompt: the pixels and, if any, the image sizes."""
-        found = {"pixel_values": self.pixel_values}
+        pixels = self.pixel_values[:, None] if self.rows else self.pixel_values
+        found = {"pixel_values": pixels}
         if self.image_sizes is not None:
             found["image_sizes"] = self.image_sizes
         return found
 
 
 def trace_vlm(
-    model: Any, parts: VLMParts, hf_config: Any, post_norm: str | None, dynamic: bool = False
+    model: Any,
+    parts: VLMParts,
+    hf_config: Any,
+    post_norm: str | None,
+    dynamic: bool = False,
+    rows: bool = False,
 ) -> VisionTrace:
     """``dynamic``: the tower takes images of any size (Pixtral): the two images differ in
-    size, padded into one pixel tensor, and ``image_sizes`` says each one's."""
+    size, padded into one pixel tensor, and ``image_sizes`` says each one's. ``rows``: the VLM
+    takes ``[rows, images per row, ...]`` (Idefics 3): each image is a row of its own."""
     import torch
 
     vision = hf_config.vision_config
@@ -57,6 +65,7 @@ def trace_vlm(
     shape = (NUM_IMAGES, vision.num_channels, height, width)
     pixel_values = torch.randn(*shape, generator=generator)
     sized = {} if image_sizes is None else {"image_sizes": image_sizes}
+    model_pixels = pixel_values[:, None] if rows else pixel_values
     tower = parts.module(model, "tower")
     language_model = parts.module(model, "language_model")
     captured: dict[str, Any] = {}
@@ -73,7 +82,7 @@ def trace_vlm(
     with torch.no_grad():
         states = tower(pixel_values, output_hidden_states=True, **sized).hidden_states
         post = tower.get_submodule(post_norm)(states[-1]) if post_norm else None
-        features = model.get_image_features(pixel_values=pixel_values, **sized).pooler_output
+        features = model.get_image_features(pixel_values=model_pixels, **sized).pooler_output
         input_ids = _prompt(hf_config, [int(f.reshape(-1, f.shape[-1]).shape[0]) for f in features])
         handles = [
             parts.module(model, "projector").register_forward_hook(
@@ -82,7 +91,7 @@ def trace_vlm(
             language_model.register_forward_pre_hook(keep_merged, with_kwargs=True),
         ]
         try:
-            model(input_ids=input_ids, pixel_values=pixel_values, **sized)
+            model(input_ids=input_ids, pixel_values=model_pixels, **sized)
         finally:
             for handle in handles:
                 handle.remove()
@@ -98,6 +107,7 @@ def trace_vlm(
         text_embeddings,
         image_sizes,
         captured["projector_extra"],
+        rows,
     )
 
 

@@ -93,6 +93,13 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"a {vision.towers.kind} tower of images of any size (vision.tower): the generated "
             "VLM passes pixel_values of one square size, not image_sizes"
         )
+    if vision.image_rows:
+        where = _method(module, "get_image_features") if module else ""
+        found.append(
+            "pixel_values as rows of images padded with all-zero images "
+            f"({where or 'vision.image_rows'}): the generated VLM passes one image per row of "
+            "pixel_values [images, channels, height, width]"
+        )
     if vision.merge.bidirectional_images:
         where = _line_in(module, r"token_type_ids.*mask|mask.*token_type_ids")
         found.append(

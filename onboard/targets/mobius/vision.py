@@ -61,8 +61,14 @@ class ProjectorLayer:
 
     @property
     def inner(self) -> str:
-        """patch_merge: the merger's linear (merging_layer)."""
+        """patch_merge: the merger's linear (merging_layer); a linear HF nests one level down
+        (Idefics 3's modality_projection.proj): its name in the holder module."""
         return self.name.partition(".")[2]
+
+    @property
+    def holder_class(self) -> str:
+        """The class of the module that holds a nested linear, named after HF's attribute."""
+        return "".join(part.capitalize() for part in self.attribute.split("_"))
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,9 @@ class VisionDesign:
     # A Qwen-VL tower: mobius' windowed ViT with a generated merger; the task takes flattened
     # patches with image_grid_thw and M-RoPE positions
     qwen_vl: QwenVLNames | None = None
+    # HF takes pixel_values [rows, images per row, ...] with all-zero padding images: the host
+    # feeds the encoder the real ones
+    image_rows: bool = False
 
     @property
     def task(self) -> str:
@@ -175,6 +184,7 @@ class VisionDesign:
         for layer in self.layers:
             names |= {
                 "activation": {"get_activation"},
+                "glu": {"get_activation"},
                 "linear": {"Linear"},
                 "patch_merge": {"Linear"},
                 "layer_norm": {"LayerNorm"},
@@ -210,6 +220,12 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "a patch merge over a tower that hands on no patch grid (vision.projector): the "
             "generated projector merges patches behind a Pixtral tower only"
         )
+    nested = [s.name for s in vision.projector.steps if s.op == "linear" and s.name.count(".") > 1]
+    if nested:
+        found.append(
+            f"projector linears nested two levels or more ({', '.join(nested)}; "
+            "vision.projector): the generated projector holds a linear at most one level down"
+        )
     offsets = {s.weight_offset for s in vision.projector.steps if s.op == "rms_norm"}
     if offsets - {0.0, 1.0}:
         found.append(
@@ -233,7 +249,7 @@ def _text_blockers(spec: ArchitectureSpec) -> list[str]:
             "a text embedding scale HF applies after the merge (text.embedding_scale, "
             "vision.merge): the generated embedding scales the token rows only"
         )
-    if text.scales:
+    if any(s.site != "logits" for s in text.scales):  # the decoder applies a logit scale
         found.append(
             "config multipliers of the text model (text.scales): the generated decoder runs "
             "the text model and head on merged embeddings without them"
@@ -278,6 +294,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         scaled_embeddings=vision.merge.scaled_before_merge,
         image_blocks=vision.merge.bidirectional_images,
         pixtral=pixtral,
+        image_rows=vision.image_rows,
     )
 
 
@@ -436,7 +453,23 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
     layers = len(vision.select.layers)
     if width == vision.tower.hidden_size * layers:
         return "config.vision.hidden_size" + (f" * {layers}" if layers > 1 else "")
-    return "config.hidden_size" if width == text_hidden else None
+    if width == text_hidden:
+        return "config.hidden_size"
+    glu = any(s.op == "glu" for s in vision.projector.steps)
+    if glu and width * 2 == text_hidden:  # the value half of a gated unit
+        return "config.hidden_size // 2"
+    shuffle = _shuffle(vision)
+    if shuffle is not None and width == shuffle.out_features:
+        return _SHUFFLED_WIDTH
+    return None
+
+
+# The tower's width after the pixel shuffle: a block of patches' features side by side
+_SHUFFLED_WIDTH = 'config.vision.hidden_size * _vision_field(config, "pixel_shuffle_factor") ** 2'
+
+
+def _shuffle(vision: VisionSpec) -> ProjectorStep | None:
+    return next((s for s in vision.projector.steps if s.op == "pixel_shuffle"), None)
 
 
 def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer, ...]:
@@ -452,6 +485,10 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
         layers.append(_layer(vision, spec, step, width))
         if step.op in ("linear", "matmul"):
             width = _out_expr(vision, text_hidden, step.out_features)
+        elif step.op == "pixel_shuffle":
+            width = _SHUFFLED_WIDTH
+        elif step.op == "glu":
+            width = f"{width} // 2"
     return tuple(layers)
 
 
@@ -466,7 +503,7 @@ def _layer(
 ) -> ProjectorLayer:
     """One step; ``width``: the config expression of the width that reaches it."""
     text_hidden = spec.text.hidden_size
-    if step.op in ("activation", "avg_pool"):
+    if step.op in ("activation", "avg_pool", "pixel_shuffle", "glu"):
         return ProjectorLayer(step.name, step.op, label=step.activation or step.name)
     if step.op in ("layer_norm", "rms_norm"):
         return ProjectorLayer(
@@ -521,7 +558,7 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
         ),
     ]
     steps = vision.projector.steps
-    activation = next((s.activation for s in steps if s.op == "activation"), None)
+    activation = next((s.activation for s in steps if s.op in ("activation", "glu")), None)
     if activation is not None:
         key = vision.projector.activation_key
         fields.append(
@@ -555,6 +592,17 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
                 str(side * side),
                 f"top.{pool.tokens_key}" if pool.tokens_key else str(side * side),
                 "image tokens per image after the projector's average pool",
+            )
+        )
+    shuffle = _shuffle(vision)
+    if shuffle is not None:
+        fields.append(
+            ConfigField(
+                "pixel_shuffle_factor",
+                "int",
+                str(shuffle.kernel),
+                f"top.{shuffle.kernel_key}" if shuffle.kernel_key else str(shuffle.kernel),
+                "the side of the block of patches the pixel shuffle folds into one token",
             )
         )
     return tuple(fields)
@@ -591,14 +639,30 @@ def _fields_of_pixtral(vision: VisionSpec) -> tuple[ConfigField, ...]:
 
 def _changes(vision: VisionSpec) -> tuple[str, ...]:
     select = vision.select
-    kept = "without" if select.drop_class_token else "with"
+    kept = (
+        "with no class token"
+        if not vision.tower.class_token
+        else "without the class token"
+        if select.drop_class_token
+        else "with the class token"
+    )
     steps = " -> ".join(
         s.activation if s.op == "activation" else s.name for s in vision.projector.steps
     )
+    rows = (
+        (
+            "pixel_values [rows, images per row, channels, height, width]: the host feeds the "
+            "encoder the real images in reading order (HF drops all-zero padding images); "
+            "full tiles only, pixel_attention_mask is not read (every patch real)",
+        )
+        if vision.image_rows
+        else ()
+    )
     return (
-        f"vision features: hidden state {select.layers[0]} of the tower, {kept} the class token",
+        f"vision features: hidden state {select.layers[0]} of the tower, {kept}",
         f"projector: {steps}",
         "image features fill the placeholder tokens in reading order over the whole batch",
+        *rows,
     )
 
 

@@ -271,8 +271,8 @@ def test_gemma3_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
             "image-features",
         ),
         (  # the token rows left unscaled before the merge
-            "op.Where(op.Unsqueeze(is_image, [-1]), rows, embeddings)",
-            "op.Where(op.Unsqueeze(is_image, [-1]), rows, op.Div(embeddings, 2.0))",
+            "op.Where(op.Unsqueeze(filled, [-1]), rows, embeddings)",
+            "op.Where(op.Unsqueeze(filled, [-1]), rows, op.Div(embeddings, 2.0))",
             "merged-embeddings",
         ),
         (  # causal image blocks, as mobius' own gemma3 decoder (hybrid M13)
