@@ -214,6 +214,7 @@ def _owned_files(
                 "generated vision tests",
                 tiny=_literal(vision_test_config(tiny_config)),
                 device_env=DEVICE_ENV,
+                image_sizes=_literal(test_image_sizes(design, tiny_config)),
             )
         )
     context = {
@@ -250,6 +251,16 @@ def vision_test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:
             top[key] = {k: v for k, v in test_config(top[key]).items() if k != "_name_or_path"}
             top[key]["model_type"] = tiny_config[key]["model_type"]
     return top
+
+
+def test_image_sizes(design: ModelDesign, tiny_config: dict[str, Any]) -> list[list[int]]:
+    """The sizes of the generated tests' two images, for a tower that takes images of any size:
+    the parity run's (a wide one and a square one), so a model that ignores them fails."""
+    from onboard.tiny_vision import dynamic_image_sizes
+
+    if design.vision is None or not design.vision.tower_sizes:
+        return []
+    return [list(size) for size in dynamic_image_sizes(make_hf_config(tiny_config))]
 
 
 def norm_attributes(spec: ArchitectureSpec, layout: HFLayout) -> tuple[str, ...]:

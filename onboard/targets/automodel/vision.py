@@ -41,6 +41,14 @@ class VisionDesign:
     aliases: tuple[tuple[str, str], ...]
     ties: bool  # HF's VLM ties lm_head to the text embeddings when config.tie_word_embeddings
     where: tuple[tuple[str, str], ...]  # role -> modeling_x.py:N, for the generated comments
+    # Images of any size (Pixtral): the tower crops each padded image to its ``image_sizes``
+    # entry and returns every image's patches as one sequence ``[1, patches, hidden]``
+    tower_sizes: bool = False
+    # The projector takes ``image_sizes`` too (Mistral 3's patch merger cuts each image's grid)
+    projector_sizes: bool = False
+    # AutoModel's own Mistral 3 applies its Pixtral forward backport to HF's tower (the image
+    # boundaries FlashAttention needs, on the transformers releases it names)
+    pixtral_backport: bool = False
 
     @property
     def model_class(self) -> str:
@@ -88,10 +96,10 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"a {vision.text_model_type} text backbone with experts: the VLM adapter routes "
             "prefixes only, around a dense text backbone"
         )
-    if vision.towers.kind != "vit":
+    if vision.towers.kind not in ("vit", "pixtral"):
         found.append(
-            f"a {vision.towers.kind} tower of images of any size (vision.tower): the generated "
-            "VLM passes pixel_values of one square size, not image_sizes"
+            f"a {vision.towers.kind} tower (vision.tower): the generated VLM passes "
+            "pixel_values of whole images, not flattened patches with image_grid_thw"
         )
     if vision.image_rows:
         where = _method(module, "get_image_features") if module else ""
@@ -151,7 +159,7 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
     prefixes = dict(vision.prefixes)
     routes = (
         (prefixes["text"], f"model.{LANGUAGE_MODEL}."),
-        (prefixes["lm_head"], "lm_head."),
+        (prefixes.get("lm_head") or _head_prefix(spec.model_type), "lm_head."),
         (prefixes["tower"], f"model.{TOWER}."),
         (prefixes["projector"], f"model.{PROJECTOR}."),
     )
@@ -175,7 +183,23 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
         aliases=vision.published_aliases,
         ties=ties,
         where=tuple((k, v) for k, v in where.items() if v),
+        tower_sizes=vision.towers.kind == "pixtral",
+        projector_sizes=any(step.op == "patch_merge" for step in vision.projector.steps),
+        pixtral_backport=vision.towers.kind == "pixtral",
     )
+
+
+def _head_prefix(model_type: str) -> str:
+    """Where a checkpoint of ``model_type`` keeps an untied head, when the tiny one was tied (so
+    saved none): the prefix transformers' conversion mapping renames to ``lm_head``."""
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+
+    for transform in get_checkpoint_conversion_mapping(model_type) or ():
+        targets = getattr(transform, "target_patterns", ())
+        for source, target in zip(getattr(transform, "source_patterns", ()), targets, strict=False):
+            if target == "lm_head" and re.fullmatch(r"\^[\w.]+", source):
+                return source.removeprefix("^").replace("\\.", ".") + "."
+    return "lm_head."
 
 
 def hf_ties(spec: ArchitectureSpec) -> bool:

@@ -134,6 +134,9 @@ class VisionDesign:
     # HF takes pixel_values [rows, images per row, ...] with all-zero padding images: the host
     # feeds the encoder the real ones
     image_rows: bool = False
+    # The projector reads several hidden states, concatenated along the width (VipLLaVA): the
+    # generated ViT keeps each one up to the deepest
+    several_layers: bool = False
 
     @property
     def task(self) -> str:
@@ -209,10 +212,10 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"{vision.towers.kind} tower with a layout the generated ViT does not follow "
             f"({', '.join(f'{r}={n}' for r, n in tower.names)}; vision.tower.names)"
         )
-    if len(vision.select.layers) != 1:
+    if len(vision.select.layers) != 1 and isinstance(tower, PixtralTowerSpec):
         found.append(
-            "features from several layers (vision.select): the generated tower returns one "
-            "hidden state"
+            "features from several layers of a Pixtral tower (vision.select): the generated "
+            "Pixtral tower returns one hidden state"
         )
     merges = any(s.op == "patch_merge" for s in vision.projector.steps)
     if merges and not isinstance(tower, PixtralTowerSpec):
@@ -273,7 +276,8 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
     if isinstance(tower, PixtralTowerSpec):
         pixtral, clip = pixtral_names(tower), False
     else:
-        pixtral, clip = None, _clip_shaped(tower) and not vision.select.post_norm
+        several = len(vision.select.layers) > 1  # CLIPVisionModel returns one hidden state
+        pixtral, clip = None, _clip_shaped(tower) and not vision.select.post_norm and not several
     return VisionDesign(
         prefix=prefix,
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
@@ -295,6 +299,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         image_blocks=vision.merge.bidirectional_images,
         pixtral=pixtral,
         image_rows=vision.image_rows,
+        several_layers=len(vision.select.layers) > 1,
     )
 
 
@@ -539,14 +544,25 @@ def _eps_expr(vision: VisionSpec, spec: ArchitectureSpec, eps: float) -> str:
 
 def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
     select = vision.select
-    fields = [
-        ConfigField(
+    if len(select.layers) > 1:
+        layers = ConfigField(
+            "vision_feature_layers",
+            "tuple[int, ...]",
+            str(select.layers),
+            f"tuple(top.{select.layer_key})" if select.layer_key else str(select.layers),
+            "the hidden states the projector reads, concatenated along the width (indices "
+            "into the tower's hidden states)",
+        )
+    else:
+        layers = ConfigField(
             "vision_feature_layer",
             "int",
             str(select.layers[0]),
             f"top.{select.layer_key}" if select.layer_key else str(select.layers[0]),
             "the hidden state the projector reads (index into the tower's hidden states)",
-        ),
+        )
+    fields = [
+        layers,
         ConfigField(
             "drop_class_token",
             "bool",

@@ -18,10 +18,10 @@ from onboard.codegen import lint_python
 from onboard.errors import UnsupportedFeatureError
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
-from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.plan import STYLE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
+from tests.targets.automodel.sabotage import parity_with, statuses
 
 LLAVA = "llava-hf/llava-1.5-7b-hf"
 PACKAGE = "nemo_automodel/components/models/llava"
@@ -77,14 +77,7 @@ def test_llava_generates_into_automodel_with_zero_edits(tmp_path: Path) -> None:
 
 def _broken(tmp_path: Path, file: str, old: str, new: str):
     """Parity of the generated package with one line of ``file`` broken."""
-    result = _new(tmp_path / "out", parity=False)
-    path = tmp_path / "out" / PACKAGE / file
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-    model = (tmp_path / "out" / result.plan.model_file, result.plan.model_class)
-    report = TARGET.parity(result.analysis, result.proposal, model, result.library)
-    return {c.name: c.status for c in report.checks}
+    return statuses(parity_with(_new(tmp_path / "out", parity=False), file, old, new))
 
 
 @pytest.mark.parametrize(

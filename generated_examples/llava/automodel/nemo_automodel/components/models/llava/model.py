@@ -377,7 +377,8 @@ class LlavaModel(nn.Module):
         states = [outputs.hidden_states[layer] for layer in layers]
         if self.config.vision_feature_select_strategy == "default":
             states = [state[:, 1:] for state in states]
-        features = self.multi_modal_projector(torch.cat(states, dim=-1))
+        selected = torch.cat(states, dim=-1)
+        features = self.multi_modal_projector(selected)
         return features.reshape(-1, features.shape[-1])
 
     def merge_image_features(
@@ -394,6 +395,7 @@ class LlavaModel(nn.Module):
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
+        *,
         pixel_values: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
@@ -472,6 +474,7 @@ class LlavaForConditionalGeneration(HFCheckpointingMixin, nn.Module):
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
+        *,
         pixel_values: torch.FloatTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,

@@ -84,7 +84,7 @@ TINY = {
 }
 TOLERANCE = {"cpu": 1e-6, "cuda": 1e-4}
 TEXT_BEFORE = (3, 6)  # text tokens before each row's image placeholders
-ROW_TEXT = 8  # text tokens per row
+ROW_TEXT = 8  # text tokens per row, and more in a row whose image has fewer placeholders
 
 
 @pytest.fixture(scope="module")
@@ -155,29 +155,37 @@ def pair(reference, device: torch.device):
     return hf, load(generated(make_config(), device), checkpoint), checkpoint
 
 
-def pixels(device: torch.device, images: int = 2) -> torch.Tensor:
+def images(device: torch.device) -> dict[str, torch.Tensor]:
+    """The image inputs of two images, one per row: ``pixel_values``."""
     vision = make_config().vision_config
     generator = torch.Generator().manual_seed(3)
-    shape = (images, vision.num_channels, vision.image_size, vision.image_size)
-    return torch.randn(shape, generator=generator).to(device)
+    shape = (len(TEXT_BEFORE), vision.num_channels, vision.image_size, vision.image_size)
+    return {"pixel_values": torch.randn(shape, generator=generator).to(device)}
 
 
-def hf_features(hf: HFLlavaForConditionalGeneration, pixel_values: torch.Tensor) -> torch.Tensor:
-    """HF's projected features, ``[images * tokens, hidden]``."""
-    per_image = hf.get_image_features(pixel_values=pixel_values).pooler_output
-    return torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image])
+def hf_features_per_image(hf: HFLlavaForConditionalGeneration, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """HF's projected features of each image, ``[tokens, hidden]``."""
+    per_image = hf.get_image_features(**inputs).pooler_output
+    return [f.reshape(-1, f.shape[-1]) for f in per_image]
+
+
+def hf_features(hf: HFLlavaForConditionalGeneration, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """HF's projected features, ``[image tokens, hidden]``, image after image."""
+    return torch.cat(hf_features_per_image(hf, inputs))
 
 
 def image_prompts(hf: HFLlavaForConditionalGeneration, device: torch.device) -> torch.Tensor:
     """Two rows, each with its image's placeholders at a different place in its own text."""
     config = hf.config
-    per_image = hf_features(hf, pixels(device, images=1)).shape[0]
+    with torch.no_grad():
+        counts = [f.shape[0] for f in hf_features_per_image(hf, images(device))]
     generator = torch.Generator().manual_seed(4)
     rows = []
-    for before in TEXT_BEFORE:
-        text = torch.randint(1, config.text_config.vocab_size, (ROW_TEXT,), generator=generator)
+    for before, count in zip(TEXT_BEFORE, counts, strict=True):
+        length = ROW_TEXT + max(counts) - count  # rows of equal length
+        text = torch.randint(1, config.text_config.vocab_size, (length,), generator=generator)
         text[text == config.image_token_id] = 1
-        image = torch.full((per_image,), config.image_token_id)
+        image = torch.full((count,), config.image_token_id)
         rows.append(torch.cat([text[:before], image, text[before:]]))
     return torch.stack(rows).to(device)
 
@@ -290,10 +298,10 @@ def test_tie_word_embeddings(tmp_path: Path, device: torch.device, tied: bool) -
 def test_vision_tower_matches_hf(pair, device: torch.device) -> None:
     """Every hidden state of the tower (the selection may read any of them)."""
     hf, model, _ = pair
-    images = pixels(device)
+    inputs = images(device)
     with torch.no_grad():
-        want = hf.model.vision_tower(images, output_hidden_states=True).hidden_states
-        got = model.model.vision_tower(images, output_hidden_states=True).hidden_states
+        want = hf.model.vision_tower(**inputs, output_hidden_states=True).hidden_states
+        got = model.model.vision_tower(**inputs, output_hidden_states=True).hidden_states
     assert len(got) == len(want)
     for state, expected in zip(got, want, strict=True):
         assert_same(state, expected, atol(device))
@@ -301,9 +309,9 @@ def test_vision_tower_matches_hf(pair, device: torch.device) -> None:
 
 def test_image_features_match_hf(pair, device: torch.device) -> None:
     hf, model, _ = pair
-    images = pixels(device)
+    inputs = images(device)
     with torch.no_grad():
-        assert_same(model.model.get_image_features(images), hf_features(hf, images), atol(device))
+        assert_same(model.model.get_image_features(**inputs), hf_features(hf, inputs), atol(device))
 
 
 def merged_embeddings(model: torch.nn.Module, language_model: torch.nn.Module, **inputs) -> torch.Tensor:
@@ -325,7 +333,7 @@ def merged_embeddings(model: torch.nn.Module, language_model: torch.nn.Module, *
 def test_merged_embeddings_match_hf(pair, device: torch.device) -> None:
     """Each row's placeholders hold its own image's features."""
     hf, model, _ = pair
-    inputs = {"input_ids": image_prompts(hf, device), "pixel_values": pixels(device)}
+    inputs = {"input_ids": image_prompts(hf, device), **images(device)}
     want = merged_embeddings(hf, hf.model.language_model, **inputs)
     got = merged_embeddings(model, model.model.language_model, **inputs)
     assert_same(got, want, atol(device))
@@ -336,7 +344,7 @@ def test_logits_match_hf(tmp_path: Path, device: torch.device, attn: str) -> Non
     config = make_config(attn)
     hf = hf_reference(config, device)
     model = load(generated(config, device), saved_checkpoint(hf, tmp_path))
-    inputs = {"input_ids": image_prompts(hf, device), "pixel_values": pixels(device)}
+    inputs = {"input_ids": image_prompts(hf, device), **images(device)}
     with torch.no_grad():
         assert_same(model(**inputs).logits, hf(**inputs).logits, atol(device))
 
@@ -353,8 +361,8 @@ def test_decode_steps_match_hf(pair, device: torch.device) -> None:
     hf, model, _ = pair
     ids = image_prompts(hf, device)
     with torch.no_grad():
-        want = hf(input_ids=ids, pixel_values=pixels(device), use_cache=True)
-        got = model(input_ids=ids, pixel_values=pixels(device), use_cache=True)
+        want = hf(input_ids=ids, **images(device), use_cache=True)
+        got = model(input_ids=ids, **images(device), use_cache=True)
         for _ in range(3):
             token = want.logits[:, -1:].argmax(-1)
             want = hf(input_ids=token, past_key_values=want.past_key_values, use_cache=True)
@@ -371,8 +379,8 @@ def test_loss_and_gradients_match_hf(pair, device: torch.device) -> None:
     """Gradients reach the tower and the projector as they do in HF's model."""
     hf, model, _ = pair
     ids = image_prompts(hf, device)
-    hf_loss = shifted_loss(hf(input_ids=ids, pixel_values=pixels(device)).logits, ids)
-    loss = shifted_loss(model(input_ids=ids, pixel_values=pixels(device)).logits, ids)
+    hf_loss = shifted_loss(hf(input_ids=ids, **images(device)).logits, ids)
+    loss = shifted_loss(model(input_ids=ids, **images(device)).logits, ids)
     hf_loss.backward()
     loss.backward()
     assert_same(loss, hf_loss, atol(device))
