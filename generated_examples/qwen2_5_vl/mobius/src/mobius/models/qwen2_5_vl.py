@@ -255,7 +255,10 @@ class Qwen2_5_VLEmbedding(nn.Module):
             op.ConstantOfShape(op.Constant(value_ints=[1, self._hidden_size])), image_features
         )
         rows = op.Gather(op.Concat(image_features, zero, axis=0), row, axis=0)
-        return op.Where(op.Unsqueeze(is_image, [-1]), rows, embeddings)
+        # A placeholder with no feature row left (a decode step that generated the image
+        # token) keeps its token embedding, as HF merges only when it has image features
+        filled = op.And(is_image, op.Less(row, op.Shape(image_features, start=0, end=1)))
+        return op.Where(op.Unsqueeze(filled, [-1]), rows, embeddings)
 
 
 class Qwen2_5_VLDecoder(Qwen2_5_VLCausalLMModel):
