@@ -1,9 +1,9 @@
 """Resolve a model id or path to a ``ModelSource``: its config.json and the HF source behind it.
 
 Order: a local path, the Hugging Face cache, the Hub (huggingface_hub; honours HF_HUB_OFFLINE),
-then onboard's bundled snapshot of the configs behind ``generated_examples`` (with a visible
-notice). The modeling source of the architecture is read as text from the installed
-transformers; nothing here imports or runs model code.
+then onboard's bundled snapshot of the configs behind ``generated_examples`` and the README's
+examples (with a visible notice). The modeling source of the architecture is read as text
+from the installed transformers; nothing here imports or runs model code.
 """
 
 from __future__ import annotations

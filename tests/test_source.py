@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,20 @@ def test_bundled_snapshot_used_offline_with_notice(hf_cache) -> None:
     assert source.origin is Origin.BUNDLED
     assert source.revision is None
     assert any("bundled snapshot" in n and "HF_HUB_OFFLINE" in n for n in source.notices)
+
+
+def _readme_hub_ids() -> set[str]:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    found = re.findall(r"onboard (?:new|inspect|parity|diff) ([\w.-]+/[\w.-]+)", readme)
+    return {i for i in found if not i.startswith(("path", "out", "my-org"))}
+
+
+def test_every_hub_id_in_the_readme_resolves_offline(hf_cache) -> None:
+    """A newcomer without network can run every README example that names a Hub id."""
+    ids = _readme_hub_ids()
+    assert {"google/gemma-3-1b-it", "mistralai/Mistral-7B-v0.1", "Qwen/Qwen3-0.6B"} <= ids
+    for repo_id in sorted(ids):
+        assert load_source(repo_id).origin is Origin.BUNDLED, repo_id
 
 
 def test_cache_wins_over_bundled_snapshot(seeded) -> None:
