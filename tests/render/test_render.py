@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
@@ -392,12 +393,13 @@ def test_to_json_is_plain_data(repo: Path) -> None:
 def test_print_result_shows_verbs_paths_and_diffs(repo: Path) -> None:
     render(make_plan(), repo, stamp=STAMP)
     (repo / MODEL).write_text("class Qwen3: 'mine'\n")
-    console = Console(record=True, width=120)
+    piped = io.StringIO()  # not a terminal: the diffs are written raw, for git apply
+    console = Console(file=piped, width=120)
 
     result = render(make_plan(registry="REGISTRY = [2]\n"), repo, dry_run=True, stamp=STAMP)
     print_result(result, console, show_diffs=True)
 
-    text = console.export_text()
+    text = piped.getvalue()
     assert str(repo) in text
     for line in ("conflict  qwen3.py", "identical qwen3.yaml", "update    registry.py"):
         assert line in text
