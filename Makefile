@@ -11,7 +11,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[mobius,automodel,dev]"
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps nemo-automodel==0.7.0
 	touch $@
 

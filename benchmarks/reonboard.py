@@ -90,7 +90,13 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
     return default_config_dir(model_type, scratch, vision_config=tower, **overrides), label
 
 
-def run(model_type: str, fixtures: dict[str, Path], scratch: Path, target: str = "mobius") -> dict:
+def run(
+    model_type: str,
+    fixtures: dict[str, Path],
+    scratch: Path,
+    target: str = "mobius",
+    treat_as_new: bool = True,
+) -> dict:
     from onboard.errors import OnboardError
     from onboard.pipeline import NewOptions, onboard_new
 
@@ -114,7 +120,7 @@ def run(model_type: str, fixtures: dict[str, Path], scratch: Path, target: str =
             NewOptions(
                 model=str(folder),
                 target=target,
-                treat_as_new=True,
+                treat_as_new=treat_as_new,
                 out=scratch / model_type / "out",
             )
         )

@@ -73,6 +73,19 @@ def _emit_json(command: str, data: dict[str, Any], code: int = ExitCode.OK) -> N
     json_output.write(json_output.document(command, code, data))
 
 
+def _require_target(target: str) -> None:
+    """Refuse (exit 7, one line with the pip command) before anything imports torch when the
+    target's packages or transformers release are not installed here; print a notice when the
+    release is newer than any the target was tested with."""
+    from rich.text import Text
+
+    from onboard.targets.support import require_target
+
+    notice = require_target(target).notice
+    if notice:
+        err.print(Text.assemble(("notice:", "yellow"), " ", notice), soft_wrap=True)
+
+
 def _check_device(device: str) -> None:
     if device not in ("cpu", "cuda"):
         raise BadInputError(f"--device must be cpu or cuda, not {device!r}")
@@ -133,6 +146,7 @@ def new(
     as_json: JsonOpt = False,
 ) -> None:
     """Generate, register and parity-check a model in the target library."""
+    _require_target(target)
     from onboard.pipeline import NewOptions, onboard_new
     from onboard.report import new_to_dict, print_new
 
@@ -187,6 +201,7 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Classify a model, list its features with evidence and the closest known variants."""
+    _require_target(target)
     from onboard.analysis import analyse
     from onboard.report import (
         features_to_dict,
@@ -239,6 +254,9 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare two architectures feature by feature (model types or model ids)."""
+    from onboard.targets.support import require_analysis
+
+    require_analysis("diff")
     from onboard.analysis import analyse
     from onboard.analysis.compare import compare
     from onboard.report import print_comparison
@@ -289,6 +307,7 @@ def parity_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check the model's class in the target library (or a generated module) against HF."""
+    _require_target(target)
     from onboard.analysis import analyse
     from onboard.report import print_parity
     from onboard.source import load_source
@@ -409,28 +428,46 @@ _TARGETS_EXAMPLES = _examples(
 
 @app.command(epilog=_TARGETS_EXAMPLES)
 def targets(as_json: JsonOpt = False) -> None:
-    """List installed targets and where their library is."""
+    """List installed targets, where their library is and which transformers each runs on."""
     from importlib.metadata import entry_points
 
+    from rich.markup import escape
+
+    from onboard.targets.support import SUPPORT, installed_version, readiness
+
+    installed = installed_version("transformers")
     rows = []
     for ep in sorted(entry_points(group="onboard.targets"), key=lambda e: e.name):
+        support = SUPPORT.get(ep.name)
+        row: dict[str, Any] = {"name": ep.name, "library": None}
+        if support is not None:
+            row["transformers"] = {**support.to_dict(), "installed": installed}
+        problem = readiness(support).problem if support else None
         try:
+            if problem:
+                raise OnboardError(problem)
             library = ep.load().open_library(None)
-            rows.append(
-                {
-                    "name": ep.name,
-                    "library": str(library.package_dir),
-                    "variants": len(library.variants),
-                }
-            )
+            row.update(library=str(library.package_dir), variants=len(library.variants))
         except OnboardError as exc:
-            rows.append({"name": ep.name, "library": None, "error": exc.message})
+            row["error"] = exc.message
+        rows.append(row)
     if as_json:
         _emit_json("targets", {"targets": rows})
         return
     for row in rows:
-        where = row["library"] or f"[red]{row.get('error')}[/]"
-        out.print(f"[bold]{row['name']}[/]  {where}  {row.get('variants', '')} registry entries")
+        where = escape(row["library"]) if row["library"] else f"[red]{escape(row['error'])}[/]"
+        entries = f"  {row['variants']} registry entries" if "variants" in row else ""
+        out.print(f"[bold]{row['name']}[/]  {where}{entries}", soft_wrap=True)
+        if "transformers" in row:
+            out.print(f"  transformers {_transformers_line(row['transformers'])}")
+
+
+def _transformers_line(support: dict[str, Any]) -> str:
+    """``>=5.18.0 (tested 5.18.0, 5.25.0; installed 5.18.0)``, and who pins it."""
+    pinned = f", pinned by {support['pinned_by']}" if support["pinned_by"] else ""
+    tested = ", ".join(support["tested"])
+    installed = support["installed"] or "none"
+    return f"{support['supported']} (tested {tested}{pinned}; installed {installed})"
 
 
 @app.callback(invoke_without_command=True)

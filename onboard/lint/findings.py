@@ -88,6 +88,8 @@ class CheckResult:
     rules: tuple[str, ...]  # codes of the rules that ran
     findings: tuple[Finding, ...]
     fixed: tuple[Finding, ...] = ()
+    # codes of the selected rules that read transformers' source and did not run without it
+    skipped: tuple[str, ...] = ()
 
     @property
     def errors(self) -> tuple[Finding, ...]:

@@ -89,6 +89,12 @@ def load_catalog() -> Catalog | None:
     )
 
 
+def mapping_keys(source: str, table: str) -> frozenset[str]:
+    """The keys written into ``table`` in a transformers auto module's source text (for a
+    release that is not the installed one, read from its wheel)."""
+    return frozenset(key for key, _ in _pairs(ast.parse(source), (table,)))
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version("transformers")

@@ -25,6 +25,17 @@ def print_findings(result: CheckResult, console: Console) -> None:
     for finding in result.fixed:
         console.print(Text.assemble(("fixed ", "green"), str(finding)), soft_wrap=True)
     console.print(_summary(result), soft_wrap=True)
+    if result.skipped:
+        console.print(Text(skipped_note(result.skipped), style="yellow"), soft_wrap=True)
+
+
+def skipped_note(codes: tuple[str, ...]) -> str:
+    """Why rules did not run, and how the pre-commit hook runs them."""
+    return (
+        f"transformers is not installed here, so {', '.join(codes)} did not run (they read its "
+        "source); to run them in the pre-commit hook, add the library's transformers release to "
+        "its additional_dependencies (README, `onboard check`)"
+    )
 
 
 def _line(finding: Finding) -> Text:
@@ -64,6 +75,7 @@ def to_json(result: CheckResult) -> dict[str, Any]:
         "rules": list(result.rules),
         "findings": [f.to_json() for f in result.findings],
         "fixed": [f.to_json() for f in result.fixed],
+        "skipped": list(result.skipped),
         "summary": {
             "errors": len(result.errors),
             "warnings": len(result.warnings),

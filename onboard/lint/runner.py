@@ -13,6 +13,7 @@ from pathlib import Path
 from onboard.errors import BadInputError
 from onboard.lint.context import Context
 from onboard.lint.findings import CheckResult, Finding
+from onboard.lint.hf import load_catalog
 from onboard.lint.layout import Layout, open_layout
 from onboard.lint.rules import Rule
 from onboard.lint.selection import select_rules
@@ -28,7 +29,11 @@ def check(
 ) -> CheckResult:
     """Lint the registry of the checkout at ``root`` (or the installed ``target`` package)."""
     layout = open_layout(root, target)
-    rules = select_rules(select, ignore, layout.target)
+    selected = select_rules(select, ignore, layout.target)
+    skipped = (
+        () if load_catalog() is not None else tuple(r for r in selected if r.reads_transformers)
+    )
+    rules = tuple(r for r in selected if r not in skipped)
     wanted = _restrict(layout, files)
     findings = _run(layout, rules, wanted)
     fixed: tuple[Finding, ...] = ()
@@ -37,7 +42,12 @@ def check(
         if fixed:
             findings = _run(layout, rules, wanted)
     return CheckResult(
-        layout.target, layout.describe(), tuple(r.code for r in rules), findings, fixed
+        layout.target,
+        layout.describe(),
+        tuple(r.code for r in rules),
+        findings,
+        fixed,
+        tuple(r.code for r in skipped),
     )
 
 

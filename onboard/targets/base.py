@@ -113,13 +113,16 @@ class Target(Protocol):
 
 
 def load_target(name: str) -> Any:
-    """The target registered under ``name`` (built-in or through the entry-point group)."""
+    """The target registered under ``name`` (built-in or through the entry-point group); a
+    built-in one whose packages are missing here is an EnvironmentFailure, not an ImportError."""
     from importlib.metadata import entry_points
 
     from onboard.errors import BadInputError
+    from onboard.targets.support import require_target
 
     found = {ep.name: ep for ep in entry_points(group="onboard.targets")}
     if name not in found:
         known = ", ".join(sorted(found)) or "none"
         raise BadInputError(f"unknown target {name!r} (installed targets: {known})")
+    require_target(name)
     return found[name].load()

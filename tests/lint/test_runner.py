@@ -95,6 +95,7 @@ def test_json_shape(mobius_repo: MakeRepo) -> None:
         "rules",
         "findings",
         "fixed",
+        "skipped",
         "summary",
         "exit_code",
     }

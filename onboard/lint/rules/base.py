@@ -24,6 +24,9 @@ class Rule:
     severity: ClassVar[Severity]
     targets: ClassVar[tuple[str, ...]] = ALL_TARGETS
     fixable: ClassVar[bool] = False
+    # Reads the installed transformers' source: does not run where transformers is not installed
+    # (the pre-commit hook's light environment, unless the hook adds it)
+    reads_transformers: ClassVar[bool] = False
 
     def check(self, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError

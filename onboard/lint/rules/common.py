@@ -135,6 +135,7 @@ class UnknownRegistryKey(Rule):
     """
 
     code = "OB103"
+    reads_transformers = True
     name = "unknown-registry-key"
     severity = Severity.WARNING
 

@@ -259,6 +259,7 @@ class AliasMissingQkNorm(Rule):
     """
 
     code = "OB203"
+    reads_transformers = True
     name = "alias-missing-qk-norm"
     severity = Severity.ERROR
     targets = MOBIUS
@@ -303,6 +304,7 @@ class AliasIgnoresSlidingWindow(Rule):
     """
 
     code = "OB204"
+    reads_transformers = True
     name = "alias-ignores-sliding-window"
     severity = Severity.WARNING
     targets = MOBIUS
@@ -346,6 +348,7 @@ class AliasMissingQkvBias(Rule):
     """
 
     code = "OB205"
+    reads_transformers = True
     name = "alias-missing-qkv-bias"
     severity = Severity.ERROR
     targets = MOBIUS

@@ -84,6 +84,7 @@ class StaleGeneratedSource(Rule):
     """
 
     code = "OB501"
+    reads_transformers = True
     name = "stale-generated-source"
     severity = Severity.WARNING
 
