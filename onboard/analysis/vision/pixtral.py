@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from onboard.analysis.probe import source_location
-from onboard.analysis.vision.encoder import child_with_linears, encoder_layers
+from onboard.analysis.vision.encoder import child_with_linears, encoder_layers, rope_tower_evidence
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -184,26 +183,5 @@ def _call_order(tower: Any, config: Any) -> list[str]:
 def _evidence(
     tower: Any, spec: PixtralTowerSpec, config: Any, files: Sequence[SourceFile]
 ) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
-    where = source_location(type(tower).forward) or type(tower).__name__
-    found = [
-        (
-            f"vision.tower.{field}",
-            (Evidence("config", f"config.json:vision_config.{key}", repr(getattr(config, key))),),
-        )
-        for field, key in spec.keys
-    ]
-    found.append(
-        (
-            "vision.tower.rope_theta",
-            (
-                Evidence(
-                    "config",
-                    "config.json:vision_config.rope_parameters.rope_theta",
-                    repr(spec.rope_theta),
-                ),
-            ),
-        )
-    )
-    names = ", ".join(f"{role}={name}" for role, name in spec.names)
-    found.append(("vision.tower.names", (Evidence("probe", where, names),)))
+    found = rope_tower_evidence(tower, spec.keys, spec.rope_theta, spec.names, config)
     return tuple(found)

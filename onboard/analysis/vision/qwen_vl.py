@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
-from onboard.analysis.vision.encoder import encoder_layers
+from onboard.analysis.vision.encoder import encoder_layers, rope_tower_evidence
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.analysis.vision.qwen_vl_run import Grid, QwenVLRun, mrope_cos_sin
@@ -554,28 +554,7 @@ def _delta(model: Any, stage: _Stage, detail: str) -> Delta:
 def qwen_vl_evidence(
     tower_module: Any, spec: QwenVLTowerSpec, config: Any, mrope: MRopeSpec
 ) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
-    where = source_location(type(tower_module).forward) or type(tower_module).__name__
-    found = [
-        (
-            f"vision.tower.{field}",
-            (Evidence("config", f"config.json:vision_config.{key}", repr(getattr(config, key))),),
-        )
-        for field, key in spec.keys
-    ]
-    found.append(
-        (
-            "vision.tower.rope_theta",
-            (
-                Evidence(
-                    "config",
-                    "config.json:vision_config.rope_parameters.rope_theta",
-                    repr(spec.rope_theta),
-                ),
-            ),
-        )
-    )
-    names = ", ".join(f"{role}={name}" for role, name in spec.names)
-    found.append(("vision.tower.names", (Evidence("probe", where, names),)))
+    found = rope_tower_evidence(tower_module, spec.keys, spec.rope_theta, spec.names, config)
     found.append(
         (
             "vision.merge.mrope",
