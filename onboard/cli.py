@@ -8,6 +8,7 @@ on stdout instead. Errors print one line and exit with a documented code (README
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -486,6 +487,9 @@ def main() -> None:
 
     from onboard.failures import classify
 
+    # SIGTERM (a CI timeout, `kill`) stops a run as Ctrl-C does, so temporary folders go and a
+    # commit in progress rolls back, rather than the process vanishing mid-write.
+    signal.signal(signal.SIGTERM, _stop)
     try:
         code = app(standalone_mode=False)  # click returns the code of typer.Exit here
     except (typer.Abort, KeyboardInterrupt):
@@ -500,6 +504,10 @@ def main() -> None:
     if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) without a word
         _fail(_interrupted())
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _interrupted() -> OnboardError:

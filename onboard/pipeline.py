@@ -19,6 +19,7 @@ from pathlib import Path
 from onboard import STAMP
 from onboard.analysis import Analysis, analyse
 from onboard.errors import BadInputError, ConflictError, EnvironmentFailure, RefusedError
+from onboard.journal import JOURNAL, pending, repair
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import check_hashes, register_remote_classes, require_trust
@@ -143,9 +144,29 @@ def _conflict(paths: tuple[str, ...], root: Path, model_type: str) -> str:
     )
 
 
+def _roll_back_interrupted(root: Path, dry_run: bool) -> str | None:
+    """Undo what an interrupted run left half-written under ``root`` (a dry run only says so);
+    returns the notice, None when nothing was left."""
+    if not dry_run:
+        return repair(root)
+    if not pending(root):
+        return None
+    return (
+        f"a run interrupted while writing into {root} left {JOURNAL}: a real run rolls it back "
+        "first; this preview compares against the files as they are now"
+    )
+
+
+def _noticed(source: ModelSource, notice: str | None) -> ModelSource:
+    return source if notice is None else replace(source, notices=(*source.notices, notice))
+
+
 def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> NewResult:
     clock = _Clock(progress)
     target = load_target(options.target)
+    repo = options.repo.expanduser().resolve() if options.repo else None
+    # before the library is read: a half-written registry would misdescribe the checkout
+    repaired = _roll_back_interrupted(repo, options.dry_run) if repo else None
     library = target.open_library(options.repo)  # a bad --repo fails before any work
     with clock.phase("source"):
         source = load_source(options.model, revision=options.revision)
@@ -153,6 +174,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             source = with_hub_id(source, options.hub_id)
         elif source.hub_id is None:
             source = replace(source, notices=(*source.notices, _NO_HUB_ID))
+        source = _noticed(source, repaired)
     with clock.phase("analysis"):
         analysis = analyse(source)
     with clock.phase("target"):
@@ -180,13 +202,15 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             timings=tuple(clock.laps),
         )
 
-    root = options.repo.expanduser().resolve() if options.repo else None
-    out = None if root else (options.out or default_out(analysis.spec.model_type, options.target))
+    out = None if repo else (options.out or default_out(analysis.spec.model_type, options.target))
     with clock.phase("plan"):
         plan = target.plan(
             analysis, proposal, library, out=out, name=options.name, command=command_line(options)
         )
-    root = root or out.expanduser().resolve()
+    root = repo
+    if root is None:
+        root = out.expanduser().resolve()
+        source = _noticed(source, _roll_back_interrupted(root, options.dry_run))
     plan = replace(plan, remote_code=analysis.spec.source.remote_files)
     preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
     if preview.conflicts and not (options.force or options.dry_run):
