@@ -341,6 +341,7 @@ def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
 
 _CHECK_EXAMPLES = _examples(
     "onboard check --repo ~/src/mobius",
+    "onboard check --since origin/main",
     "onboard check --installed -t mobius --select OB4",
     "onboard check --explain OB402",
 )
@@ -351,9 +352,21 @@ def check_command(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Only report findings that touch these files (pre-commit passes them)."
+            help="Report the changes to these files since HEAD (pre-commit passes them)."
         ),
     ] = None,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Report the findings the changes since HEAD touch.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", metavar="REV", help="Report the findings the changes since REV touch."
+        ),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Report every finding, whatever the files or changes.")
+    ] = False,
     repo: Annotated[
         Path | None,
         typer.Option("--repo", help="The library checkout (default: current directory)."),
@@ -382,7 +395,13 @@ def check_command(
     show_rules: Annotated[bool, typer.Option("--show-rules", help="List every rule.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Lint a target library's model registry (static, fast enough for pre-commit)."""
+    """Lint a target library's model registry (static, fast enough for pre-commit).
+
+    With FILES (as the pre-commit hook passes them), --diff or --since, only the findings on the
+    lines or registry entries changed since HEAD (or REV) are reported, from `git diff -U0` of
+    the working tree, and one line counts the others; --all reports every finding. Without git
+    or outside a git work tree, FILES keep the findings that touch those files.
+    """
     from onboard.lint import CheckOptions, run_check
 
     options = CheckOptions(
@@ -396,6 +415,9 @@ def check_command(
         as_json=as_json,
         explain=explain,
         show_rules=show_rules,
+        diff=diff,
+        since=since,
+        show_all=show_all,
     )
     code = run_check(options, out)
     if code:
