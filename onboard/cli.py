@@ -347,7 +347,16 @@ _CHECK_EXAMPLES = _examples(
 )
 
 
-@app.command("check", epilog=_CHECK_EXAMPLES)
+_CHECK_HELP = (
+    "Lint a target library's model registry (static, fast enough for pre-commit).\n\n"
+    "With FILES (as the pre-commit hook passes them), --diff or --since, only the findings on the "
+    "lines or registry entries changed since HEAD (or REV) are reported, from `git diff -U0` of "
+    "the working tree, and one line counts the others; --all reports every finding. Without git "
+    "or outside a git work tree, FILES keep the findings that touch those files."
+)
+
+
+@app.command("check", epilog=_CHECK_EXAMPLES, help=_CHECK_HELP)
 def check_command(
     files: Annotated[
         list[Path] | None,
@@ -395,13 +404,7 @@ def check_command(
     show_rules: Annotated[bool, typer.Option("--show-rules", help="List every rule.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Lint a target library's model registry (static, fast enough for pre-commit).
-
-    With FILES (as the pre-commit hook passes them), --diff or --since, only the findings on the
-    lines or registry entries changed since HEAD (or REV) are reported, from `git diff -U0` of
-    the working tree, and one line counts the others; --all reports every finding. Without git
-    or outside a git work tree, FILES keep the findings that touch those files.
-    """
+    """Lint a target library's model registry (static, fast enough for pre-commit)."""
     from onboard.lint import CheckOptions, run_check
 
     options = CheckOptions(
