@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from onboard.errors import BadInputError
 from onboard.lint import CheckOptions, run_check
 from onboard.lint.changes import _parse
 from tests.lint.repos import MOBIUS_REGISTRY, mobius_files, write_tree
@@ -174,7 +175,7 @@ def test_a_repository_without_commits_is_new_as_a_whole(repo: Path) -> None:
 
 
 def test_without_git_files_keep_the_findings_that_touch_them(tmp_path: Path) -> None:
-    plain = write_tree(tmp_path / "plain", mobius_files(ENTRIES))  # no .git anywhere above?
+    plain = write_tree(tmp_path / "plain", mobius_files(ENTRIES))
     if subprocess.run(["git", "rev-parse"], cwd=plain, capture_output=True).returncode == 0:
         pytest.skip("tmp_path lies inside a git work tree")
     code, output = run(plain, files=(REGISTRY,))
@@ -183,8 +184,6 @@ def test_without_git_files_keep_the_findings_that_touch_them(tmp_path: Path) -> 
 
 
 def test_an_unknown_revision_is_bad_input(repo: Path) -> None:
-    from onboard.errors import BadInputError
-
     with pytest.raises(BadInputError, match="no-such-rev"):
         run(repo, since="no-such-rev")
     with pytest.raises(BadInputError, match="--all"):
