@@ -361,19 +361,41 @@ def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
 
 _CHECK_EXAMPLES = _examples(
     "onboard check --repo ~/src/mobius",
+    "onboard check --since origin/main",
     "onboard check --installed -t mobius --select OB4",
     "onboard check --explain OB402",
 )
 
 
-@app.command("check", epilog=_CHECK_EXAMPLES)
+_CHECK_HELP = (
+    "Lint a target library's model registry (static, fast enough for pre-commit).\n\n"
+    "With FILES (as the pre-commit hook passes them), --diff or --since, only the findings on the "
+    "lines or registry entries changed since HEAD (or REV) are reported, from `git diff -U0` of "
+    "the working tree, and one line counts the others; --all reports every finding. Without git "
+    "or outside a git work tree, FILES keep the findings that touch those files."
+)
+
+
+@app.command("check", epilog=_CHECK_EXAMPLES, help=_CHECK_HELP)
 def check_command(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Only report findings that touch these files (pre-commit passes them)."
+            help="Report the changes to these files since HEAD (pre-commit passes them)."
         ),
     ] = None,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Report the findings the changes since HEAD touch.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", metavar="REV", help="Report the findings the changes since REV touch."
+        ),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Report every finding, whatever the files or changes.")
+    ] = False,
     repo: Annotated[
         Path | None,
         typer.Option("--repo", help="The library checkout (default: current directory)."),
@@ -416,6 +438,9 @@ def check_command(
         as_json=as_json,
         explain=explain,
         show_rules=show_rules,
+        diff=diff,
+        since=since,
+        show_all=show_all,
     )
     code = run_check(options, out)
     if code:

@@ -28,7 +28,7 @@ from onboard.lint.selection import explain, split_selectors
 class CheckOptions:
     """Every option of ``onboard check``."""
 
-    files: tuple[Path, ...] = ()  # restrict findings to these files (relative to the repo root)
+    files: tuple[Path, ...] = ()  # report the changes to these files (relative to the repo root)
     repo: Path | None = None  # the checkout; default: the current directory
     installed: bool = False  # lint the installed package of --target instead of a checkout
     target: str | None = None  # mobius or automodel; detected from the checkout when not given
@@ -38,6 +38,9 @@ class CheckOptions:
     as_json: bool = False
     explain: str | None = None
     show_rules: bool = False
+    diff: bool = False  # report the changes since HEAD (the same as since="HEAD")
+    since: str | None = None  # report the changes since this revision
+    show_all: bool = False  # report every finding, whatever the files or the change
 
 
 def run_check(options: CheckOptions, out: Console) -> int:
@@ -59,6 +62,8 @@ def run_check(options: CheckOptions, out: Console) -> int:
     if options.installed and options.repo is not None:
         raise BadInputError("--installed and --repo are exclusive: lint one or the other")
     root = None if options.installed else (options.repo or Path.cwd())
+    if options.diff and options.since not in (None, "HEAD"):
+        raise BadInputError("--diff is --since HEAD; give one of them")
     result = check(
         root,
         options.target,
@@ -66,6 +71,8 @@ def run_check(options: CheckOptions, out: Console) -> int:
         split_selectors(options.select),
         split_selectors(options.ignore),
         options.fix,
+        since=options.since or ("HEAD" if options.diff else None),
+        show_all=options.show_all,
     )
     if options.as_json:
         json_output.write(json_output.document("check", result.exit_code, to_json(result)))
@@ -74,11 +81,23 @@ def run_check(options: CheckOptions, out: Console) -> int:
     return result.exit_code
 
 
+DIFF_HELP = (
+    "With FILES (as the pre-commit hook passes them), --diff or --since, only the findings on the "
+    "lines or registry entries changed since HEAD (or REV) are reported, from `git diff -U0` of "
+    "the working tree, and one line counts the others; --all reports every finding. Without git "
+    "or outside a git work tree, FILES keep the findings that touch those files."
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="onboard check", description="Lint a target library's model registry."
+        prog="onboard check",
+        description=f"Lint a target library's model registry. {DIFF_HELP}",
     )
-    parser.add_argument("files", nargs="*", type=Path, help="only report findings for these files")
+    parser.add_argument("files", nargs="*", type=Path, help="report the changes to these files")
+    parser.add_argument("--diff", action="store_true", help="report the changes since HEAD")
+    parser.add_argument("--since", metavar="REV", help="report the changes since REV")
+    parser.add_argument("--all", dest="show_all", action="store_true", help="report everything")
     parser.add_argument("--repo", type=Path, help="the library checkout (default: .)")
     parser.add_argument("--installed", action="store_true", help="lint the installed package")
     parser.add_argument("--target", "-t", choices=("mobius", "automodel"))
@@ -104,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         as_json=args.as_json,
         explain=args.explain,
         show_rules=args.show_rules,
+        diff=args.diff,
+        since=args.since,
+        show_all=args.show_all,
     )
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     try:

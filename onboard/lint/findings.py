@@ -86,10 +86,12 @@ class CheckResult:
     target: str
     root: str  # the repository root, or the installed package's directory
     rules: tuple[str, ...]  # codes of the rules that ran
-    findings: tuple[Finding, ...]
+    findings: tuple[Finding, ...]  # the reported ones
     fixed: tuple[Finding, ...] = ()
     # codes of the selected rules that read transformers' source and did not run without it
     skipped: tuple[str, ...] = ()
+    hidden: int = 0  # findings the run found but did not report (outside the files or change)
+    since: str | None = None  # diff-aware: the revision the change is compared with
 
     @property
     def errors(self) -> tuple[Finding, ...]:

@@ -20,10 +20,11 @@ from onboard.lint.pyindex import parse_file
 from onboard.lint.tables import Table, module_tables, string_set, string_tuple
 
 MOBIUS_REGISTRATIONS = "_REGISTRATIONS"
+MOBIUS_TEST_MODEL_IDS = "_TEST_MODEL_IDS"
 # Inline ModelRegistration options that _create_default_registry drops, and the side table that
 # _apply_test_metadata reads instead (trap T3).
 MOBIUS_SIDE_TABLES = {
-    "test_model_id": "_TEST_MODEL_IDS",
+    "test_model_id": MOBIUS_TEST_MODEL_IDS,
     "family": "_FAMILY_OVERRIDES",
     "variant": "_VARIANT_LABELS",
 }

@@ -25,6 +25,8 @@ def print_findings(result: CheckResult, console: Console) -> None:
     for finding in result.fixed:
         console.print(Text.assemble(("fixed ", "green"), str(finding)), soft_wrap=True)
     console.print(_summary(result), soft_wrap=True)
+    if result.hidden:
+        console.print(_hidden(result), soft_wrap=True)
     if result.skipped:
         console.print(Text(skipped_note(result.skipped), style="yellow"), soft_wrap=True)
 
@@ -63,6 +65,15 @@ def _summary(result: CheckResult) -> Text:
     return Text("; ".join(parts) + ".", style="bold red" if errors else "bold yellow")
 
 
+def _hidden(result: CheckResult) -> Text:
+    """The one line that counts what a narrowed run did not report."""
+    where = "elsewhere" if result.since is None else f"outside the changes since {result.since}"
+    return Text(
+        f"{_plural(result.hidden, 'existing finding')} {where} not shown (--all to show).",
+        style="dim",
+    )
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
@@ -80,7 +91,9 @@ def to_json(result: CheckResult) -> dict[str, Any]:
             "errors": len(result.errors),
             "warnings": len(result.warnings),
             "fixed": len(result.fixed),
+            "not_shown": result.hidden,
         },
+        "since": result.since,
         "exit_code": int(result.exit_code),
     }
 

@@ -16,6 +16,7 @@ class Item:
     key: str
     line: int
     value: ast.expr
+    end_line: int  # the last line of the value: the item spans ``line`` to ``end_line``
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def _callee(func: ast.expr) -> str | None:
 def _dict_items(value: ast.Dict) -> Iterator[Item]:
     for key, item in zip(value.keys, value.values, strict=True):
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            yield Item(key.value, key.lineno, item)
+            yield Item(key.value, key.lineno, item, item.end_lineno or key.lineno)
 
 
 def _pair_items(value: ast.List | ast.Tuple) -> Iterator[Item]:
@@ -86,7 +87,7 @@ def _pair_items(value: ast.List | ast.Tuple) -> Iterator[Item]:
         if isinstance(element, ast.Tuple) and len(element.elts) == 2:
             key, item = element.elts
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                yield Item(key.value, key.lineno, item)
+                yield Item(key.value, key.lineno, item, element.end_lineno or key.lineno)
 
 
 def string_tuple(node: ast.expr) -> tuple[str, ...] | None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from onboard.lint import check
 from tests.lint.conftest import MakeRepo, line_in
 from tests.lint.repos import AUTOMODEL_REGISTRY, MOBIUS_REGISTRY
@@ -17,7 +21,11 @@ CASE = """
 model_id: "meta-llama/Llama-2-7b-hf"
 model_type: "llama"
 revision: "main"
+task_type: "text-generation"
+dtype: "float32"
+level: "L4+L5"
 """
+QWEN3_CASE = CASE.replace("meta-llama/Llama-2-7b-hf", "Qwen/Qwen3-0.6B")
 
 
 def test_missing_test_config(mobius_repo: MakeRepo) -> None:
@@ -48,17 +56,67 @@ def test_test_config_lists_and_the_coverage_skip_list(mobius_repo: MakeRepo) -> 
     assert check(mobius_repo(extra=skip), select=["OB401"]).findings == ()
 
 
-def test_missing_test_case(mobius_repo: MakeRepo) -> None:
-    repo = mobius_repo(extra={"testdata/cases/causal-lm/llama.yaml": CASE})
-    [finding] = check(repo, select=["OB402"]).findings
-    assert finding.line == line_in(repo / MOBIUS_REGISTRY, '"qwen3": ModelRegistration')
-    assert finding.message == (
-        "'qwen3' has no test case under testdata/cases/ (a YAML file with model_type: qwen3) "
-        "and no _COVERAGE_SKIP reason"
+def with_qwen3_test_id(repo: Path) -> Path:
+    """Give the fixture's qwen3 entry a test model id (its llama entry has one already)."""
+    registry = repo / MOBIUS_REGISTRY
+    llama = '"llama": "meta-llama/Llama-2-7b-hf",\n'
+    registry.write_text(
+        registry.read_text().replace(llama, llama + '    "qwen3": "Qwen/Qwen3-0.6B",\n')
     )
-    qwen3 = CASE.replace('"llama"', "qwen3  # unquoted")
-    both = {"testdata/cases/causal-lm/llama.yaml": CASE, "testdata/cases/x/qwen3.yml": qwen3}
-    assert check(mobius_repo(extra=both), select=["OB402"]).findings == ()
+    return repo
+
+
+def test_missing_test_case(mobius_repo: MakeRepo) -> None:
+    repo = with_qwen3_test_id(mobius_repo(extra={"testdata/cases/causal-lm/llama.yaml": CASE}))
+    [finding] = check(repo, select=["OB402"]).findings
+    assert (finding.path, finding.line) == (
+        MOBIUS_REGISTRY,
+        line_in(repo / MOBIUS_REGISTRY, '"qwen3": "Qwen/Qwen3-0.6B"'),
+    )
+    assert finding.message == (
+        "'qwen3' has test model id 'Qwen/Qwen3-0.6B' but no test case under testdata/cases/ "
+        "has model_id: Qwen/Qwen3-0.6B (and no _COVERAGE_SKIP reason): mobius' "
+        "test_model_has_golden_data[qwen3] fails"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "case", "reported"),
+    [
+        # mobius matches a case by model_id; its model_type may be another (a VL case, say)
+        ("vl/qwen3-vl.yaml", QWEN3_CASE.replace('"llama"', "qwen3_vl  # composite"), False),
+        ("causal-lm/qwen3.yaml", QWEN3_CASE.replace('"Qwen/Qwen3-0.6B"', "Qwen/Qwen3-0.6B"), False),
+        (
+            "causal-lm/qwen3.yaml",
+            QWEN3_CASE.replace('"Qwen/Qwen3-0.6B"', "'Qwen/Qwen3-0.6B'"),
+            False,
+        ),
+        # a model_type match is not enough when the model_id differs
+        ("causal-lm/qwen3.yaml", CASE.replace('"llama"', '"qwen3"'), True),
+        # discover_test_cases reads *.yaml only, and skips a case without a required field
+        ("causal-lm/qwen3.yml", QWEN3_CASE, True),
+        ("causal-lm/qwen3.yaml", QWEN3_CASE.replace('level: "L4+L5"\n', ""), True),
+        ("causal-lm/qwen3.yaml", "extra:\n  model_id: Qwen/Qwen3-0.6B\n" + CASE, True),
+    ],
+)
+def test_test_cases_match_by_model_id(
+    mobius_repo: MakeRepo, name: str, case: str, reported: bool
+) -> None:
+    cases = {"testdata/cases/causal-lm/llama.yaml": CASE, f"testdata/cases/{name}": case}
+    repo = with_qwen3_test_id(mobius_repo(extra=cases))
+    keys = [f.message.split("'")[1] for f in check(repo, select=["OB402"]).findings]
+    assert keys == (["qwen3"] if reported else [])
+
+
+def test_test_case_needs_a_test_model_id_and_honours_the_skip_list(
+    mobius_repo: MakeRepo,
+) -> None:
+    # qwen3 has no _TEST_MODEL_IDS row, so mobius' L4 test does not ask for its case
+    other = {"testdata/cases/causal-lm/llama.yaml": CASE.replace("Llama-2-7b-hf", "Other")}
+    [finding] = check(mobius_repo(extra=other), select=["OB402"]).findings
+    assert finding.message.startswith("'llama' has test model id")
+    skip = {**other, "tests/model_coverage_test.py": '_COVERAGE_SKIP = {"llama": "alias"}\n'}
+    assert check(mobius_repo(extra=skip), select=["OB402"]).findings == ()
 
 
 def test_coverage_rules_are_silent_without_the_folders(mobius_repo: MakeRepo) -> None:

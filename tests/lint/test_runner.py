@@ -97,11 +97,13 @@ def test_json_shape(mobius_repo: MakeRepo) -> None:
         "fixed",
         "skipped",
         "summary",
+        "since",
         "exit_code",
     }
     assert (data["version"], data["target"], data["root"]) == (1, "mobius", str(repo))
     assert data["rules"] == ["OB103", "OB201"]
-    assert data["summary"] == {"errors": 1, "warnings": 1, "fixed": 0}
+    assert data["summary"] == {"errors": 1, "warnings": 1, "fixed": 0, "not_shown": 0}
+    assert data["since"] is None
     assert data["exit_code"] == 1
     first = data["findings"][0]
     assert first == {
