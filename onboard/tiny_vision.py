@@ -11,7 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from onboard.errors import UnsupportedFeatureError
+from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 
 TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
@@ -37,6 +37,7 @@ def shrink_vlm_config(
 
     The image token moves into the tiny vocabulary, on an id no other special token uses.
     """
+    _require_merger_fits_text(hf_config)
     tiny = copy.deepcopy(dict(config))
     if "text_config" not in config:  # a flat config (Qwen2.5-VL's): its text keys are the text's
         tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
@@ -128,6 +129,21 @@ def image_token_key(hf_config: Any) -> str:
 _QWEN_VL_KEYS = ("depth", "num_heads", "patch_size", "temporal_patch_size", "spatial_merge_size")
 TINY_QWEN_VL_DEPTH = 4
 TINY_WINDOW_BLOCKS = 2  # merge blocks per window side: the test images span several windows
+
+
+def _require_merger_fits_text(hf_config: Any) -> None:
+    """A Qwen-VL merger writes its image features into the text's embeddings, so its output
+    width is the text's width; the tiny tower is shrunk on that assumption."""
+    real = hf_config.vision_config
+    if not is_qwen_vl_tower(real):
+        return
+    key = "out_hidden_size" if hasattr(real, "out_hidden_size") else "hidden_size"
+    width, text_width = getattr(real, key, None), hf_config.text_config.hidden_size
+    if width != text_width:
+        raise InvalidConfigError(
+            f"config.json: vision_config.{key} ({width!r:.40}) is not the text's hidden_size "
+            f"({text_width}): the vision merger's features would not fit the text embeddings"
+        )
 
 
 def is_qwen_vl_tower(vision: Any) -> bool:
