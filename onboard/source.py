@@ -349,6 +349,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", model_type):
         raise InvalidConfigError(f"{path} has an invalid model_type {model_type[:40]!r}")
     _check_architectures(config.get("architectures"), path)
+    for key, sub_config in config.items():  # text_config's is the text backbone's source
+        if isinstance(sub_config, dict):
+            _check_architectures(sub_config.get("architectures"), path, f"{key}.")
     if "auto_map" in config and not isinstance(config["auto_map"], dict):
         raise InvalidConfigError(
             f"{path}: auto_map must be an object, got {config['auto_map']!r:.60}"
@@ -359,7 +362,7 @@ def read_config(path: Path) -> dict[str, Any]:
 _CLASS_NAME = re.compile(r"[A-Za-z_]\w{0,100}", re.ASCII)
 
 
-def _check_architectures(architectures: Any, path: Path) -> None:
+def _check_architectures(architectures: Any, path: Path, where: str = "") -> None:
     """architectures names classes (generated code derives its class names from the first), so
     it is null or a list of Python class names."""
     if architectures is None:
@@ -368,7 +371,7 @@ def _check_architectures(architectures: Any, path: Path) -> None:
         isinstance(name, str) and _CLASS_NAME.fullmatch(name) for name in architectures
     ):
         raise InvalidConfigError(
-            f"{path}: architectures must be a list of class names, got {architectures!r:.60}"
+            f"{path}: {where}architectures must be a list of class names, got {architectures!r:.60}"
         )
 
 
