@@ -96,6 +96,27 @@ def test_a_qwen_vl_merger_wider_than_the_text_is_bad_input() -> None:
     assert "out_hidden_size (3584) is not the text's hidden_size (2048)" in _error(outcome)
 
 
+def test_a_sub_config_architectures_that_are_not_class_names_are_bad_input() -> None:
+    edit = ("replace", ("text_config", "architectures"), {"a": 1})
+    outcome = run_case(_case("llava-hf/llava-1.5-7b-hf", edit))
+    assert outcome.code == ExitCode.BAD_INPUT
+    assert "text_config.architectures must be a list of class names" in _error(outcome)
+
+
+def test_a_negative_pad_token_id_means_none() -> None:
+    """Old configs write -1; transformers will not save a tiny model holding it."""
+    for bundled in ("Qwen/Qwen3-0.6B", "llava-hf/llava-1.5-7b-hf"):
+        outcome = run_case(_case(bundled, ("add", ("pad_token_id",), -1)))
+        assert outcome.code == ExitCode.OK, outcome.stderr
+
+
+def test_a_qwen_vl_tower_size_of_zero_is_bad_input() -> None:
+    edit = ("replace", ("vision_config", "temporal_patch_size"), 0)
+    outcome = run_case(_case("Qwen/Qwen2.5-VL-3B-Instruct", edit))
+    assert outcome.code == ExitCode.BAD_INPUT
+    assert "vision_config.temporal_patch_size must be positive, got 0" in _error(outcome)
+
+
 # The checks themselves: each broken promise is noticed
 _CASE = _case("Qwen/Qwen3-0.6B", ("delete", ("hidden_size",), None), as_json=True)
 _DOCUMENT = '{"exit_code": 2, "outcome": "bad_input"}'
