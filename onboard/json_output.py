@@ -9,6 +9,7 @@ down in ``onboard/data/output.schema.json``; tests validate every command's outp
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -39,5 +40,18 @@ def error_document(command: str, error: OnboardError) -> dict[str, Any]:
 
 
 def write(data: Mapping[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    text = json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with its infinities as strings: a config may hold Infinity (transformers writes
+    it), but JSON has no such number, and a strict parser (jq, JSON.parse) refuses the token."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

@@ -348,7 +348,31 @@ def read_config(path: Path) -> dict[str, Any]:
         raise InvalidConfigError(f"{path} has no model_type: cannot tell which architecture it is")
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", model_type):
         raise InvalidConfigError(f"{path} has an invalid model_type {model_type[:40]!r}")
+    _check_architectures(config.get("architectures"), path)
+    for key, sub_config in config.items():  # text_config's is the text backbone's source
+        if isinstance(sub_config, dict):
+            _check_architectures(sub_config.get("architectures"), path, f"{key}.")
+    if "auto_map" in config and not isinstance(config["auto_map"], dict):
+        raise InvalidConfigError(
+            f"{path}: auto_map must be an object, got {config['auto_map']!r:.60}"
+        )
     return config
+
+
+_CLASS_NAME = re.compile(r"[A-Za-z_]\w{0,100}", re.ASCII)
+
+
+def _check_architectures(architectures: Any, path: Path, where: str = "") -> None:
+    """architectures names classes (generated code derives its class names from the first), so
+    it is null or a list of Python class names."""
+    if architectures is None:
+        return
+    if not isinstance(architectures, list) or not all(
+        isinstance(name, str) and _CLASS_NAME.fullmatch(name) for name in architectures
+    ):
+        raise InvalidConfigError(
+            f"{path}: {where}architectures must be a list of class names, got {architectures!r:.60}"
+        )
 
 
 class _NonFiniteError(Exception):

@@ -399,7 +399,9 @@ def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:
 
 
 def _remap_token_ids(tiny: dict[str, Any]) -> None:
-    """Special token ids past the tiny vocabulary would break embeddings: move them to the top."""
+    """Special token ids past the tiny vocabulary would break embeddings: move them to the top.
+    A negative id (old configs write ``pad_token_id: -1`` for none) is dropped: transformers
+    refuses to save a model whose generation config holds one."""
     spare = iter(range(TINY_VOCAB - 1, 0, -1))
     remapped: dict[int, int] = {}
 
@@ -412,9 +414,16 @@ def _remap_token_ids(tiny: dict[str, Any]) -> None:
 
     for key in _TOKEN_ID_KEYS:
         value = tiny.get(key)
-        tiny[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+        if isinstance(value, list):
+            tiny[key] = [fix(v) for v in value if not is_negative_id(v)] or None
+        else:
+            tiny[key] = None if is_negative_id(value) else fix(value)
         if tiny[key] is None:
             del tiny[key]
+
+
+def is_negative_id(token: Any) -> bool:
+    return isinstance(token, int) and not isinstance(token, bool) and token < 0
 
 
 def expand_attention_types(value: Any) -> list[str] | None:

@@ -11,7 +11,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from onboard.errors import UnsupportedFeatureError
+from onboard.errors import InvalidConfigError, UnsupportedFeatureError
+from onboard.tiny import is_negative_id
 
 TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
@@ -37,6 +38,7 @@ def shrink_vlm_config(
 
     The image token moves into the tiny vocabulary, on an id no other special token uses.
     """
+    _check_qwen_vl_tower(hf_config)
     tiny = copy.deepcopy(dict(config))
     if "text_config" not in config:  # a flat config (Qwen2.5-VL's): its text keys are the text's
         tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
@@ -67,6 +69,8 @@ def shrink_vlm_config(
     taken = {v for k, v in tiny_text.items() if k.endswith("token_id") and isinstance(v, int)}
     if isinstance(tiny.get("pad_token_id"), int) and tiny["pad_token_id"] >= vocab:
         tiny["pad_token_id"] = tiny_text.get("pad_token_id", 0)
+    for key in [k for k, v in tiny.items() if k.endswith("token_id") and is_negative_id(v)]:
+        del tiny[key]  # none, as in tiny.py: transformers will not save a model holding one
     key = image_token_key(hf_config)
     tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
     return tiny
@@ -128,6 +132,27 @@ def image_token_key(hf_config: Any) -> str:
 _QWEN_VL_KEYS = ("depth", "num_heads", "patch_size", "temporal_patch_size", "spatial_merge_size")
 TINY_QWEN_VL_DEPTH = 4
 TINY_WINDOW_BLOCKS = 2  # merge blocks per window side: the test images span several windows
+
+
+def _check_qwen_vl_tower(hf_config: Any) -> None:
+    """A Qwen-VL tower's sizes are positive, and its merger writes its image features into the
+    text's embeddings, so its output width is the text's width: the tiny tower is shrunk on
+    both assumptions."""
+    real = hf_config.vision_config
+    if not is_qwen_vl_tower(real):
+        return
+    for size in _QWEN_VL_KEYS:  # the tiny tower cuts its images by these
+        if getattr(real, size) <= 0:
+            raise InvalidConfigError(
+                f"config.json: vision_config.{size} must be positive, got {getattr(real, size)}"
+            )
+    key = "out_hidden_size" if hasattr(real, "out_hidden_size") else "hidden_size"
+    width, text_width = getattr(real, key, None), hf_config.text_config.hidden_size
+    if width != text_width:
+        raise InvalidConfigError(
+            f"config.json: vision_config.{key} ({width!r:.40}) is not the text's hidden_size "
+            f"({text_width}): the vision merger's features would not fit the text embeddings"
+        )
 
 
 def is_qwen_vl_tower(vision: Any) -> bool:

@@ -33,6 +33,7 @@ from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
 from onboard.analysis.whole_model import WholeModelReader
 from onboard.block_specs import BlockLayout, NormSpec
+from onboard.errors import InvalidConfigError
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence, HeadTransformSpec, TextDecoderSpec
 from onboard.token_mixers import is_attention
@@ -385,6 +386,11 @@ class DecoderSpecBuilder(Reader):
         if "sliding_attention" not in layer_types:
             return None
         window = window_of(self.cfg)
+        if window is not None and (not isinstance(window, int) or window < 0):
+            raise InvalidConfigError(  # False is transformers' own "no window"
+                f"config.json: {window_key(self.cfg)} must be a number of tokens, got "
+                f"{window!r:.40}"
+            )
         self._config("text.sliding_window", window_key(self.cfg), window)
         return int(window) if window else None
 

@@ -150,6 +150,9 @@ def rope_parameters_of(config: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    """A rope_parameters value made hashable (the spec is frozen and compared in sets)."""
     if isinstance(value, list | tuple):
         return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
     return value

@@ -106,6 +106,21 @@ def _vlm_head(model: Any, config: Any, text: Any) -> tuple[Any, tuple]:
 
 
 def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
+    from transformers import PretrainedConfig
+
+    plain = [
+        key
+        for key in ("text_config", "vision_config")
+        if getattr(hf_config, key, None) is not None
+        and not isinstance(getattr(hf_config, key), PretrainedConfig)
+    ]
+    if plain:  # a key the config class does not know stays what config.json holds
+        from onboard.errors import InvalidConfigError
+
+        raise InvalidConfigError(
+            f"config.json has {' and '.join(plain)}, which {type(hf_config).__name__} does not "
+            f"know: {source.model_type} is not a vision-language model type in transformers"
+        )
     missing = [
         key for key in ("text_config", "vision_config") if getattr(hf_config, key, None) is None
     ]
