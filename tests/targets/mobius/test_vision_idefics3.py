@@ -16,6 +16,7 @@ from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
+from tests.targets.mobius.checks import passed_module, statuses
 from tests.targets.mobius.sabotage import parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
@@ -39,16 +40,11 @@ def _new(tmp_path: Path, **options):
 
 def test_idefics3_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     result = _new(tmp_path)
+    text = passed_module(result, CHECKS)
     report = result.parity
-    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
-    for provider in ("default", "cpu"):
-        checks = {c.name: c for c in report.checks if c.provider == provider}
-        assert set(checks) == CHECKS
-        assert all(c.status is Status.PASS for c in checks.values())
-        assert checks["prefill"].detail == "rows of 2, 1, 0 images"
+    prefill = {c.provider: c.detail for c in report.checks if c.name == "prefill"}
+    assert prefill == dict.fromkeys(("default", "cpu"), "rows of 2, 1, 0 images")
     assert report.weights.unread == ()  # the post norm is read, every layer too
-    text = (result.root / result.plan.model_file).read_text()
-    assert lint_python(text, filename="idefics3.py", style=STYLE) == ""
     assert "pixel_shuffle_factor=top.scale_factor," in text
     assert "features = self._pixel_shuffle(op, features)" in text
     assert "self.modality_projection = Idefics3ModalityProjection(" in text
@@ -90,7 +86,7 @@ def test_a_wrong_shuffle_or_norm_fails_parity(
     tmp_path: Path, old: str, new: str, failing: str
 ) -> None:
     report = parity_with(_new(tmp_path, parity=False), old, new)
-    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    checks = statuses(report)
     assert checks["weights"] is Status.PASS
     assert checks[failing] is Status.FAIL
     if failing != "decode":
@@ -106,7 +102,7 @@ def test_a_scale_factor_off_fails_parity(tmp_path: Path) -> None:
         "pixel_shuffle_factor=top.scale_factor - 1,",
     )
     assert not report.passed
-    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    checks = statuses(report)
     assert checks["weights"] is Status.FAIL
 
 
@@ -126,7 +122,7 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
     result = _aya(tmp_path)
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
-    default = {c.name: c.status for c in report.checks if c.provider == "default"}
+    default = statuses(report)
     assert default == dict.fromkeys(CHECKS, Status.PASS)
     cpu = {c.name: c for c in report.checks if c.provider == "cpu"}
     assert cpu["image-features"].status is Status.PASS
@@ -157,6 +153,6 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
 )
 def test_a_wrong_aya_projector_or_head_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     report = parity_with(_aya(tmp_path, parity=False), old, new)
-    checks = {c.name: c.status for c in report.checks if c.provider == "default"}
+    checks = statuses(report)
     assert checks["weights"] is Status.PASS
     assert checks["prefill"] is Status.FAIL

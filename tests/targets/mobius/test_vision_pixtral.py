@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from onboard.codegen import lint_python
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
-from onboard.targets.mobius.plan import STYLE
 from tests.new_types import default_config_dir
+from tests.targets.mobius.checks import passed_module, statuses
 from tests.targets.mobius.sabotage import parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
@@ -31,16 +30,9 @@ def _new(tmp_path: Path, model_type: str = "mistral3", **options):
 
 def test_mistral3_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     result = _new(tmp_path)
+    text = passed_module(result, CHECKS)
     report = result.parity
-    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
-    for provider in ("default", "cpu"):
-        checks = {c.name: c for c in report.checks if c.provider == provider}
-        assert set(checks) == CHECKS
-        assert all(c.status is Status.PASS for c in checks.values())
     assert report.weights.unread == ()  # the last layer is the one read
-    module = result.root / result.plan.model_file
-    text = module.read_text()
-    assert lint_python(text, filename=module.name, style=STYLE) == ""
     assert 'default_task = "pixtral-vl"' in text
     # what mobius' own Pixtral path reads from the wrong place (pixtral P1-P3)
     assert "activation=vision.hidden_act" in text
@@ -52,7 +44,7 @@ def test_mistral3_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
 
 def _sabotaged(tmp_path: Path, old: str, new: str) -> dict:
     report = parity_with(_new(tmp_path, parity=False), old, new)
-    return {c.name: c.status for c in report.checks if c.provider == "default"}
+    return statuses(report)
 
 
 @pytest.mark.parametrize(

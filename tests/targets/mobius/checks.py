@@ -1,0 +1,26 @@
+"""What the generated-module tests assert about a parity report, written once."""
+
+from __future__ import annotations
+
+from onboard.codegen import lint_python
+from onboard.parity.report import ParityReport, Status
+from onboard.pipeline import NewResult
+from onboard.targets.mobius.plan import STYLE
+
+
+def statuses(report: ParityReport, provider: str = "default") -> dict[str, Status]:
+    """Each check's status on one execution provider."""
+    return {c.name: c.status for c in report.checks if c.provider == provider}
+
+
+def passed_module(result: NewResult, checks: set[str]) -> str:
+    """The generated module's source, once parity ran exactly ``checks`` and passed each on both
+    execution providers, and the module is formatted and lint-clean in mobius' style."""
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    for provider in ("default", "cpu"):
+        assert statuses(report, provider) == dict.fromkeys(checks, Status.PASS), provider
+    module = result.root / result.plan.model_file
+    text = module.read_text()
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    return text
