@@ -207,12 +207,16 @@ def print_parity(report: ParityReport, console: Console, *, generated: bool = Tr
         console.print(
             f"[yellow]target-library bug {bug.id}[/]: {bug.title}\n  [dim]{bug.evidence}[/]"
         )
+    for divergence in report.divergences:
+        console.print(Text(divergence.line(), style="red"))
     verdict = "[green]parity passed[/]" if report.passed else "[bold red]parity FAILED[/]"
     culprit = (
         "generated code or its config is wrong"
         if generated
         else f"the library's own {report.model_class} computes something else"
     )
+    if report.divergences:
+        culprit += f", from {report.divergences[0].where} on"
     blame = f" ({culprit})" if not report.passed else ""
     console.print(verdict + blame)
 

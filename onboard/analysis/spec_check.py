@@ -308,7 +308,11 @@ class SpecInterpreter:
                 if isinstance(getattr(self.config, "rope_parameters", {}).get(kind), dict)
                 else None
             )
-            kwargs = {"layer_type": layer_type} if layer_type else {}
+            kwargs: dict[str, Any] = {"layer_type": layer_type} if layer_type else {}
+            if spec.rope_type == "dynamic":
+                # HF rescales for the sequence so far: max(position) + 1, once past
+                # max_position_embeddings (modeling_rope_utils.dynamic_rope_update)
+                kwargs["seq_len"] = int(positions.max()) + 1
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[spec.rope_type](self.config, None, **kwargs)
         freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)

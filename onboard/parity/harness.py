@@ -14,7 +14,7 @@ per layer, mobius' state names (``key``, ``value``, ``conv_state``, ``ssm_state`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -48,6 +48,8 @@ class Step:
     ]  # per layer: key, value [B, kv_heads, T, head_dim]
     state: Any = None  # what the runner needs to continue decoding
     states: tuple[LayerStates, ...] = ()  # hybrids only, per layer, in mobius' layout
+    # a probing runner's named intermediate outputs of this step (see parity.divergence)
+    probes: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 def split_cache(
@@ -177,10 +179,8 @@ def _decode_checks(
     metrics: list[Metrics] = []
     mask = prompt.attention_mask
     for step in range(DECODE_STEPS):
-        token = ref_step.logits[:, -1:].argmax(-1).astype(np.int64)
-        mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)
-        position = np.full((1, 1), prompt.input_ids.shape[1] + step, dtype=np.int64)
-        batch = Batch(token, mask, position)
+        batch = decode_batch(prompt, mask, ref_step, step)
+        mask = batch.attention_mask
         try:
             ref_step = reference.decode(ref_step, batch)
             got_step = candidate.decode(got_step, batch)
@@ -197,6 +197,15 @@ def _decode_checks(
     if compare_states:
         checks.append(_states_check(provider, state_diffs, len(metrics)))
     return checks
+
+
+def decode_batch(prompt: Batch, mask: np.ndarray, ref_step: Step, step: int) -> Batch:
+    """Decode step ``step`` (from 0) after ``prompt``: the reference's argmax as the next token,
+    ``mask`` (the previous step's) one position longer."""
+    token = ref_step.logits[:, -1:].argmax(-1).astype(np.int64)
+    mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)
+    position = np.full((1, 1), prompt.input_ids.shape[1] + step, dtype=np.int64)
+    return Batch(token, mask, position)
 
 
 def _padding_checks(reference: Runner, candidate: Runner, vocab_size: int) -> list[Check]:

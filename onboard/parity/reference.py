@@ -8,6 +8,7 @@ so that any candidate can be compared against one convention.
 from __future__ import annotations
 
 import inspect
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from onboard.checkpoint import tensors
 from onboard.parity.harness import Batch, LayerStates, Step, split_cache
+from onboard.parity.torch_probes import TorchProbes
 from onboard.tiny_model import build_tiny_model, perturb
 
 
@@ -51,8 +53,10 @@ class HFRunner:
     provider = "transformers"
     left_padding_refused: str | None = None
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, probe: bool = False) -> None:
+        """``probe``: report each step's intermediate outputs (``Step.probes``) too."""
         self.model = model
+        self._probes = TorchProbes(model) if probe else None
         self.device = next(model.parameters()).device
         params = inspect.signature(model.forward).parameters
         # transformers 5.24 says cache; Mamba's models say cache_params
@@ -73,7 +77,8 @@ class HFRunner:
         positions = np.concatenate([seen.position_ids, batch.position_ids], axis=1)
         step = self._run(Batch(ids, batch.attention_mask, positions), None)
         new = batch.input_ids.shape[1]
-        return Step(logits=step.logits[:, -new:], kv=(), state=step.state)
+        probes = {name: value[:, -new:] for name, value in step.probes.items()}
+        return Step(logits=step.logits[:, -new:], kv=(), state=step.state, probes=probes)
 
     def _run(self, batch: Batch, cache: Any) -> Step:
         import torch
@@ -88,7 +93,8 @@ class HFRunner:
             kwargs[self._cache_kwarg] = cache
             if self._drops_decode_mask(kwargs):
                 del kwargs["attention_mask"]
-        with torch.no_grad():
+        probing = self._probes.recording() if self._probes is not None else nullcontext({})
+        with torch.no_grad(), probing as probes:
             out = self.model(**kwargs)
         new_cache = next((out[k] for k in _CACHE_KWARGS if out.get(k) is not None), None)
         if new_cache is None:
@@ -96,6 +102,7 @@ class HFRunner:
                 logits=out.logits.float().cpu().numpy(),
                 kv=(),
                 state=_Seen(batch.input_ids, batch.position_ids),
+                probes=probes,
             )
         kv, states = split_cache(tuple(self._cache.layer(layer) for layer in new_cache.layers))
         return Step(
@@ -103,6 +110,7 @@ class HFRunner:
             kv=kv,
             state=new_cache,
             states=states,
+            probes=probes,
         )
 
     def _drops_decode_mask(self, kwargs: dict[str, Any]) -> bool:

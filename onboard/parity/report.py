@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from onboard.weightmap import WeightMapProof
+
+if TYPE_CHECKING:
+    from onboard.parity.divergence import Divergence
 
 MAX_ABS_GATE = 1e-4  # fp32, every parameter perturbed; passing cases measure ~1e-6
 COSINE_FLOOR = 0.99999
@@ -102,6 +105,8 @@ class ParityReport:
     versions: tuple[tuple[str, str], ...] = ()
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    # per provider with a failing scenario: where its outputs first diverge (parity.divergence)
+    divergences: tuple[Divergence, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -131,6 +136,7 @@ class ParityReport:
                 "groups": [row.__dict__.copy() for row in self.weights.rows],
             },
             "target_bugs": [b.__dict__.copy() for b in self.bugs],
+            "divergences": [d.to_dict() for d in self.divergences],
             "versions": dict(self.versions),
             "seconds": round(self.seconds, 2),
             "notes": list(self.notes),

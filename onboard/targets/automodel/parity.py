@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onboard.errors import OnboardError
+from onboard.parity.divergence import Divergence
 from onboard.parity.harness import scenarios_for
 from onboard.parity.report import Check, Metrics, ParityReport, Status, TargetBug
 from onboard.targets.automodel.bugs import bugs_for
@@ -65,6 +66,7 @@ def run_parity(
         checks=(*tests, *checks),
         weights=_proof(weights) if weights else None,
         bugs=tuple(TargetBug(**bug) for bug in result.get("bugs", ())),
+        divergences=tuple(Divergence.from_dict(d) for d in result.get("divergences", ())),
         versions=_versions(),
         seconds=time.perf_counter() - start,
         notes=notes,

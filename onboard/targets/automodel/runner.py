@@ -56,6 +56,7 @@ class Result:
     checks: list[dict[str, Any]] = field(default_factory=list)
     weights: dict[str, Any] | None = None
     bugs: list[dict[str, str]] = field(default_factory=list)
+    divergences: list[dict[str, Any]] = field(default_factory=list)
 
 
 def main(argv: list[str]) -> int:
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> int:
     result = Result()
     if request.tests:
         result.tests = run_tests(Path(request.tests))
-    result.checks, result.weights, result.bugs = run_scenarios_on(request)
+    result.checks, result.weights, result.bugs, result.divergences = run_scenarios_on(request)
     result_path.write_text(json.dumps(asdict(result)), encoding="utf-8")
     return 0
 
@@ -157,7 +158,9 @@ def run_tests(directory: Path) -> list[dict[str, Any]]:
 # -- shared scenarios ---------------------------------------------------------------------------
 
 
-Outcome = tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, str]]]
+Outcome = tuple[
+    list[dict[str, Any]], dict[str, Any] | None, list[dict[str, str]], list[dict[str, Any]]
+]
 
 
 def run_scenarios_on(request: Request) -> Outcome:
@@ -171,7 +174,7 @@ def run_scenarios_on(request: Request) -> Outcome:
             from onboard.targets.automodel.vision_runner import vision_scenarios
 
             checks, proof = vision_scenarios(cls, request)
-            return [_check_dict(c) for c in checks], proof, []
+            return [_check_dict(c) for c in checks], proof, [], []
         return _scenarios(cls, request, bugs)
     except Exception as exc:
         return _failed_step("build", request.device, exc)
@@ -180,7 +183,7 @@ def run_scenarios_on(request: Request) -> Outcome:
 def _failed_step(step: str, device: str, exc: BaseException) -> Outcome:
     from onboard.parity.report import Check, Status
 
-    return [_check_dict(Check(step, device, Status.FAIL, detail=_error(exc)))], None, []
+    return [_check_dict(Check(step, device, Status.FAIL, detail=_error(exc)))], None, [], []
 
 
 def _scenarios(cls: type, request: Request, bugs: tuple[LibraryBug, ...]) -> Outcome:
@@ -188,6 +191,7 @@ def _scenarios(cls: type, request: Request, bugs: tuple[LibraryBug, ...]) -> Out
     import torch
 
     from onboard.hf_config import make_hf_config
+    from onboard.parity.divergence import localise, worth_localising
     from onboard.parity.harness import Scenarios, run_scenarios
     from onboard.parity.reference import HFRunner, build_reference, saved_checkpoint
     from onboard.parity.report import Status
@@ -229,7 +233,14 @@ def _scenarios(cls: type, request: Request, bugs: tuple[LibraryBug, ...]) -> Out
                 f"{offset_bug.trigger}"
             )
             found.append(_found(offset_bug, evidence))
-    return [_check_dict(c) for c in checks + measured], proof, found
+    divergences = []
+    if worth_localising(measured):
+        candidate = HFRunner(model, probe=True)
+        candidate.provider = request.device
+        reference_runner = HFRunner(reference, probe=True)
+        divergence = localise(reference_runner, candidate, config.vocab_size, scenarios)
+        divergences = [divergence.to_dict()] if divergence else []
+    return [_check_dict(c) for c in checks + measured], proof, found, divergences
 
 
 def _build(cls: type, config: Any, device: str, bugs: tuple[LibraryBug, ...]) -> tuple[Any, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -22,6 +23,7 @@ from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
+from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
 
 # Bugs of the execution providers themselves, which no generated class can route around.
 PROVIDER_BUGS = ("T8", "M3", "M6", "M7")
+# Bugs of mobius components any library class may build (its RoPE tables): generated classes
+# route around them in their config (targets.mobius.rope).
+COMPONENT_BUGS = ("M8",)
 
 
 class MobiusTarget:
@@ -117,9 +122,9 @@ class MobiusTarget:
             )
         else:
             profile = PROFILES.get(module_class.__name__)
-            bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS
+            bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS + COMPONENT_BUGS
             expected_name = None
-        return run_parity(
+        report = run_parity(
             module_class,
             analysis.tiny.config,
             model_type=analysis.spec.model_type,
@@ -128,6 +133,9 @@ class MobiusTarget:
             scenarios=scenarios_for(analysis.spec.text),
             expected_name=expected_name,
         )
+        if generated is not None and dynamic_rope(analysis.spec):
+            report = dataclasses.replace(report, notes=(*report.notes, M8_NOTE))
+        return report
 
 
 def _vision_parity(

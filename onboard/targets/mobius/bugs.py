@@ -146,6 +146,17 @@ def _full_rotary(config: dict[str, Any]) -> None:
                 entry["partial_rotary_factor"] = 1.0
 
 
+def _dynamic_rope(config: Mapping[str, Any]) -> bool:
+    rope = rope_parameters(config)
+    return rope.get("rope_type", rope.get("type")) == "dynamic"
+
+
+def _default_rope(config: dict[str, Any]) -> None:
+    rope = rope_parameters(config)
+    rope["rope_type" if "rope_type" in rope else "type"] = "default"
+    rope.pop("factor", None)
+
+
 def _no_position_scale(config: dict[str, Any]) -> None:
     rope_parameters(config)[POSITION_SCALE_KEY] = 0.0
 
@@ -222,6 +233,16 @@ BUGS: dict[str, KnownBug] = {
             lambda c: bool(rope_parameters(c).get(POSITION_SCALE_KEY)),
             _no_position_scale,
             "llama_4_scaling_beta 0.0",
+        ),
+        KnownBug(
+            "M8",
+            "DynamicNTKRope scales the RoPE base by factor ** (d / (d - 2)) at every length "
+            "(mobius/components/_rotary_embedding.py:233), where transformers leaves RoPE "
+            "unchanged up to max_position_embeddings",
+            ("default", "cpu"),
+            _dynamic_rope,
+            _default_rope,
+            "rope_type 'default' in place of 'dynamic'",
         ),
         KnownBug(
             "M1",

@@ -38,6 +38,7 @@ from onboard.targets.mobius.mixers import (
     mixer_settings,
 )
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
+from onboard.targets.mobius.rope import rope_settings
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
 from onboard.targets.mobius.vision import VisionDesign, design_vision
@@ -833,6 +834,7 @@ def _settings(
                 "unused: set because base classes build rotary tables in __init__",
             )
         )
+    settings += rope_settings(spec)
     base_fields = _profile_config_fields(profile)
     softcap = attention and attention.softcap
     scale_key = attention and attention.scale_key

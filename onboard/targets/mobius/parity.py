@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from onboard.hf_config import make_hf_config
+from onboard.parity.divergence import Divergence, localise, worth_localising
 from onboard.parity.harness import (
     DEFAULT_SCENARIOS,
     Batch,
@@ -42,6 +43,7 @@ from onboard.targets.mobius.bugs import (
     register_cpu_without_gqa,
     weight_bugs,
 )
+from onboard.targets.mobius.probes import Recorder, name_probe_outputs, probing_task
 from onboard.weightmap import WeightMapProof, prove
 
 EXECUTION_PROVIDERS = ("default", "cpu")
@@ -58,6 +60,7 @@ class BuiltModel:
     memory_layout: str  # "" when the in-memory (fused) layout converts to the same weights
     config_class: str
     build_seconds: float
+    probes: Mapping[str, str] = dataclasses.field(default_factory=dict)  # probe -> output name
 
 
 class BuildError(Exception):
@@ -86,22 +89,29 @@ def build(
     *,
     memory_state: Mapping[str, Any] | None = None,
     expected_name: Callable[[str], str | Collection[str]] | None = None,
+    probe: bool = False,
 ) -> BuiltModel:
     """Build, prove the weight map, apply the checkpoint, save, and load in onnxruntime.
 
     ``memory_state`` is the HF model's own state dict (transformers v5 fuses MoE experts in
     memory); its conversion must give exactly the weights the on-disk checkpoint gives.
+    ``probe``: the graph also outputs the probe modules' values (``probes.py``).
     """
     import mobius
     import onnxruntime as ort
+    from mobius.tasks import get_task
 
     start = time.perf_counter()
     config = mobius_config(module_class, hf_config)
     module = module_class(config)
-    task = getattr(module_class, "default_task", DEFAULT_TASK)
+    task = get_task(getattr(module_class, "default_task", DEFAULT_TASK))
+    recorder = Recorder(module, config.num_hidden_layers) if probe else None
+    if recorder is not None:
+        task = probing_task(task, recorder)
     with quiet_mobius():
         package = mobius.build_from_module(module, config, task, execution_provider=provider)
     graph = package["model"].graph
+    probes = name_probe_outputs(graph, recorder) if recorder is not None else {}
     # Read before apply_weights, which folds transposes into new initializers (notes, step 8).
     parameters = {
         name: tuple(int(d) for d in value.shape)
@@ -120,7 +130,7 @@ def build(
     memory_layout = _compare_memory_layout(module, converted, memory_state, checkpoint)
     with quiet_mobius():
         package.apply_weights(converted)
-    out = workdir / provider
+    out = workdir / (provider + ("-probed" if probe else ""))
     try:
         with quiet_mobius():
             package.save(str(out), progress_bar=False, check_weights=False)
@@ -132,7 +142,13 @@ def build(
     except Exception as exc:  # onnxruntime rejects the graph: report it with the proof
         raise BuildError(f"{type(exc).__name__}: {first_line(exc)}", proof) from exc
     return BuiltModel(
-        provider, session, proof, memory_layout, type(config).__name__, time.perf_counter() - start
+        provider,
+        session,
+        proof,
+        memory_layout,
+        type(config).__name__,
+        time.perf_counter() - start,
+        probes,
     )
 
 
@@ -189,6 +205,7 @@ class OnnxRunner:
     def __init__(self, built: BuiltModel) -> None:
         self.provider = built.provider
         self.session = built.session
+        self._probes = built.probes
         self._inputs = {i.name: i for i in self.session.get_inputs()}
         self._outputs = [o.name for o in self.session.get_outputs()]
         self._past = past_inputs(self._inputs)
@@ -235,7 +252,8 @@ class OnnxRunner:
             for i, layer in enumerate(self._past)
         )
         kv, states = split_cache(present)
-        return Step(logits=results["logits"], kv=kv, state=present, states=states)
+        probes = {probe: results[name] for probe, name in self._probes.items()}
+        return Step(logits=results["logits"], kv=kv, state=present, states=states, probes=probes)
 
 
 def past_inputs(inputs: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, ...]], ...]:
@@ -273,6 +291,7 @@ def run_parity(
     checks: list[Check] = []
     bugs: list[TargetBug] = []
     proof: WeightMapProof | None = None
+    divergences: list[Divergence] = []
     for provider in EXECUTION_PROVIDERS:
         provider_checks, provider_proof = _provider_checks(
             module_class, tiny_config, provider, device, scenarios, expected_name
@@ -283,6 +302,9 @@ def run_parity(
                 module_class, tiny_config, provider, device, provider_checks, bug_ids, scenarios
             )
             bugs.extend(b for b in confirmed if b not in bugs)
+        if worth_localising(provider_checks):
+            found = _localise(module_class, tiny_config, provider, device, scenarios)
+            divergences.extend([found] if found else [])
         checks.extend(provider_checks)
     return ParityReport(
         target="mobius",
@@ -293,7 +315,34 @@ def run_parity(
         bugs=tuple(bugs),
         versions=library_versions(),
         seconds=time.perf_counter() - start,
+        divergences=tuple(divergences),
     )
+
+
+def _localise(
+    module_class: type,
+    tiny_config: Mapping[str, Any],
+    provider: str,
+    device: str,
+    scenarios: Scenarios,
+) -> Divergence | None:
+    """The first layer and module whose outputs diverge, from a graph built with probes."""
+    hf_config = make_hf_config(tiny_config)
+    reference = build_reference(hf_config, device=device)
+    with scratch_dir() as workdir:
+        try:
+            built = build(
+                module_class,
+                hf_config,
+                saved_checkpoint(reference),
+                provider,
+                Path(workdir),
+                probe=True,
+            )
+        except Exception:  # the build check already reports why
+            return None
+        runner = OnnxRunner(built)
+        return localise(HFRunner(reference, probe=True), runner, hf_config.vocab_size, scenarios)
 
 
 def _provider_checks(
