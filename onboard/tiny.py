@@ -27,6 +27,12 @@ TINY_HEADS = 6
 TINY_HEADS_FALLBACK = 8
 TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
+# How far a padded or unpadded second vocabulary size sits from the tiny vocab_size
+TINY_VOCAB_PAD = 16
+_VOCAB_SUFFIX = "vocab_size"
+_VOCAB_KEYS = frozenset({"vocab_size", "vocab_size_per_layer_input"})
+# A *vocab_size key within this share of vocab_size is a second size of the same vocabulary
+_VOCAB_VARIANT_SPAN = 0.125
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
 # Keys a dynamic mask leaves unmasked per row (Doge): fewer than the prompt, so the cut runs
@@ -166,6 +172,7 @@ def shrink_config(
     tiny.pop("dtype", None)
     if _int(config.get("vocab_size_per_layer_input"), 0) > 0:  # Gemma 3n's per-layer table
         tiny["vocab_size_per_layer_input"] = TINY_VOCAB
+    _shrink_vocab_variants(tiny, config)
     if "intermediate_size" in config and config["intermediate_size"] is None:
         tiny["intermediate_size"] = None  # HF derives it (GPT-Neo: 4 x hidden_size)
     real_hidden = config.get("hidden_size")
@@ -396,6 +403,22 @@ def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:
     if kv_heads == 1:
         return 1
     return 2
+
+
+def _shrink_vocab_variants(tiny: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Second sizes of the same vocabulary (Inkling's ``unpadded_vocab_size``, the head's rows
+    within the padded embedding) shrink with it, keeping their side of ``vocab_size``: left at
+    their real value, the tiny model would be built with a huge head, and transformers' own
+    weight conversions (re-padding the head to ``vocab_size``) fail on a negative size."""
+    vocab = _int(config.get("vocab_size"), 0)
+    for key, value in config.items():
+        if key in _VOCAB_KEYS or not key.endswith(_VOCAB_SUFFIX) or vocab <= 0:
+            continue
+        size = _int(value, 0)
+        if size <= 0 or abs(size - vocab) > vocab * _VOCAB_VARIANT_SPAN:
+            continue  # another vocabulary (audio codes, token types), not this one's size
+        sign = (size > vocab) - (size < vocab)
+        tiny[key] = TINY_VOCAB + sign * TINY_VOCAB_PAD
 
 
 def _remap_token_ids(tiny: dict[str, Any]) -> None:
