@@ -142,6 +142,7 @@ def shrink_config(
     *,
     tiny_heads: int = TINY_HEADS,
     attention: bool = True,
+    aliases: Mapping[str, str] | None = None,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -151,7 +152,12 @@ def shrink_config(
     read from a meta-device build of the real model, so layers that differ only in their MLP
     (DeepSeek's first dense layers) are kept too. ``attention`` False: a pure state-space model,
     which gets no attention or MLP sizes (Mamba-2 calls its SSM heads num_heads and head_dim).
+    ``aliases`` is the config class's ``attribute_map`` (the name its code reads -> the key
+    config.json stores): sizes stored under an alias are shrunk under the name read here and
+    copied back to the alias (Bailing's num_expert_group is n_group).
     """
+    stored = _stored_aliases(config, aliases or {})
+    config = {**config, **{name: config[key] for name, key in stored.items()}}
     tiny = copy.deepcopy(dict(config))
     heads = _int(config.get("num_attention_heads"), 1)
     kv_heads = _int(config.get("num_key_value_heads"), heads)
@@ -253,7 +259,20 @@ def shrink_config(
         _remap_dense_layers(tiny, [layer_classes[i] for i in indices])
     kept = per_layer.get("layer_types")
     restate_pattern(tiny, config, indices, [kept[i] for i in indices] if kept else None)
+    for name, key in stored.items():  # the stored key says the same: no stale real size
+        if name in tiny:
+            tiny[key] = tiny[name]
     return TinyConfig(tiny, indices)
+
+
+def _stored_aliases(config: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, str]:
+    """The aliased names whose value config.json stores only under the other key: left
+    there, the shrinker would miss them (16 expert groups of 4 tiny experts)."""
+    return {
+        name: key
+        for name, key in aliases.items()
+        if key in config and name not in config and isinstance(name, str)
+    }
 
 
 def _layer_count_key(config: Mapping[str, Any], layer_classes: list[str] | None) -> str:

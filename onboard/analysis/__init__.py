@@ -86,13 +86,19 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
+    aliases = dict(getattr(type(hf_config), "attribute_map", {}))
     try:
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention
+            config, layer_types, real_layers, attention=attention, aliases=aliases
         )
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention, tiny_heads=TINY_HEADS_FALLBACK
+            config,
+            layer_types,
+            real_layers,
+            attention=attention,
+            tiny_heads=TINY_HEADS_FALLBACK,
+            aliases=aliases,
         )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
@@ -132,10 +138,16 @@ def _probed(
     *,
     attention: bool = True,
     tiny_heads: int = TINY_HEADS,
+    aliases: dict[str, str] | None = None,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
     """The tiny config, its HF config and model, the model's Llama-layout view, the probe."""
     tiny = shrink_config(
-        config, layer_types, real_layers, tiny_heads=tiny_heads, attention=attention
+        config,
+        layer_types,
+        real_layers,
+        tiny_heads=tiny_heads,
+        attention=attention,
+        aliases=aliases,
     )
     tiny_config = make_hf_config(tiny.config)
     hf_model = build_tiny_model(tiny_config)
