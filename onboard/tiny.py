@@ -153,11 +153,13 @@ def shrink_config(
     (DeepSeek's first dense layers) are kept too. ``attention`` False: a pure state-space model,
     which gets no attention or MLP sizes (Mamba-2 calls its SSM heads num_heads and head_dim).
     ``aliases`` is the config class's ``attribute_map`` (the name its code reads -> the key
-    config.json stores): sizes stored under an alias are shrunk under the name read here and
-    copied back to the alias (Bailing's num_expert_group is n_group).
+    config.json stores): sizes shrunk only where present are read under their alias too
+    (Bailing's num_expert_group is n_group), and every tiny size is copied back to its alias,
+    so the tiny config.json holds no stale real size.
     """
     stored = _stored_aliases(config, aliases or {})
-    config = {**config, **{name: config[key] for name, key in stored.items()}}
+    shrunk_if_present = {n: k for n, k in stored.items() if n not in _SET_ALWAYS}
+    config = {**config, **{name: config[key] for name, key in shrunk_if_present.items()}}
     tiny = copy.deepcopy(dict(config))
     heads = _int(config.get("num_attention_heads"), 1)
     kv_heads = _int(config.get("num_key_value_heads"), heads)
@@ -263,6 +265,23 @@ def shrink_config(
         if name in tiny:
             tiny[key] = tiny[name]
     return TinyConfig(tiny, indices)
+
+
+# Sizes the tiny config sets whatever the real one holds, so aliases need not be read for
+# them; and the real heads must not be: GPT-BigCode's n_head beside its derived kv heads of 1
+# would make the tiny model MQA, and its multi_query flag would no longer show
+_SET_ALWAYS = frozenset(
+    {
+        "hidden_size",
+        "vocab_size",
+        "max_position_embeddings",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        *_LAYER_COUNT_KEYS,
+    }
+)
 
 
 def _stored_aliases(config: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, str]:
