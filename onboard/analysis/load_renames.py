@@ -70,8 +70,8 @@ def _outside(name: str, modules: set[str], names: list[str], renames: Renames) -
     parts = name.split(".")[:-1]
     depth = 4 if name.startswith("model.layers.") else 2
     path = ".".join(parts[:depth])
-    if not path or path in modules:
-        return False
+    if not path or path in modules or path.endswith(".experts"):
+        return False  # experts saved as a layer's own child (Mistral Large 4): the MoE reader's
     return not any(renamed(n, renames).startswith(f"{path}.experts.") for n in names)
 
 

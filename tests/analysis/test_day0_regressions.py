@@ -249,3 +249,17 @@ def test_the_analysis_reads_the_renamed_checkpoint(monkeypatch: pytest.MonkeyPat
     _, _, _, _, probe = analysis._probed(config, None, ["dense|A"] * 2)
     assert probe.load_renames[0] == ("transformer.wte.", "model.embed_tokens.")
     assert "model.layers.0.self_attn.o_proj.weight" in dict(probe.disk_tensors)
+
+
+def test_experts_saved_one_by_one_are_left_to_the_moe_reader() -> None:
+    """Under another block name (Mixtral's block_sparse_moe) or as the layer's own child
+    (Mistral Large 4's experts), per-expert names are the MoE reader's to map."""
+    from onboard.analysis.load_renames import _outside
+
+    modules = {"model", "model.layers", "model.layers.0", "model.layers.0.mlp"}
+    for name in (
+        "model.layers.0.block_sparse_moe.experts.0.w1.weight",
+        "model.layers.0.experts.0.w1.weight",
+    ):
+        assert not _outside(name, modules, [name], ())
+    assert _outside("model.layers.0.attention.dense.weight", modules, [], ())
