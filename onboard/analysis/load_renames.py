@@ -52,11 +52,12 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     memory = set(hf_model.state_dict())
     for name in names:
         theirs = _rename_key(name, renamings, [])
-        if renamed(name, pairs) != theirs:
+        ours = renamed(name, pairs)
+        if ours != theirs:  # an anchored pattern that also matches inside a name (Ergo's ^norm.)
             raise UnsupportedFeatureError(
-                f"transformers renames checkpoint tensor {name} to {theirs} on load in a way "
-                f"plain renames {list(pairs)} do not repeat at {_where(used[0], hf_model)} "
-                f"({_SUPPORTED})"
+                f"transformers renames checkpoint tensor {name} to {theirs} on load, its "
+                f"renamings at {_where(used[0], hf_model)} as plain substring renames to "
+                f"{ours} ({_SUPPORTED})"
             )
         if name in stray and theirs not in memory:
             raise UnsupportedFeatureError(_converted(name, theirs, converters, hf_model))
