@@ -27,6 +27,12 @@ TINY_HEADS = 6
 TINY_HEADS_FALLBACK = 8
 TINY_HEAD_DIM = 16
 TINY_VOCAB = 256
+# How far a padded or unpadded second vocabulary size sits from the tiny vocab_size
+TINY_VOCAB_PAD = 16
+_VOCAB_SUFFIX = "vocab_size"
+_VOCAB_KEYS = frozenset({"vocab_size", "vocab_size_per_layer_input"})
+# A *vocab_size key within this share of vocab_size is a second size of the same vocabulary
+_VOCAB_VARIANT_SPAN = 0.125
 TINY_MAX_POSITIONS = 128
 TINY_SLIDING_WINDOW = 4  # smaller than the parity prompt, so the window is exercised
 # Keys a dynamic mask leaves unmasked per row (Doge): fewer than the prompt, so the cut runs
@@ -136,6 +142,7 @@ def shrink_config(
     *,
     tiny_heads: int = TINY_HEADS,
     attention: bool = True,
+    aliases: Mapping[str, str] | None = None,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -145,7 +152,14 @@ def shrink_config(
     read from a meta-device build of the real model, so layers that differ only in their MLP
     (DeepSeek's first dense layers) are kept too. ``attention`` False: a pure state-space model,
     which gets no attention or MLP sizes (Mamba-2 calls its SSM heads num_heads and head_dim).
+    ``aliases`` is the config class's ``attribute_map`` (the name its code reads -> the key
+    config.json stores): sizes shrunk only where present are read under their alias too
+    (Bailing's num_expert_group is n_group), and every tiny size is copied back to its alias,
+    so the tiny config.json holds no stale real size.
     """
+    stored = _stored_aliases(config, aliases or {})
+    shrunk_if_present = {n: k for n, k in stored.items() if n not in _SET_ALWAYS}
+    config = {**config, **{name: config[key] for name, key in shrunk_if_present.items()}}
     tiny = copy.deepcopy(dict(config))
     heads = _int(config.get("num_attention_heads"), 1)
     kv_heads = _int(config.get("num_key_value_heads"), heads)
@@ -166,6 +180,7 @@ def shrink_config(
     tiny.pop("dtype", None)
     if _int(config.get("vocab_size_per_layer_input"), 0) > 0:  # Gemma 3n's per-layer table
         tiny["vocab_size_per_layer_input"] = TINY_VOCAB
+    _shrink_vocab_variants(tiny, config)
     if "intermediate_size" in config and config["intermediate_size"] is None:
         tiny["intermediate_size"] = None  # HF derives it (GPT-Neo: 4 x hidden_size)
     real_hidden = config.get("hidden_size")
@@ -246,7 +261,37 @@ def shrink_config(
         _remap_dense_layers(tiny, [layer_classes[i] for i in indices])
     kept = per_layer.get("layer_types")
     restate_pattern(tiny, config, indices, [kept[i] for i in indices] if kept else None)
+    for name, key in stored.items():  # the stored key says the same: no stale real size
+        if name in tiny:
+            tiny[key] = tiny[name]
     return TinyConfig(tiny, indices)
+
+
+# Sizes the tiny config sets whatever the real one holds, so aliases need not be read for
+# them; and the real heads must not be: GPT-BigCode's n_head beside its derived kv heads of 1
+# would make the tiny model MQA, and its multi_query flag would no longer show
+_SET_ALWAYS = frozenset(
+    {
+        "hidden_size",
+        "vocab_size",
+        "max_position_embeddings",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        *_LAYER_COUNT_KEYS,
+    }
+)
+
+
+def _stored_aliases(config: Mapping[str, Any], aliases: Mapping[str, str]) -> dict[str, str]:
+    """The aliased names whose value config.json stores only under the other key: left
+    there, the shrinker would miss them (16 expert groups of 4 tiny experts)."""
+    return {
+        name: key
+        for name, key in aliases.items()
+        if key in config and name not in config and isinstance(name, str)
+    }
 
 
 def _layer_count_key(config: Mapping[str, Any], layer_classes: list[str] | None) -> str:
@@ -396,6 +441,22 @@ def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:
     if kv_heads == 1:
         return 1
     return 2
+
+
+def _shrink_vocab_variants(tiny: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Second sizes of the same vocabulary (Inkling's ``unpadded_vocab_size``, the head's rows
+    within the padded embedding) shrink with it, keeping their side of ``vocab_size``: left at
+    their real value, the tiny model would be built with a huge head, and transformers' own
+    weight conversions (re-padding the head to ``vocab_size``) fail on a negative size."""
+    vocab = _int(config.get("vocab_size"), 0)
+    for key, value in config.items():
+        if key in _VOCAB_KEYS or not key.endswith(_VOCAB_SUFFIX) or vocab <= 0:
+            continue
+        size = _int(value, 0)
+        if size <= 0 or abs(size - vocab) > vocab * _VOCAB_VARIANT_SPAN:
+            continue  # another vocabulary (audio codes, token types), not this one's size
+        sign = (size > vocab) - (size < vocab)
+        tiny[key] = TINY_VOCAB + sign * TINY_VOCAB_PAD
 
 
 def _remap_token_ids(tiny: dict[str, Any]) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
 from onboard.analysis.layers import layer_signatures
 from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view, prefix_renames
+from onboard.analysis.load_renames import read_load_renames, renamed
 from onboard.analysis.probe import Probe, TinyModelRunError, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.checkpoint import parameter_shapes
@@ -84,13 +86,19 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
     real_layers = layer_signatures(hf_config)
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
+    aliases = dict(getattr(type(hf_config), "attribute_map", {}))
     try:
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention
+            config, layer_types, real_layers, attention=attention, aliases=aliases
         )
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention, tiny_heads=TINY_HEADS_FALLBACK
+            config,
+            layer_types,
+            real_layers,
+            attention=attention,
+            tiny_heads=TINY_HEADS_FALLBACK,
+            aliases=aliases,
         )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
@@ -130,26 +138,40 @@ def _probed(
     *,
     attention: bool = True,
     tiny_heads: int = TINY_HEADS,
+    aliases: dict[str, str] | None = None,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
     """The tiny config, its HF config and model, the model's Llama-layout view, the probe."""
     tiny = shrink_config(
-        config, layer_types, real_layers, tiny_heads=tiny_heads, attention=attention
+        config,
+        layer_types,
+        real_layers,
+        tiny_heads=tiny_heads,
+        attention=attention,
+        aliases=aliases,
     )
     tiny_config = make_hf_config(tiny.config)
     hf_model = build_tiny_model(tiny_config)
     layout = llama_view(hf_model)
-    probe = probe_model(layout.model if layout else hf_model, disk_model=hf_model)
+    model = layout.model if layout else hf_model
+    probe = probe_model(model, disk_model=hf_model)
+    saved = probe.disk_tensors
+    load = read_load_renames(hf_model, model, saved, _weight_renames(layout, probe, hf_model))
+    if load:  # the saved names as transformers reads them (EXAONE's transformer.h -> model.layers)
+        names = tuple(sorted((renamed(n, load), shape) for n, shape in saved))
+        probe = dataclasses.replace(probe, disk_tensors=names, load_renames=load)
     return tiny, tiny_config, hf_model, layout, probe
 
 
 def _weight_renames(
     layout: LayoutView | None, probe: Probe, hf_model: Any
 ) -> tuple[tuple[str, str], ...]:
-    """Checkpoint names -> the Llama layout's, in the order they apply: a prefix saved under
-    another name (NemotronH's backbone), the view's renames, renamed top-level modules."""
+    """Checkpoint names -> the Llama layout's, in the order they apply: transformers' own
+    renames on load (EXAONE), a prefix saved under another name (NemotronH's backbone), the
+    view's renames, renamed top-level modules."""
     memory = parameter_shapes(hf_model)
     return (
-        prefix_renames(probe.disk_tensors, memory)
+        probe.load_renames
+        + prefix_renames(probe.disk_tensors, memory)
         + (layout.renames if layout else ())
         + checkpoint_renames(probe.disk_tensors, memory)
     )

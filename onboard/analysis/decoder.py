@@ -337,14 +337,16 @@ class DecoderSpecBuilder(Reader):
         return {"moe": spec, "mlp_kinds": kinds}
 
     def _find_moe(self) -> Any:
-        """The MoE findings, with the checkpoint's names under the model's prefix (NemotronH saves
-        model.* as backbone.*), as the on-disk readers expect; their evidence and deltas kept."""
+        """The MoE findings, with the checkpoint's names as transformers reads them and under the
+        model's prefix (NemotronH saves model.* as backbone.*), as the on-disk readers expect;
+        their evidence and deltas kept."""
         from onboard.analysis.layout import prefix_renames
+        from onboard.analysis.load_renames import renamed
         from onboard.analysis.moe import find_moe
         from onboard.checkpoint import parameter_shapes, tensors
 
         hf = hf_module(self.model)
-        checkpoint = tensors(hf)
+        checkpoint = {renamed(n, self.probe.load_renames): t for n, t in tensors(hf).items()}
         disk = tuple((name, tuple(t.shape)) for name, t in checkpoint.items())
         for old, new in prefix_renames(disk, parameter_shapes(hf)):
             checkpoint = {

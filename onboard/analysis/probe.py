@@ -60,7 +60,8 @@ class Probe:
     model_class: str
     modules: tuple[tuple[str, str], ...]  # name, class
     parameters: tuple[tuple[str, tuple[int, ...]], ...]  # in-memory names and shapes
-    disk_tensors: tuple[tuple[str, tuple[int, ...]], ...]  # safetensors names and shapes
+    # safetensors names and shapes, as transformers reads them (``load_renames`` applied)
+    disk_tensors: tuple[tuple[str, tuple[int, ...]], ...]
     layer_norms: tuple[NormProbe, ...]
     final_norm: NormProbe | None
     flow: LayerFlow
@@ -77,6 +78,8 @@ class Probe:
     # Norms of the other layers that layer 0 replaces by an identity (ModernBERT's attn_norm):
     # flow and norms are then read on layer 1
     first_layer_identity: tuple[str, ...] = ()
+    # Saved-name substrings transformers renames on load (``load_renames``), in its order
+    load_renames: tuple[tuple[str, str], ...] = ()
 
     def param_shape(self, name: str) -> tuple[int, ...] | None:
         return dict(self.parameters).get(name)

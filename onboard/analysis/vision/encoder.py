@@ -6,6 +6,7 @@ not-this-tower error, so the caller knows which kind the layout ruled out.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from onboard.spec import Evidence
@@ -21,6 +22,41 @@ def encoder_layers(tower: Any, count: int, error: type[Exception]) -> str:
     if len(matching) != 1:
         raise error(f"no single list of {count} encoder layers")
     return matching[0]
+
+
+def forward_call_order(tower: Any, channels: int, side: int, error: type[Exception]) -> list[str]:
+    """Names of the tower's modules in the order a forward on one ``side`` x ``side`` image first
+    calls them. A forward that needs more than the pixels (Ovis 2.5's and Qwen-VL's ``grid_thw``:
+    patches packed per image) is not a tower of this kind: ``error`` names what it needs."""
+    import torch
+
+    needed = _required_arguments(type(tower).forward)[1:]  # the first is the pixels
+    if needed:
+        raise error(f"its forward needs {', '.join(needed)} besides the pixels")
+    order: list[str] = []
+    handles = []
+    for name, module in tower.named_modules():
+
+        def hook(_module: Any, _args: Any, name: str = name) -> None:
+            if name not in order:
+                order.append(name)
+
+        handles.append(module.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            tower(torch.zeros(1, channels, side, side))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return order
+
+
+def _required_arguments(function: Any) -> list[str]:
+    """The parameters a call must pass (no default, not ``self``, not ``*args``/``**kwargs``)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    kinds += (inspect.Parameter.KEYWORD_ONLY,)
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    return [p.name for p in parameters if p.kind in kinds and p.default is p.empty]
 
 
 def child_with_linears(

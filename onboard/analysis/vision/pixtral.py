@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from onboard.analysis.vision.encoder import child_with_linears, encoder_layers, rope_tower_evidence
+from onboard.analysis.vision.encoder import (
+    child_with_linears,
+    encoder_layers,
+    forward_call_order,
+    rope_tower_evidence,
+)
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -49,7 +54,7 @@ def read_pixtral(
     patch_name, patch = convolutions[0]
     rope = _rope(tower)
     layers_name = encoder_layers(tower, config.num_hidden_layers, NotPixtral)
-    order = _call_order(tower, config)
+    order = forward_call_order(tower, config.num_channels, config.patch_size * 2, NotPixtral)
     first = order.index(f"{layers_name}.0")
     norms = [n for n in order if _is_rms(tower.get_submodule(n))]
     # The tower's own norms: outside the layers, before the first one or after them all
@@ -155,29 +160,6 @@ def _gated_mlp(mlp: Any, config: Any) -> MLPSpec:
         intermediate_size=config.intermediate_size,
         projections=(gate[0], up, down[0]),
     )
-
-
-def _call_order(tower: Any, config: Any) -> list[str]:
-    """Names of the tower's modules in the order a forward first calls them."""
-    import torch
-
-    order: list[str] = []
-    handles = []
-    for name, module in tower.named_modules():
-
-        def hook(_module: Any, _args: Any, name: str = name) -> None:
-            if name not in order:
-                order.append(name)
-
-        handles.append(module.register_forward_pre_hook(hook))
-    side = config.patch_size * 2
-    try:
-        with torch.no_grad():
-            tower(torch.zeros(1, config.num_channels, side, side))
-    finally:
-        for handle in handles:
-            handle.remove()
-    return order
 
 
 def _evidence(

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
-from onboard.analysis.vision.encoder import child_with_linears, encoder_layers
+from onboard.analysis.vision.encoder import (
+    child_with_linears,
+    encoder_layers,
+    forward_call_order,
+)
 from onboard.analysis.vision.pixtral import NotPixtral, read_pixtral
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -205,25 +209,12 @@ def _embedding_parts(embeddings: Any, hidden: int) -> tuple[str | None, str]:
 
 
 def _call_order(tower: Any, config: Any) -> list[str]:
-    """Names of the tower's modules in the order a forward first calls them."""
+    """The tower's own norms and layers (and the tower itself), in the order its forward first
+    calls them."""
     import torch
 
-    order: list[str] = []
-    handles = []
-    for name, module in tower.named_modules():
-
-        def hook(_module: Any, _args: Any, name: str = name) -> None:
-            if name not in order:
-                order.append(name)
-
-        handles.append(module.register_forward_pre_hook(hook))
     size = config.image_size
-    try:
-        with torch.no_grad():
-            tower(torch.zeros(1, config.num_channels, size, size))
-    finally:
-        for handle in handles:
-            handle.remove()
+    order = forward_call_order(tower, config.num_channels, size, _NotVit)
     norms = {n for n, m in tower.named_modules() if isinstance(m, torch.nn.LayerNorm)}
     layers = {n for n in order if n.count(".") and n.rsplit(".", 1)[-1].isdigit()}
     return [n for n in order if n in norms or n in layers or n == ""]
