@@ -22,6 +22,7 @@ from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
+from onboard.targets.mobius.shadowing import unshadowed_name
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -68,6 +69,9 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis.spec, proposal, name)
+        # into a checkout, beside the library's own model (an --out proposal keeps its names)
+        if out is None and name is None and (free := unshadowed_name(design, library)):
+            design = self.design(analysis.spec, proposal, free)
         return _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
 
     def model_class_in(self, path: Path) -> str:
