@@ -1,9 +1,9 @@
 """onboard's output passes the target library's own ruff, with the library's own settings.
 
-mobius lints pull requests with ruff and its pyproject's settings (line length 95, google
-docstrings, isort, pyflakes, ...). CI cannot fetch mobius, so the checkout is laid out from the
-installed package and the settings are the copy onboard keeps (``onboard/data/ruff``); ruff is
-the installed one.
+mobius and AutoModel lint pull requests with ruff and their pyproject's settings (mobius: line
+length 95, google docstrings, isort, pyflakes, ...; AutoModel: line length 120). CI cannot fetch
+them, so the checkouts are laid out from the installed packages and the settings are the copies
+onboard keeps (``onboard/data/ruff``); ruff is the installed one.
 """
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ from onboard.codegen import _ruff_bin, library_ruff_config
 from onboard.codemods._ordering import natural_key
 from tests.fake_mobius import tree_snapshot
 from tests.hub_cache import fixture_config
+from tests.targets.automodel.conftest import installed_automodel
 from tests.test_cli import onboard
 
 MOBIUS = library_ruff_config("mobius")
 
 
-def _ruff(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _ruff(
+    *args: str, cwd: Path, stdin: str | None = None, config: Path = MOBIUS
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [_ruff_bin(), *args, "--config", str(MOBIUS), "--no-cache"],
+        [_ruff_bin(), *args, "--config", str(config), "--no-cache"],
         cwd=cwd,
         input=stdin,
         capture_output=True,
@@ -36,11 +39,13 @@ def _ruff(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Complet
     )
 
 
-def _findings(root: Path, *paths: str, stdin: str | None = None) -> list[tuple[str, str, str]]:
+def _findings(
+    root: Path, *paths: str, stdin: str | None = None, config: Path = MOBIUS
+) -> list[tuple[str, str, str]]:
     """(file, rule, message) for each finding, lines left out: the same finding in an edited
     file is the same one."""
     args = ("--stdin-filename", paths[0], "-") if stdin is not None else paths
-    run = _ruff("check", "--output-format", "json", *args, cwd=root, stdin=stdin)
+    run = _ruff("check", "--output-format", "json", *args, cwd=root, stdin=stdin, config=config)
     assert run.returncode in (0, 1), run.stderr
     return sorted(
         (str(Path(f["filename"]).resolve().relative_to(root.resolve())), f["code"], f["message"])
@@ -108,3 +113,45 @@ def _all(path: Path) -> list[str]:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__":
             return [ast.literal_eval(element) for element in node.value.elts]  # type: ignore[attr-defined]
     pytest.fail("no __all__")
+
+
+def test_treat_as_new_qwen3_passes_automodel_ruff(cli_env, tmp_path) -> None:
+    """AutoModel has its own qwen3 package: the generated one goes beside it, lint-clean with
+    AutoModel's settings (line length 120, isort, its docstring rules)."""
+    repo = tmp_path / "Automodel"
+    shutil.copytree(
+        installed_automodel(), repo / "nemo_automodel", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    model = str(fixture_config("Qwen/Qwen3-0.6B").parent)
+    args = (
+        "new",
+        model,
+        "--target",
+        "automodel",
+        "--repo",
+        str(repo),
+        "--treat-as-new",
+        "--no-parity",
+        "--hub-id",
+        "Qwen/Qwen3-0.6B",
+    )
+    before = tree_snapshot(repo)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(repo, pristine)
+    run = onboard(*args, env=cli_env)
+    assert run.returncode == 0, run.stderr
+    after = tree_snapshot(repo)
+    assert {p: after[p] for p in before if "models/qwen3/" in p} == {
+        p: v for p, v in before.items() if "models/qwen3/" in p
+    }  # the library's own package is untouched
+    touched = sorted(p for p in after if p.endswith(".py") and after[p] != before.get(p))
+    assert "nemo_automodel/components/models/qwen3_onboarded/model.py" in touched
+
+    config = library_ruff_config("automodel")
+    existed = [path for path in touched if path in before]
+    assert _findings(repo, *touched, config=config) == _findings(pristine, *existed, config=config)
+    formatted = _ruff("format", "--check", *touched, cwd=repo, config=config)
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+
+    assert onboard(*args, env=cli_env).returncode == 0
+    assert tree_snapshot(repo) == after  # a second run changes nothing
