@@ -51,6 +51,12 @@ class CodeStyle:
         )
 
 
+def library_ruff_config(target: str) -> Path:
+    """The ruff settings the target library lints and formats its pull requests with, kept as
+    a ruff.toml (``onboard/data/ruff/<target>.toml``, copied from its pyproject.toml)."""
+    return Path(__file__).parent / "data" / "ruff" / f"{target}.toml"
+
+
 def templates_dir() -> Path:
     """``templates/`` in a checkout, ``onboard/templates`` inside the installed wheel."""
     here = Path(__file__).parent

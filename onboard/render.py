@@ -236,6 +236,11 @@ def _recorded_hashes(answers_dest: Path, key: str = "files") -> dict[str, str]:
     return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+def recorded_files(root: Path, model_type: str) -> dict[str, str]:
+    """The files onboard wrote for ``model_type`` under ``root`` (path -> sha256), maybe none."""
+    return _recorded_hashes(Path(root) / _answers_path(model_type))
+
+
 def recorded_remote_code(root: Path, model_type: str) -> tuple[Path, dict[str, str]]:
     """The answers file under ``root`` and the remote-code hashes it recorded (maybe none)."""
     path = Path(root) / _answers_path(model_type)

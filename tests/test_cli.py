@@ -66,17 +66,19 @@ def test_bundled_snapshot_notice_and_human_output(cli_env, tmp_path) -> None:
 def test_repo_mode_runs_parity_against_the_checkout(cli_env, mobius_repo, tmp_path) -> None:
     model = str(fixture_config("google/gemma-3-1b-it").parent)
     args = ("new", model, "--repo", str(mobius_repo), "--treat-as-new", "--json")
-    # gemma3_text.py exists in mobius and onboard did not write it: replacing it needs --force.
-    before = tree_snapshot(mobius_repo)
-    _one_line_error(onboard(*args, env=cli_env), ExitCode.CONFLICT, "gemma3_text.py")
-    assert tree_snapshot(mobius_repo) == before
-    run = onboard(*args, "--force", env=cli_env)
+    # gemma3_text.py is mobius' own, which onboard did not write: the generated module goes
+    # beside it under a new name, never over it, and is no conflict
+    own = mobius_repo / "src/mobius/models/gemma3_text.py"
+    before = own.read_bytes()
+    run = onboard(*args, env=cli_env)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["parity"]["passed"]
     assert [b["id"] for b in report["parity"]["target_bugs"]] == ["T8"]
     actions = {f["path"]: f["action"] for f in report["files"]["files"]}
-    assert actions["src/mobius/models/gemma3_text.py"] == "forced"
+    assert actions["src/mobius/models/gemma3_text_onboarded.py"] == "create"
+    assert "src/mobius/models/gemma3_text.py" not in actions
+    assert own.read_bytes() == before
 
 
 @pytest.mark.parametrize(

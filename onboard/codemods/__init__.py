@@ -8,7 +8,7 @@ expected one raise :class:`CodemodError` instead of being guessed at.
 
 from __future__ import annotations
 
-from onboard.codemods._dicts import upsert_dict_entry
+from onboard.codemods._dicts import dict_neighbours, upsert_dict_entry
 from onboard.codemods._dunder_all import add_to_all
 from onboard.codemods._errors import CodemodError
 from onboard.codemods._imports import add_from_import, drop_orphaned_imports
@@ -19,6 +19,7 @@ __all__ = [
     "CodemodError",
     "add_from_import",
     "add_to_all",
+    "dict_neighbours",
     "drop_orphaned_imports",
     "upsert_dict_entry",
     "upsert_ordereddict_entry",

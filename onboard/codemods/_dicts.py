@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from onboard.codemods._errors import CodemodError
-from onboard.codemods._sequence import insert_item
+from onboard.codemods._placement import insert_placed, neighbours
+from onboard.codemods._sequence import leading_comments
 from onboard.codemods._source import (
     describe,
     find_assigned_value,
@@ -18,11 +21,15 @@ from onboard.codemods._source import (
 )
 
 
-def upsert_dict_entry(source: str, variable: str, key: str, value: str) -> str:
+def upsert_dict_entry(
+    source: str, variable: str, key: str, value: str, anchors: Sequence[str] = ()
+) -> str:
     """Make ``variable[key]`` be ``value`` (expression source) in the dict literal.
 
     Returns ``source`` unchanged when an equivalent entry is already there, replaces only
-    the value when it differs, and otherwise appends the entry in the dict's layout.
+    the value when it differs, and otherwise adds the entry in the dict's layout, in the
+    section of the first of ``anchors`` (the closest models) the dict holds, in its order
+    (see ``_placement``).
     """
     module = parse_module(source)
     new_value = parse_expression_arg(value, "value")
@@ -33,7 +40,21 @@ def upsert_dict_entry(source: str, variable: str, key: str, value: str) -> str:
             return source
         return replace_node(module, existing, existing.with_changes(value=new_value))
     entry = _new_entry(mapping, key, new_value)
-    return replace_node(module, mapping, insert_item(mapping, len(mapping.elements), entry))
+    placed = insert_placed(mapping, _keys(mapping), entry, key, anchors)
+    return replace_node(module, mapping, placed)
+
+
+def dict_neighbours(source: str, variable: str, key: str) -> tuple[str, ...]:
+    """The keys of ``key``'s section of the dict, nearest first (none if it is not there)."""
+    mapping = _dict_literal(parse_module(source), variable)
+    return neighbours(_keys(mapping), leading_comments(mapping), key)
+
+
+def _keys(mapping: cst.Dict) -> list[str | None]:
+    return [
+        string_value(element.key) if isinstance(element, cst.DictElement) else None
+        for element in mapping.elements
+    ]
 
 
 def _dict_literal(module: cst.Module, variable: str) -> cst.Dict:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from onboard.codemods._errors import CodemodError
-from onboard.codemods._ordering import insertion_index
-from onboard.codemods._sequence import insert_item
+from onboard.codemods._placement import insert_placed
 from onboard.codemods._source import (
     describe,
     find_assigned_value,
@@ -18,7 +17,8 @@ from onboard.codemods._source import (
 
 
 def add_to_all(source: str, name: str) -> str:
-    """Add ``name`` to ``__all__`` (sorted position if the list is sorted); no-op if present."""
+    """Add ``name`` to ``__all__`` where the list's order puts it (``_placement``); no-op if
+    present."""
     module = parse_module(source)
     exported = _all_literal(module)
     values = [
@@ -28,7 +28,7 @@ def add_to_all(source: str, name: str) -> str:
     if name in values:
         return source
     item = cst.Element(string_literal(name, (element.value for element in exported.elements)))
-    updated = insert_item(exported, insertion_index(values, name), item)
+    updated = insert_placed(exported, values, item, name, ())
     return replace_node(module, exported, updated)
 
 

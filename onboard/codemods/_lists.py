@@ -6,10 +6,12 @@ This is the shape of mobius ``tests/_test_configs.py`` (``CAUSAL_LM_CONFIGS``) a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from onboard.codemods._errors import CodemodError
-from onboard.codemods._sequence import insert_item
+from onboard.codemods._placement import insert_placed
 from onboard.codemods._source import (
     describe,
     find_assigned_value,
@@ -21,11 +23,14 @@ from onboard.codemods._source import (
 )
 
 
-def upsert_tuple_in_list(source: str, variable: str, first_element: str, element: str) -> str:
+def upsert_tuple_in_list(
+    source: str, variable: str, first_element: str, element: str, anchors: Sequence[str] = ()
+) -> str:
     """Make the tuple starting with ``first_element`` in list ``variable`` be ``element``.
 
     ``element`` is the tuple's source text. Returns ``source`` unchanged when an equivalent
-    tuple is there, replaces a differing one in place, else appends in the list's layout.
+    tuple is there, replaces a differing one in place, else adds it in the list's layout, in
+    the section of the first of ``anchors`` the list holds, in its order (``_placement``).
     Earlier tuples with the same key go, with the comment lines above them: every one of them
     builds the one class registered for the key, which is the new one now.
     """
@@ -40,8 +45,12 @@ def upsert_tuple_in_list(source: str, variable: str, first_element: str, element
         items = list_literal(module, variable)
     existing = keyed_element(items, first_element)
     if existing is None:
-        appended = insert_item(items, len(items.elements), cst.Element(new_tuple))
-        return replace_node(module, items, appended)
+        keys = [
+            tuple_key(item.value) if isinstance(item, cst.Element) else None
+            for item in items.elements
+        ]
+        placed = insert_placed(items, keys, cst.Element(new_tuple), first_element, anchors)
+        return replace_node(module, items, placed)
     if same_expression(existing.value, new_tuple):
         return source
     return replace_node(module, existing, existing.with_changes(value=new_tuple))

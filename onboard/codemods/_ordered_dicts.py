@@ -5,12 +5,14 @@ NeMo AutoModel keeps its architecture registry (``MODEL_ARCH_MAPPING``) in this 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 import libcst.matchers as m
 
 from onboard.codemods._errors import CodemodError
-from onboard.codemods._lists import keyed_element
-from onboard.codemods._sequence import insert_item
+from onboard.codemods._lists import keyed_element, tuple_key
+from onboard.codemods._placement import insert_placed
 from onboard.codemods._source import (
     describe,
     find_assigned_value,
@@ -27,11 +29,13 @@ _ORDERED_DICT_CALL = m.Call(
 )
 
 
-def upsert_ordereddict_entry(source: str, variable: str, key: str, value: str) -> str:
+def upsert_ordereddict_entry(
+    source: str, variable: str, key: str, value: str, anchors: Sequence[str] = ()
+) -> str:
     """Make ``variable[key]`` be ``value`` (expression source) in the ``OrderedDict`` call.
 
-    Same contract as :func:`upsert_dict_entry`; a new ``(key, value)`` pair is appended to
-    the end of the call's list argument.
+    Same contract as :func:`upsert_dict_entry`, ``anchors`` included: a new ``(key, value)``
+    pair goes where ``_placement`` puts it in the call's list argument.
     """
     module = parse_module(source)
     new_value = parse_expression_arg(value, "value")
@@ -39,7 +43,11 @@ def upsert_ordereddict_entry(source: str, variable: str, key: str, value: str) -
     existing = keyed_element(pairs, key)
     if existing is None:
         pair = cst.Element(_new_pair(pairs, key, new_value))
-        return replace_node(module, pairs, insert_item(pairs, len(pairs.elements), pair))
+        keys = [
+            tuple_key(item.value) if isinstance(item, cst.Element) else None
+            for item in pairs.elements
+        ]
+        return replace_node(module, pairs, insert_placed(pairs, keys, pair, key, anchors))
     entry = existing.value
     if not isinstance(entry, cst.Tuple) or len(entry.elements) != 2:
         raise CodemodError(f"the `{variable}` entry for {key!r} is not a (key, value) pair")

@@ -37,7 +37,7 @@ def _plain_key(name: str) -> tuple[str]:
 
 
 # Most specific first: ruff/isort's default order, then looser conventions.
-_KEYS: tuple[Callable[[str], tuple[object, ...]], ...] = (_typed_key, natural_key, _plain_key)
+ORDER_KEYS: tuple[Callable[[str], tuple[object, ...]], ...] = (_typed_key, natural_key, _plain_key)
 
 
 def insertion_index(existing: Sequence[str | None], new: str) -> int:
@@ -49,7 +49,7 @@ def insertion_index(existing: Sequence[str | None], new: str) -> int:
     if any(name is None for name in existing):
         return len(existing)
     names = [name for name in existing if name is not None]
-    for key in _KEYS:
+    for key in ORDER_KEYS:
         keys = [key(name) for name in names]
         if all(a <= b for a, b in pairwise(keys)):
             new_key = key(new)

@@ -27,18 +27,22 @@ class _Parts:
     closing: cst.BaseParenthesizableWhitespace
 
 
-def insert_item(container: Container, index: int, item: Item) -> Container:
+def insert_item(
+    container: Container, index: int, item: Item, keep_above: int | None = None
+) -> Container:
     """Return ``container`` with ``item`` at ``index`` laid out like the existing items.
 
     Multi-line containers get the item on its own line with the neighbours' indentation
     and a trailing comma; one-liners get ``, item``; an empty container becomes
-    multi-line with a 4-space indent.
+    multi-line with a 4-space indent. ``keep_above``: how many of the comment and blank
+    lines in front of ``container[index]`` stay above the new item (the rest stay with the
+    item they describe); None keeps them all above.
     """
     parts = _parts_of(container)
     if not parts.items:
         new_parts = _insert_into_empty(parts, item)
     elif _is_vertical(parts):
-        new_parts = _insert_vertical(parts, index, item)
+        new_parts = _insert_vertical(parts, index, item, keep_above)
     else:
         new_parts = _insert_inline(parts, index, item)
     return _rebuild(container, new_parts)
@@ -111,6 +115,17 @@ def _rebuild(container: Container, parts: _Parts) -> Container:
     )
 
 
+def leading_comments(container: cst.CSTNode) -> tuple[tuple[str | None, ...], ...]:
+    """For each item, the lines on their own in front of it: a comment's text, None if blank."""
+    parts = _parts_of(container)
+    lines = []
+    for index in range(len(parts.items)):
+        before = _whitespace_before(parts, index)
+        empty = before.empty_lines if isinstance(before, cst.ParenthesizedWhitespace) else ()
+        lines.append(tuple(line.comment.value if line.comment else None for line in empty))
+    return tuple(lines)
+
+
 def _whitespace_before(parts: _Parts, index: int) -> cst.BaseParenthesizableWhitespace:
     """The whitespace (and comments) in front of item ``index``."""
     if index == 0:
@@ -149,16 +164,38 @@ def _with_comma(item: Item, comma: cst.Comma | cst.MaybeSentinel) -> Item:
     return cast(Item, item.with_changes(comma=comma))
 
 
-def _insert_vertical(parts: _Parts, index: int, item: Item) -> _Parts:
-    items = list(parts.items)
-    if index == len(items):
+def _insert_vertical(parts: _Parts, index: int, item: Item, keep_above: int | None) -> _Parts:
+    if index == len(parts.items):
         return _append_vertical(parts, item)
     before = _whitespace_before(parts, index)
     if not isinstance(before, cst.ParenthesizedWhitespace):
         return _insert_inline(parts, index, item)
-    # Comments above items[index] stay above the new item, which takes its place.
-    separator = _line_break(before.indent, before.last_line)
+    # The first ``keep_above`` lines above items[index] stay above the new item, which takes
+    # its place; the others stay above items[index].
+    lines = tuple(before.empty_lines)
+    split = len(lines) if keep_above is None else min(keep_above, len(lines))
+    if split < len(lines):
+        parts = _with_whitespace_before(
+            parts, index, before.with_changes(empty_lines=lines[:split])
+        )
+    separator = _line_break(before.indent, before.last_line).with_changes(empty_lines=lines[split:])
+    items = list(parts.items)
     items.insert(index, _with_comma(item, cst.Comma(whitespace_after=separator)))
+    return replace(parts, items=tuple(items))
+
+
+def _with_whitespace_before(
+    parts: _Parts, index: int, whitespace: cst.ParenthesizedWhitespace
+) -> _Parts:
+    """``parts`` with the whitespace in front of item ``index`` replaced."""
+    if index == 0:
+        return replace(parts, opening=whitespace)
+    items = list(parts.items)
+    comma = items[index - 1].comma
+    assert isinstance(comma, cst.Comma)
+    items[index - 1] = _with_comma(
+        items[index - 1], comma.with_changes(whitespace_after=whitespace)
+    )
     return replace(parts, items=tuple(items))
 
 

@@ -17,6 +17,7 @@ from onboard.targets.automodel import plan as _plan
 from onboard.targets.automodel.propose import propose as _propose
 from onboard.targets.automodel.registry import open_library as _open_library
 from onboard.targets.base import Library, Proposal
+from onboard.targets.beside import beside, overwrites_library
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -51,9 +52,16 @@ class AutomodelTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis, proposal, name)
-        return _plan.plan_files(
+        plan = _plan.plan_files(
             design, analysis.spec, analysis.tiny.config, library, out=out, command=command
         )
+        # into a checkout, beside the library's own package (an --out proposal keeps its names)
+        if out is None and name is None and overwrites_library(plan, library):
+            design = self.design(analysis, proposal, beside(design.module))
+            plan = _plan.plan_files(
+                design, analysis.spec, analysis.tiny.config, library, out=out, command=command
+            )
+        return plan
 
     def model_class_in(self, path: Path) -> str:
         """The class a generated ``model.py`` registers: AutoModel's ``ModelClass = X``."""

@@ -123,8 +123,9 @@ def plan_files(
     paths = paths_for(design, hub)
     header = _header(spec, design, command, library_version(library.root))
     owned = _owned_files(design, spec, tiny_config, paths, hub, header)
+    closest = (design.closest.variant.key,) if design.closest else ()
     registry = registry_with_entry(
-        library, design.arch, f"{design.package}.model", design.model_class
+        library, design.arch, f"{design.package}.model", design.model_class, closest
     )
     notes = (f"registered as {design.arch!r} -> {design.package}.model.{design.model_class}",)
     if out is None:
@@ -282,15 +283,19 @@ def feed_forward_labels(spec: ArchitectureSpec, tiny_config: dict[str, Any]) -> 
     return [label for label in labels if spec.text.kind_of_label(label) == "mlp"]
 
 
-def registry_with_entry(library: Library, arch: str, module: str, class_name: str) -> str:
-    """The registry's text with ``arch -> (module, class_name)`` upserted (libcst)."""
+def registry_with_entry(
+    library: Library, arch: str, module: str, class_name: str, closest: tuple[str, ...] = ()
+) -> str:
+    """The registry's text with ``arch -> (module, class_name)`` upserted (libcst), placed as
+    the mapping's order and its ``closest`` architectures say (``codemods._placement``)."""
     path = library.root / REGISTRY
     try:
         source = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TargetRepoError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return upsert_ordereddict_entry(source, ARCH_MAPPING, arch, f'("{module}", "{class_name}")')
+        value = f'("{module}", "{class_name}")'
+        return upsert_ordereddict_entry(source, ARCH_MAPPING, arch, value, closest)
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit {REGISTRY}: {exc.message}") from None
 

@@ -17,6 +17,7 @@ from onboard.errors import BadInputError, OnboardError, TargetRepoError, Unsuppo
 from onboard.hf_config import make_hf_config
 from onboard.parity.harness import scenarios_for
 from onboard.targets.base import Library, Proposal
+from onboard.targets.beside import beside, overwrites_library
 from onboard.targets.mobius import design as _design
 from onboard.targets.mobius import plan as _plan
 from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
@@ -24,6 +25,7 @@ from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
+from onboard.targets.mobius.shadowing import shadows_library
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -73,7 +75,16 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis.spec, proposal, name)
-        return _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
+        plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
+        # into a checkout, beside the library's own model (an --out proposal keeps its names)
+        if (out is None and name is None) and (
+            shadows_library(design, library) or overwrites_library(plan, library)
+        ):
+            design = self.design(analysis.spec, proposal, beside(design.module))
+            plan = _plan.plan_files(
+                design, analysis.spec, proposal, library, out=out, command=command
+            )
+        return plan
 
     def model_class_in(self, path: Path) -> str:
         """The last ``*MultiModalModel`` class the module defines (a VLM), else the last

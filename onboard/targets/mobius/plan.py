@@ -19,6 +19,7 @@ from onboard.codemods import (
     CodemodError,
     add_from_import,
     add_to_all,
+    dict_neighbours,
     drop_orphaned_imports,
     upsert_dict_entry,
     upsert_tuple_in_list,
@@ -90,7 +91,8 @@ def plan_files(
             FileChange(path, text, False, why) for path, (text, why) in shared.items()
         ]
         if (library.root / TEST_CONFIGS).is_file():
-            changes.append(_test_config_change(design, spec, library))
+            registry = shared[f"src/mobius/{REGISTRY}"][0]
+            changes.append(_test_config_change(design, spec, library, registry))
         else:
             notes.append(f"{TEST_CONFIGS} not found in the checkout; add the test config by hand")
         return Plan(
@@ -146,12 +148,21 @@ def _shared_edits(
         registry = add_from_import(registry, "mobius.models", cls)
         # a VLM whose decoder takes input_ids names its own task class (default_task)
         task = f', task="{design.task}"' if design.vision and not design.vision.image_blocks else ""
+        # in the closest model's section, in the table's order (codemods._placement)
         registry = upsert_dict_entry(
-            registry, "_REGISTRATIONS", design.model_type, f"ModelRegistration({cls}{task})"
+            registry,
+            "_REGISTRATIONS",
+            design.model_type,
+            f"ModelRegistration({cls}{task})",
+            (design.base_key,),
         )
         if spec.source.hub_id:
             registry = upsert_dict_entry(
-                registry, "_TEST_MODEL_IDS", design.model_type, _literal(spec.source.hub_id)
+                registry,
+                "_TEST_MODEL_IDS",
+                design.model_type,
+                _literal(spec.source.hub_id),
+                neighbour_keys(design, registry),
             )
         # --treat-as-new re-points an entry: the class it named may be imported for nothing now
         registry = drop_orphaned_imports(original, registry, "mobius.models")
@@ -159,6 +170,13 @@ def _shared_edits(
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit mobius' registry files: {exc.message}") from None
     return edits
+
+
+def neighbour_keys(design: ModelDesign, registry: str) -> tuple[str, ...]:
+    """The model types to place the model's entries beside in mobius' other tables: its
+    closest model's, then those of its section of ``_REGISTRATIONS`` (``registry``), nearest
+    first (a table may lack the closest one)."""
+    return (design.base_key, *dict_neighbours(registry, "_REGISTRATIONS", design.model_type))
 
 
 def test_config_list(design: ModelDesign) -> str:
@@ -270,7 +288,7 @@ def needs_own_config_class(design: ModelDesign) -> bool:
 
 
 def _test_config_change(
-    design: ModelDesign, spec: ArchitectureSpec, library: Library
+    design: ModelDesign, spec: ArchitectureSpec, library: Library, registry: str
 ) -> FileChange:
     path = library.root / TEST_CONFIGS
     original = text = path.read_text(encoding="utf-8")
@@ -281,7 +299,11 @@ def _test_config_change(
         if design.vision or needs_own_config_class(design):
             text = add_from_import(text, f"mobius.models.{design.module}", config_class)
         text = upsert_tuple_in_list(
-            text, test_config_list(design), design.model_type, test_config_entry(design, spec)
+            text,
+            test_config_list(design),
+            design.model_type,
+            test_config_entry(design, spec),
+            neighbour_keys(design, registry),
         )
         # earlier entries of the type go: the config classes they named may be unused now
         text = drop_orphaned_imports(original, text, "mobius")
