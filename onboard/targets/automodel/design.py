@@ -198,6 +198,12 @@ class ModelDesign:
     # A VLM: the classes above are its text backbone (prefix ``<Name>Text``), and the registered
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
+    qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
+
+    @property
+    def qk_norm_before_rope(self) -> str:
+        """The q/k norm the projections apply before RoPE ("none" when it comes after)."""
+        return "none" if self.qk_norm_after_rope else self.qk_norm
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -311,6 +317,7 @@ def design_model(
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
+        qk_norm_after_rope=text.attention.qk_norm_after_rope,
     )
 
 
@@ -619,6 +626,8 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         "per_head": "q_norm / k_norm over each head, before RoPE",
         "full_width": "q_norm / k_norm over the full projection width, before RoPE",
     }[text.attention.qk_norm]
+    if text.attention.qk_norm_after_rope:
+        qk = qk.replace("before RoPE", "after RoPE (on the rotated q and k)")
     scale_key = text.attention.scale_key
     power = text.attention.scale_power
     scale = (
@@ -627,7 +636,10 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         else "head_dim ** -0.5"
     )
     reasons = {
-        "qk_norm": Reason(qk, cite(spec, "text.attention.qk_norm")),
+        "qk_norm": Reason(
+            qk,
+            cite(spec, "text.attention.qk_norm_after_rope") or cite(spec, "text.attention.qk_norm"),
+        ),
         "layer_types": Reason("attention kind of every layer", cite(spec, "text.layer_types")),
         "scale": Reason(
             f"q.k scaled by {scale} (self.scaling, set by the HF __init__)",

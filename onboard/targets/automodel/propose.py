@@ -43,6 +43,7 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
     base: dict[str, set[Value]] = {
         "attention.kind": {"standard"},
         "attention.qk_norm": {"none"},
+        "attention.qk_norm_after_rope": {False},
         "attention.qkv_bias": {False},
         "attention.o_bias": {False},
         "attention.scale": {"head_dim"},
@@ -162,9 +163,9 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
     ),
     (
         "text.attention.qk_norm_after_rope",
-        lambda t: t.attention.qk_norm_after_rope,
-        lambda t: "q/k norms after RoPE",
-        ": the generated attention norms them before",
+        lambda t: t.attention.qk_norm_after_rope and t.attention.qk_norm != "per_head",
+        lambda t: f"{t.attention.qk_norm} q/k norms after RoPE",
+        ": the generated attention norms each head after RoPE, nothing wider",
         "probe",
     ),
     (
