@@ -451,6 +451,35 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
     ``model.embed_tokens.``); transformers' own conversion renames a checkpoint prefix
     (``backbone.`` -> ``model.``), which the adapter undoes.
     """
+    parts, unknown = _layout_parts(spec)
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{spec.model_type} keeps its decoder under names the AutoModel generator does not "
+            f"write ({LAYOUT_WHY})",
+            unknown,
+        )
+    blocks = spec.text.blocks
+    roles = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
+    return HFLayout(
+        embeddings=parts.get("model.embed_tokens.", "embed_tokens"),
+        final_norm=dict(spec.text.names).get("final_norm") or parts.get("model.norm.", "norm"),
+        attention=blocks.block if blocks else parts.get(".self_attn.", "self_attn"),
+        mlp=blocks.block if blocks else parts.get(".mlp.", "mlp"),
+        one_block=blocks is not None,
+        prefixes=checkpoint_prefixes(spec.model_type),
+        attention_names=tuple((r, a) for r, a in spec.text.names if r in roles and r != a),
+    )
+
+
+LAYOUT_WHY = (
+    "it keeps HF's model.embed_tokens-style tree, renaming only the embeddings, the final norm "
+    "and a checkpoint prefix"
+)
+
+
+def _layout_parts(spec: ArchitectureSpec) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The analysis' Llama-layout parts HF names otherwise (part -> HF's name), and the renames
+    the generated code cannot keep (each as one line)."""
     prefixes = checkpoint_prefixes(spec.model_type)
     parts: dict[str, str] = {}
     unknown = []
@@ -463,24 +492,16 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
             parts[target] = source.strip(".")  # a layer's attribute (LFM2: feed_forward)
         else:
             unknown.append(f"{source}* is the analysis' {target}*")
-    if unknown:
-        raise UnsupportedFeatureError(
-            f"{spec.model_type} keeps its decoder under names the AutoModel generator does not "
-            "write (it keeps HF's model.embed_tokens-style tree, renaming only the embeddings, "
-            "the final norm and a checkpoint prefix)",
-            tuple(unknown),
-        )
-    blocks = spec.text.blocks
-    roles = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
-    return HFLayout(
-        embeddings=parts.get("model.embed_tokens.", "embed_tokens"),
-        final_norm=dict(spec.text.names).get("final_norm") or parts.get("model.norm.", "norm"),
-        attention=blocks.block if blocks else parts.get(".self_attn.", "self_attn"),
-        mlp=blocks.block if blocks else parts.get(".mlp.", "mlp"),
-        one_block=blocks is not None,
-        prefixes=prefixes,
-        attention_names=tuple((r, a) for r, a in spec.text.names if r in roles and r != a),
-    )
+    return parts, tuple(unknown)
+
+
+def layout_blocker(spec: ArchitectureSpec) -> str | None:
+    """The module-tree refusal as one blocker line, found before any design work (so the
+    re-onboarding benchmark counts it beside the feature refusals), or None."""
+    _, unknown = _layout_parts(spec)
+    if not unknown:
+        return None
+    return f"HF's module tree under other names ({'; '.join(unknown)}): {LAYOUT_WHY}"
 
 
 def checkpoint_prefixes(model_type: str) -> tuple[tuple[str, str], ...]:

@@ -15,7 +15,12 @@ from typing import Any
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import cite, distinct_ropes, router_location
+from onboard.targets.automodel.design import (
+    cite,
+    distinct_ropes,
+    layout_blocker,
+    router_location,
+)
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
@@ -267,6 +272,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
+    if (tree := layout_blocker(spec)) is not None:
+        found.append(tree)
     if text.blocks is not None and text.moe is not None:
         found.append(
             f"one-block layers ({text.blocks.block} after {text.blocks.norm}) holding experts: "
