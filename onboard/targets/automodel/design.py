@@ -198,6 +198,12 @@ class ModelDesign:
     # A VLM: the classes above are its text backbone (prefix ``<Name>Text``), and the registered
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
+    qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
+
+    @property
+    def qk_norm_before_rope(self) -> str:
+        """The q/k norm the projections apply before RoPE ("none" when it comes after)."""
+        return "none" if self.qk_norm_after_rope else self.qk_norm
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -311,6 +317,7 @@ def design_model(
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
+        qk_norm_after_rope=text.attention.qk_norm_after_rope,
     )
 
 
@@ -444,6 +451,35 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
     ``model.embed_tokens.``); transformers' own conversion renames a checkpoint prefix
     (``backbone.`` -> ``model.``), which the adapter undoes.
     """
+    parts, unknown = _layout_parts(spec)
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"{spec.model_type} keeps its decoder under names the AutoModel generator does not "
+            f"write ({LAYOUT_WHY})",
+            unknown,
+        )
+    blocks = spec.text.blocks
+    roles = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
+    return HFLayout(
+        embeddings=parts.get("model.embed_tokens.", "embed_tokens"),
+        final_norm=dict(spec.text.names).get("final_norm") or parts.get("model.norm.", "norm"),
+        attention=blocks.block if blocks else parts.get(".self_attn.", "self_attn"),
+        mlp=blocks.block if blocks else parts.get(".mlp.", "mlp"),
+        one_block=blocks is not None,
+        prefixes=checkpoint_prefixes(spec.model_type),
+        attention_names=tuple((r, a) for r, a in spec.text.names if r in roles and r != a),
+    )
+
+
+LAYOUT_WHY = (
+    "it keeps HF's model.embed_tokens-style tree, renaming only the embeddings, the final norm "
+    "and a checkpoint prefix"
+)
+
+
+def _layout_parts(spec: ArchitectureSpec) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The analysis' Llama-layout parts HF names otherwise (part -> HF's name), and the renames
+    the generated code cannot keep (each as one line)."""
     prefixes = checkpoint_prefixes(spec.model_type)
     parts: dict[str, str] = {}
     unknown = []
@@ -456,24 +492,16 @@ def hf_layout(spec: ArchitectureSpec) -> HFLayout:
             parts[target] = source.strip(".")  # a layer's attribute (LFM2: feed_forward)
         else:
             unknown.append(f"{source}* is the analysis' {target}*")
-    if unknown:
-        raise UnsupportedFeatureError(
-            f"{spec.model_type} keeps its decoder under names the AutoModel generator does not "
-            "write (it keeps HF's model.embed_tokens-style tree, renaming only the embeddings, "
-            "the final norm and a checkpoint prefix)",
-            tuple(unknown),
-        )
-    blocks = spec.text.blocks
-    roles = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
-    return HFLayout(
-        embeddings=parts.get("model.embed_tokens.", "embed_tokens"),
-        final_norm=dict(spec.text.names).get("final_norm") or parts.get("model.norm.", "norm"),
-        attention=blocks.block if blocks else parts.get(".self_attn.", "self_attn"),
-        mlp=blocks.block if blocks else parts.get(".mlp.", "mlp"),
-        one_block=blocks is not None,
-        prefixes=prefixes,
-        attention_names=tuple((r, a) for r, a in spec.text.names if r in roles and r != a),
-    )
+    return parts, tuple(unknown)
+
+
+def layout_blocker(spec: ArchitectureSpec) -> str | None:
+    """The module-tree refusal as one blocker line, found before any design work (so the
+    re-onboarding benchmark counts it beside the feature refusals), or None."""
+    _, unknown = _layout_parts(spec)
+    if not unknown:
+        return None
+    return f"HF's module tree under other names ({'; '.join(unknown)}): {LAYOUT_WHY}"
 
 
 def checkpoint_prefixes(model_type: str) -> tuple[tuple[str, str], ...]:
@@ -619,6 +647,8 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         "per_head": "q_norm / k_norm over each head, before RoPE",
         "full_width": "q_norm / k_norm over the full projection width, before RoPE",
     }[text.attention.qk_norm]
+    if text.attention.qk_norm_after_rope:
+        qk = qk.replace("before RoPE", "after RoPE (on the rotated q and k)")
     scale_key = text.attention.scale_key
     power = text.attention.scale_power
     scale = (
@@ -627,7 +657,10 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         else "head_dim ** -0.5"
     )
     reasons = {
-        "qk_norm": Reason(qk, cite(spec, "text.attention.qk_norm")),
+        "qk_norm": Reason(
+            qk,
+            cite(spec, "text.attention.qk_norm_after_rope") or cite(spec, "text.attention.qk_norm"),
+        ),
         "layer_types": Reason("attention kind of every layer", cite(spec, "text.layer_types")),
         "scale": Reason(
             f"q.k scaled by {scale} (self.scaling, set by the HF __init__)",

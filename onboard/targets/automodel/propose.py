@@ -15,7 +15,12 @@ from typing import Any
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import cite, distinct_ropes, router_location
+from onboard.targets.automodel.design import (
+    cite,
+    distinct_ropes,
+    layout_blocker,
+    router_location,
+)
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
@@ -43,6 +48,7 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
     base: dict[str, set[Value]] = {
         "attention.kind": {"standard"},
         "attention.qk_norm": {"none"},
+        "attention.qk_norm_after_rope": {False},
         "attention.qkv_bias": {False},
         "attention.o_bias": {False},
         "attention.scale": {"head_dim"},
@@ -162,9 +168,9 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
     ),
     (
         "text.attention.qk_norm_after_rope",
-        lambda t: t.attention.qk_norm_after_rope,
-        lambda t: "q/k norms after RoPE",
-        ": the generated attention norms them before",
+        lambda t: t.attention.qk_norm_after_rope and t.attention.qk_norm != "per_head",
+        lambda t: f"{t.attention.qk_norm} q/k norms after RoPE",
+        ": the generated attention norms each head after RoPE, nothing wider",
         "probe",
     ),
     (
@@ -266,6 +272,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
+    if (tree := layout_blocker(spec)) is not None:
+        found.append(tree)
     if text.blocks is not None and text.moe is not None:
         found.append(
             f"one-block layers ({text.blocks.block} after {text.blocks.norm}) holding experts: "
