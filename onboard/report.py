@@ -105,11 +105,29 @@ def _vision_summary(vision: VisionSpec) -> str:
         read += ", without the class token" if select.drop_class_token else ", with the class token"
     steps = ">".join(s.activation if s.op == "activation" else s.op for s in vision.projector.steps)
     if isinstance(tower, QwenVLTowerSpec):
+        mrope = vision.merge.mrope
         images = (
             f"flattened patches of {tower.patch_size} x {tower.temporal_patch_size} frames over "
-            f"image_grid_thw, windows of {tower.window_size} px, full attention in layers "
+            f"image_grid_thw, "
+            + (
+                f"{tower.position_embeddings} learned positions resampled to the grid, "
+                if tower.position_embeddings
+                else ""
+            )
+            + f"2-D RoPE, windows of {tower.window_size} px, full attention in layers "
             f"{list(tower.fullatt_layers)}, M-RoPE sections "
-            f"{list(vision.merge.mrope.sections) if vision.merge.mrope else '?'}"
+            + (f"{list(mrope.sections)} {mrope.layout}" if mrope else "?")
+            + (
+                f" (HF's fallback at {mrope.default_at})"
+                if mrope is not None and mrope.default_at
+                else ""
+            )
+            + (
+                f", DeepStack from tower layers {list(vision.deepstack.layers)} into the first "
+                f"{len(vision.deepstack.layers)} text layers"
+                if vision.deepstack is not None
+                else ""
+            )
         )
     elif isinstance(tower, PixtralTowerSpec):
         images = (

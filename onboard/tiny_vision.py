@@ -160,6 +160,26 @@ def is_qwen_vl_tower(vision: Any) -> bool:
     return all(isinstance(getattr(vision, k, None), int) for k in _QWEN_VL_KEYS)
 
 
+def _tiny_deepstack(hf_config: Any, layers: list[int]) -> dict[str, Any]:
+    """As many DeepStack layers as the real tower has, every one inside the tiny tower and
+    before its last layer (whose output is the main merger's), in the real order: the k-th
+    feeds text layer k, so the count is what the tiny model must keep."""
+    if (
+        sorted(set(layers)) != layers
+        or layers[0] < 0
+        or layers[-1] >= hf_config.vision_config.depth
+    ):
+        raise InvalidConfigError(
+            f"config.json: vision_config.deepstack_visual_indexes {layers} are not increasing "
+            f"tower layers below depth {hf_config.vision_config.depth}"
+        )
+    depth = max(TINY_QWEN_VL_DEPTH, len(layers) + 1)
+    return {
+        "depth": depth,
+        "deepstack_visual_indexes": list(range(depth - 1 - len(layers), depth - 1)),
+    }
+
+
 def _shrink_qwen_vl(tiny: dict[str, Any], hf_config: Any) -> dict[str, Any]:
     """A narrow Qwen-VL tower that keeps both layer kinds: 4 layers, full attention on a period
     of at most 2 where the real tower has one (every 8th of 32 -> every 2nd of 4), windows of
@@ -185,6 +205,9 @@ def _shrink_qwen_vl(tiny: dict[str, Any], hf_config: Any) -> dict[str, Any]:
         ]
     if getattr(real, "window_size", None):
         tiny["window_size"] = TINY_WINDOW_BLOCKS * real.spatial_merge_size * real.patch_size
+    deepstack = getattr(real, "deepstack_visual_indexes", None) or ()
+    if deepstack:
+        tiny.update(_tiny_deepstack(hf_config, list(deepstack)))
     tiny.pop("num_hidden_layers", None)
     if "model_type" not in tiny:
         tiny["model_type"] = real.model_type

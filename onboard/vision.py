@@ -145,6 +145,10 @@ class QwenVLTowerSpec:
     names: tuple[tuple[str, str], ...] = ()
     keys: tuple[tuple[str, str], ...] = ()  # field -> vision_config key
     patch_bias: bool = False
+    # Qwen3-VL: a learned square table of this many positions (role positions), resampled
+    # bilinearly (corners aligned) to each image's row x column grid and added to the patch
+    # embedding, before the 2-D RoPE layers; 0: no learned positions (Qwen2-VL, Qwen2.5-VL)
+    position_embeddings: int = 0
 
     class_token = False
     pre_norm = False
@@ -280,7 +284,13 @@ class MRopeSpec:
 
     sections: tuple[int, ...]  # the tiny model's
     key: str  # text_config.rope_parameters.mrope_section
-    layout: Literal["chunks"] = "chunks"
+    # chunks: section i is a run of consecutive frequencies turned by axis i (Qwen2-VL);
+    # interleaved: frequency f turns by the row when f % 3 == 1 and f < 3 * sections[1], by the
+    # column when f % 3 == 2 and f < 3 * sections[2], else by the temporal axis (Qwen3-VL)
+    layout: Literal["chunks", "interleaved"] = "chunks"
+    # Where HF's rotary module falls back to its own sections when the config sets none (the
+    # sections above are that fallback); "" when the config sets them
+    default_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -304,6 +314,19 @@ class MergeSpec:
 
 
 @dataclass(frozen=True)
+class DeepStackSpec:
+    """DeepStack (Qwen3-VL): the outputs of tower layers ``layers`` each go through their own
+    merger (``<name>.<k>``, all with the steps of ``projector``) into the text's width; the k-th
+    result is added to the output of text decoder layer k at the image placeholders (in the
+    order the merge fills them), for the first ``len(layers)`` text layers only."""
+
+    layers: tuple[int, ...]  # tower layer indices (0-based), vision_config.<key>
+    name: str  # the mergers' list, relative to the tower (deepstack_merger_list)
+    projector: ProjectorSpec
+    key: str = "deepstack_visual_indexes"
+
+
+@dataclass(frozen=True)
 class VisionSpec:
     towers: VisionTowers
     select: FeatureSelectSpec
@@ -323,6 +346,7 @@ class VisionSpec:
     # pixel_values is [rows, images per row, channels, height, width], all-zero images padding
     # a row the model drops (Idefics 3's tiles); False: [images, channels, height, width]
     image_rows: bool = False
+    deepstack: DeepStackSpec | None = None
 
     @property
     def tower(self) -> TowerSpec:

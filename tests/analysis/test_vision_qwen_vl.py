@@ -174,14 +174,26 @@ def test_a_backbone_view_is_refused_when_there_is_no_base_model(monkeypatch) -> 
         analyse(load_source(str(fixture_config(MODEL).parent)))
 
 
-def test_sections_left_to_hfs_fallback_are_refused_at_its_line(tmp_path) -> None:
-    """transformers' default Qwen2-VL config sets no mrope_section: HF's rotary module falls
-    back to its own, which onboard names instead of guessing."""
+def test_sections_left_to_hfs_fallback_are_read_from_its_line(tmp_path) -> None:
+    """transformers' default Qwen3-VL config sets no mrope_section: HF's rotary module falls
+    back to its own sections, which the spec takes from that line (and says so). The default's
+    merger width (3584) is not its text width (4096), so that one key is made to agree."""
+    from tests.new_types import default_config_dir
+
+    root = default_config_dir("qwen3_vl", tmp_path, vision_config={"out_hidden_size": 4096})
+    spec = analyse(load_source(str(root))).spec
+    assert spec.unresolved == ()
+    mrope = spec.vision.merge.mrope
+    assert mrope.sections == (24, 20, 20) and mrope.layout == "interleaved"
+    assert mrope.default_at.startswith("modeling_qwen3_vl.py:")
+
+
+def test_sections_without_a_fallback_hf_names_are_refused(tmp_path, monkeypatch) -> None:
+    from onboard.analysis.vision import qwen_vl
     from onboard.errors import UnsupportedFeatureError
     from tests.new_types import default_config_dir
 
-    source = load_source(str(default_config_dir("qwen2_vl", tmp_path)))
-    with pytest.raises(
-        UnsupportedFeatureError, match=r"no mrope_section: .*modeling_qwen2_vl\.py:"
-    ):
-        analyse(source)
+    monkeypatch.setattr(qwen_vl, "hf_mrope_default", lambda _model_type: None)
+    root = default_config_dir("qwen3_vl", tmp_path, vision_config={"out_hidden_size": 4096})
+    with pytest.raises(UnsupportedFeatureError, match="no mrope_section and HF's qwen3_vl_text"):
+        analyse(load_source(str(root)))

@@ -157,25 +157,23 @@ def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
 
 def _require_mrope_sections(source: ModelSource, hf_config: Any) -> None:
     """A Qwen-VL config without ``mrope_section`` leaves the sections to a fallback inside HF's
-    rotary module, which the tiny head cannot take over: refused at that line (published
-    Qwen2-VL configs set the key; transformers' default Qwen2-VL config does not)."""
+    rotary module: read from that line when HF writes one there (Qwen2-VL's and Qwen3-VL's
+    default configs set none), refused at the rotary module otherwise."""
     if not is_qwen_vl_tower(hf_config.vision_config):
         return
     rope = getattr(hf_config.text_config, "rope_parameters", None) or {}
     if rope.get("mrope_section"):
         return
+    from onboard.analysis.vision.qwen_vl import hf_mrope_default
+
+    if hf_mrope_default(hf_config.text_config.model_type) is not None:
+        return
     from onboard.errors import UnsupportedFeatureError
 
-    where = "the text rotary module"
-    for file in transformers_source_files(hf_config.text_config.model_type):
-        for number, line in enumerate(file.text.splitlines(), 1):
-            if 'get("mrope_section"' in line:
-                where = f"{file.name}:{number}"
-                break
     raise UnsupportedFeatureError(
-        f"{source.model_type}'s text_config.rope_parameters has no mrope_section: HF falls back "
-        f"to its own sections at {where}, which onboard does not read; set the checkpoint's "
-        "mrope_section in config.json"
+        f"{source.model_type}'s text_config.rope_parameters has no mrope_section and HF's "
+        f"{hf_config.text_config.model_type} rotary module names no fallback onboard can "
+        "read; set the checkpoint's mrope_section in config.json"
     )
 
 
@@ -185,11 +183,36 @@ def text_source(source: ModelSource, hf_config: Any) -> ModelSource:
     # A flat config (Qwen2.5-VL's: the text keys at the top) has the text config HF built from it
     text = dict(source.config.get("text_config") or hf_config.text_config.to_diff_dict())
     text.setdefault("model_type", hf_config.text_config.model_type)
+    _fill_mrope_fallback(text, hf_config)
     if "tie_word_embeddings" in source.config:
         text.setdefault("tie_word_embeddings", source.config["tie_word_embeddings"])
     return dataclasses.replace(
         source, config=text, hf_files=transformers_source_files(text["model_type"])
     )
+
+
+def _fill_mrope_fallback(text: dict[str, Any], hf_config: Any) -> None:
+    """Sections HF's rotary module falls back to, written where the config would hold them, so
+    the tiny backbone (whose heads are narrower) gets them shrunk like set ones; the vision spec
+    still says they are HF's fallback (``MRopeSpec.default_at``)."""
+    if not is_qwen_vl_tower(hf_config.vision_config):
+        return
+    from onboard.analysis.vision.qwen_vl import hf_mrope_default
+    from onboard.tiny import rope_parameters
+
+    rope = rope_parameters(text)
+    if rope.get("mrope_section"):
+        return
+    default = hf_mrope_default(hf_config.text_config.model_type)
+    if default is None:
+        return
+    if not rope:
+        text["rope_parameters"] = rope = dict(hf_config.text_config.rope_parameters or {})
+    else:
+        text[next(k for k in ("rope_parameters", "rope_scaling") if text.get(k) is rope)] = rope = (
+            dict(rope)
+        )
+    rope["mrope_section"] = list(default[0])
 
 
 def _scaled_before_merge(language_model: Any, trace: Any) -> bool:

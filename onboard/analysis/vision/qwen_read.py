@@ -8,6 +8,7 @@ host computes from the grids.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from onboard.analysis.probe import source_location
@@ -20,13 +21,14 @@ from onboard.analysis.vision.qwen_vl import (
     qwen_vl_evidence,
     qwen_vl_parts,
     read_merger,
+    read_mrope_layout,
     read_qwen_vl_tower,
     trace_qwen_vl,
 )
 from onboard.checkpoint import tensors
 from onboard.spec import Delta, Evidence
 from onboard.tiny_vision import image_token_key
-from onboard.vision import FeatureSelectSpec, MergeSpec, VisionSpec, VisionTowers
+from onboard.vision import DeepStackSpec, FeatureSelectSpec, MergeSpec, VisionSpec, VisionTowers
 
 _SUPPORTED = (
     "onboard reads Qwen-VL towers with a Conv3d patch embedding, 2-D RoPE, RMS pre-norm layers "
@@ -44,10 +46,14 @@ def read_qwen_vision(
         parts = qwen_vl_parts(model)
         tower = read_qwen_vl_tower(tower_module, config.vision_config)
         mrope = mrope_spec(config.text_config)
+        rotary = parts.module(model, "language_model").rotary_emb
+        layout, layout_evidence = read_mrope_layout(rotary, mrope.sections)
+        mrope = dataclasses.replace(mrope, layout=layout)
         merger = parts.module(model, "projector")
         probe = torch.zeros(4, tower.hidden_size)
         leaves = called_leaves(merger, lambda: merger(probe))
         projector = read_merger(merger, tower.hidden_size, leaves)
+        deepstack = _deepstack(tower_module, tower, config.vision_config)
     except NotQwenVL as exc:
         where = source_location(type(tower_module).forward) or type(tower_module).__name__
         what = f"vision tower {type(tower_module).__name__} is not a Qwen-VL tower onboard reads"
@@ -74,6 +80,7 @@ def read_qwen_vision(
         tensors=tuple(
             sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
         ),
+        deepstack=deepstack,
     )
     evidence = (
         *qwen_vl_evidence(tower_module, tower, config.vision_config, mrope),
@@ -85,6 +92,54 @@ def read_qwen_vision(
             "vision.merge.image_token_id",
             (Evidence("config", f"config.json:{key}", "image placeholder token"),),
         ),
+        ("vision.merge.mrope.layout", (layout_evidence,)),
+        *_deepstack_evidence(tower_module, deepstack, config.vision_config),
     )
-    deltas = check_qwen_vl(tower, projector, mrope, config.image_token_id, model, parts, trace)
+    deltas = check_qwen_vl(
+        tower, projector, mrope, config.image_token_id, model, parts, trace, deepstack
+    )
     return vision, evidence, deltas
+
+
+def _deepstack(tower_module: Any, tower: Any, config: Any) -> DeepStackSpec | None:
+    """The DeepStack layers (config) and their mergers' steps (read from the first one: the
+    others are built alike, and the check runs each with its own weights)."""
+    import torch
+
+    if "deepstack" not in dict(tower.names):
+        return None
+    name = tower.name_of("deepstack")
+    first = tower_module.get_submodule(f"{name}.0")
+    probe = torch.zeros(tower.spatial_merge_size**2, tower.hidden_size)
+    leaves = called_leaves(first, lambda: first(probe))
+    projector = dataclasses.replace(read_merger(first, tower.hidden_size, leaves), name=name)
+    return DeepStackSpec(
+        layers=tuple(int(i) for i in config.deepstack_visual_indexes),
+        name=name,
+        projector=projector,
+    )
+
+
+def _deepstack_evidence(
+    tower_module: Any, deepstack: DeepStackSpec | None, config: Any
+) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    if deepstack is None:
+        return ()
+    where = source_location(type(tower_module).forward) or type(tower_module).__name__
+    return (
+        (
+            "vision.deepstack.layers",
+            (
+                Evidence(
+                    "config",
+                    f"config.json:vision_config.{deepstack.key}",
+                    repr(list(config.deepstack_visual_indexes)),
+                ),
+                Evidence("probe", where, f"one merger each in {deepstack.name}"),
+            ),
+        ),
+        (
+            "vision.deepstack.projector",
+            (Evidence("probe", where, f"{deepstack.name}.0 steps; checked per merger"),),
+        ),
+    )

@@ -12,6 +12,9 @@ grids, against what HF's modules received and returned.
 
 from __future__ import annotations
 
+import ast
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +25,13 @@ from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.analysis.vision.qwen_vl_run import Grid, QwenVLRun, mrope_cos_sin
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.spec import Delta, Evidence
-from onboard.vision import MRopeSpec, ProjectorSpec, ProjectorStep, QwenVLTowerSpec
+from onboard.vision import (
+    DeepStackSpec,
+    MRopeSpec,
+    ProjectorSpec,
+    ProjectorStep,
+    QwenVLTowerSpec,
+)
 
 TOLERANCE = 1e-5
 _SIZE_KEYS = {
@@ -38,6 +47,7 @@ _SIZE_KEYS = {
     "window_size": "window_size",
     "fullatt_layers": "fullatt_block_indexes",
     "out_hidden_size": "out_hidden_size",
+    "position_embeddings": "num_position_embeddings",
 }
 MROPE_KEY = "rope_parameters.mrope_section"
 _TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
@@ -130,6 +140,9 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
     head_dim = width // heads
     biased = linears[qkv].bias is not None
     norm_module = layer.get_submodule(norms[0])
+    extra = _learned_positions(tower, width)
+    if deepstack := deepstack_name(tower, config):
+        extra["deepstack"] = deepstack
     return QwenVLTowerSpec(
         hidden_size=width,
         num_layers=config.depth,
@@ -181,12 +194,57 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
                     "o_proj": o_name,
                     "mlp": mlp_name,
                     "merger": _merger_name(tower),
+                    **extra,
                 }.items()
             )
         ),
         keys=tuple(keys.items()),
         patch_bias=patch.bias is not None,
+        position_embeddings=tower.get_submodule(extra["positions"]).num_embeddings
+        if "positions" in extra
+        else 0,
     )
+
+
+def _learned_positions(tower: Any, width: int) -> dict[str, str]:
+    """role positions -> the tower's one embedding table of its width (Qwen3-VL's pos_embed),
+    whose rows must make a square grid; none for Qwen2(.5)-VL."""
+    import torch.nn as nn
+
+    tables = [
+        (n, m)
+        for n, m in tower.named_children()
+        if isinstance(m, nn.Embedding) and m.embedding_dim == width
+    ]
+    if not tables:
+        return {}
+    if len(tables) > 1:
+        raise NotQwenVL(f"{len(tables)} position tables")
+    name, table = tables[0]
+    side = math.isqrt(table.num_embeddings)
+    if side * side != table.num_embeddings:
+        raise NotQwenVL(f"a position table of {table.num_embeddings} rows, not a square grid")
+    return {"positions": name}
+
+
+def deepstack_name(tower: Any, config: Any) -> str | None:
+    """The tower's list of one merger per ``deepstack_visual_indexes`` entry (Qwen3-VL)."""
+    import torch.nn as nn
+
+    layers = list(getattr(config, "deepstack_visual_indexes", None) or ())
+    if not layers:
+        return None
+    found = [
+        n
+        for n, m in tower.named_children()
+        if isinstance(m, nn.ModuleList)
+        and len(m) == len(layers)
+        and len(m) != config.depth
+        and all(any(isinstance(c, nn.Linear) for c in item.modules()) for item in m)
+    ]
+    if len(found) != 1:
+        raise NotQwenVL(f"{len(found)} lists of {len(layers)} DeepStack mergers")
+    return found[0]
 
 
 def _mlp(mlp: Any, config: Any, width: int) -> MLPSpec:
@@ -252,6 +310,12 @@ def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> Proj
             )
             width = leaf.out_features
         elif isinstance(leaf, nn.LayerNorm):
+            normed = int(leaf.normalized_shape[-1])
+            if normed != width:  # the norm after the rows are grouped (DeepStack's mergers)
+                if normed % width:
+                    raise NotQwenVL(f"merger norm {name} over {normed}, not k x {width}")
+                steps.append(ProjectorStep("group_rows", "", kernel=normed // width))
+                width = normed
             steps.append(ProjectorStep("layer_norm", name, eps=float(leaf.eps)))
         elif (offset := rms_offset(leaf)) is not None:
             steps.append(
@@ -286,6 +350,10 @@ class QwenVLTrace:
     positions: Any  # [3, rows, seq] the language model received
     cos_sin: tuple[Any, Any]  # the text rotary's output on those positions
     mm_token_type_ids: Any
+    deepstack: tuple[Any, ...] = ()  # each DeepStack merger's rows (get_image_features)
+    # after each text layer, what came next received: the next layer, or the final norm
+    text_inputs: tuple[Any, ...] = ()
+    text_outputs: tuple[Any, ...] = ()  # what each text layer returned
 
 
 def prompt(hf_config: Any, per_row: list[list[int]], text: int = 4) -> Any:
@@ -343,6 +411,23 @@ def trace_qwen_vl(model: Any, parts: VLMParts, hf_config: Any) -> QwenVLTrace:
     handles += [
         layer.register_forward_hook(keep_layer) for layer in tower.get_submodule(layers_name)
     ]
+    language_model = parts.module(model, "language_model")
+    text_layers = encoder_layers(language_model, hf_config.text_config.num_hidden_layers, NotQwenVL)
+    text: dict[str, list[Any]] = {"in": [], "out": []}
+
+    def keep_text(_module: Any, args: tuple[Any, ...], out: Any) -> None:
+        text["in"].append(args[0])
+        text["out"].append(out[0] if isinstance(out, tuple) else out)
+
+    handles += [
+        layer.register_forward_hook(keep_text)
+        for layer in language_model.get_submodule(text_layers)
+    ]
+    handles.append(
+        language_model.norm.register_forward_pre_hook(
+            lambda _m, args: captured.__setitem__("norm_in", args[0])
+        )
+    )
     counts = [int(g.prod()) // m**2 for g in grids]
     input_ids = prompt(hf_config, [[counts[0]], counts[1:]])
     types = (input_ids == hf_config.image_token_id).int()
@@ -350,13 +435,13 @@ def trace_qwen_vl(model: Any, parts: VLMParts, hf_config: Any) -> QwenVLTrace:
         with torch.no_grad():
             features = model.get_image_features(pixel_values=pixel_values, image_grid_thw=grids)
             captured["in"], captured["out"] = [], []
+            text["in"], text["out"] = [], []
             model(
                 input_ids=input_ids,
                 pixel_values=pixel_values,
                 image_grid_thw=grids,
                 mm_token_type_ids=types,
             )
-            language_model = parts.module(model, "language_model")
             text_embeddings = language_model.get_input_embeddings()(input_ids)
             cos_sin = language_model.rotary_emb(captured["merged"], captured["positions"])
     finally:
@@ -376,14 +461,66 @@ def trace_qwen_vl(model: Any, parts: VLMParts, hf_config: Any) -> QwenVLTrace:
         captured["positions"],
         cos_sin,
         types,
+        tuple(torch.cat(f) for f in getattr(features, "deepstack_features", None) or ()),
+        (*text["in"][1:], captured["norm_in"]),
+        tuple(text["out"]),
     )
 
 
-def mrope_spec(text_config: Any) -> MRopeSpec:
+def mrope_spec(text_config: Any, layout: str = "chunks") -> MRopeSpec:
+    """The sections from the config, else HF's own fallback (named where HF holds it)."""
     sections = (getattr(text_config, "rope_parameters", None) or {}).get("mrope_section")
-    if not sections:
+    if sections:
+        return MRopeSpec(sections=tuple(int(s) for s in sections), key=MROPE_KEY, layout=layout)
+    default = hf_mrope_default(text_config.model_type)
+    if default is None:
         raise NotQwenVL("text_config.rope_parameters has no mrope_section")
-    return MRopeSpec(sections=tuple(int(s) for s in sections), key=MROPE_KEY)
+    sections, where = default
+    return MRopeSpec(sections=sections, key=MROPE_KEY, layout=layout, default_at=where)
+
+
+_DEFAULT_SECTIONS = re.compile(r"""get\(\s*["']mrope_section["']\s*,\s*(\[[\d,\s]+\])\s*\)""")
+
+
+def hf_mrope_default(text_model_type: str) -> tuple[tuple[int, ...], str] | None:
+    """The sections HF's text rotary module falls back to when the config sets none, and the
+    line that says so (``rope_parameters.get("mrope_section", [...])``)."""
+    from onboard.source import transformers_source_files
+
+    for file in transformers_source_files(text_model_type):
+        if not file.name.startswith("modeling_"):
+            continue
+        for number, line in enumerate(file.text.splitlines(), 1):
+            if found := _DEFAULT_SECTIONS.search(line):
+                sections = ast.literal_eval(found.group(1))
+                return tuple(int(x) for x in sections), f"{file.name}:{number}"
+    return None
+
+
+def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evidence]:
+    """Which frequencies each position axis turns, from HF's text rotary module run on three
+    unequal axes: the layout whose angles it returns (chunks when neither fits: the check then
+    names the rotary module)."""
+    import torch
+
+    config = rotary.config
+    theta = float(config.rope_parameters["rope_theta"])
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    steps = torch.arange(6)
+    positions = torch.stack([steps, 2 * steps + 1, 3 * steps + 2])[:, None]  # [3, 1, 6]
+    where = source_location(type(rotary).forward) or type(rotary).__name__
+    with torch.no_grad():
+        cos, sin = rotary(torch.zeros(1, 6, head_dim), positions)
+    for layout in ("chunks", "interleaved"):
+        try:
+            want = mrope_cos_sin(sections, theta, head_dim, positions, layout)
+        except ValueError:
+            continue
+        if all(
+            torch.allclose(a.float(), b, atol=1e-6) for a, b in zip((cos, sin), want, strict=True)
+        ):
+            return layout, Evidence("probe", where, f"rotary angles match {layout} sections")
+    return "chunks", Evidence("probe", where, "rotary angles match no known M-RoPE layout")
 
 
 def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:
@@ -423,6 +560,7 @@ def check_qwen_vl(
     model: Any,
     parts: VLMParts,
     trace: QwenVLTrace,
+    deepstack: DeepStackSpec | None = None,
 ) -> tuple[Delta, ...]:
     """Each stage computed from the spec on what HF's module received, compared with what it
     returned; then the whole tower from the pixels; then the merge, the host's M-RoPE positions
@@ -451,12 +589,14 @@ def check_qwen_vl(
         head_dim = getattr(text.config, "head_dim", None) or (
             text.config.hidden_size // text.config.num_attention_heads
         )
-        return torch.stack(mrope_cos_sin(mrope.sections, theta, head_dim, trace.positions))
+        return torch.stack(
+            mrope_cos_sin(mrope.sections, theta, head_dim, trace.positions, mrope.layout)
+        )
 
     stages = [
         _Stage(
             f"{tower_path}.{tower.name_of('patch').rpartition('.')[0]}",
-            lambda: run.embed(trace.pixel_values),
+            lambda: run.patches(trace.pixel_values),
             trace.embedded[run.order],
             "the patch embedding, in window order",
         ),
@@ -464,7 +604,8 @@ def check_qwen_vl(
             f"{layers}.0",
             lambda: run.embed(trace.pixel_values),
             trace.layer_inputs[0],
-            "the first layer's input (patches regrouped by window)",
+            "the first layer's input (patches regrouped by window"
+            + (", learned positions added)" if tower.position_embeddings else ")"),
         ),
     ]
     stages += [
@@ -476,6 +617,8 @@ def check_qwen_vl(
         )
         for i in range(tower.num_layers)
     ]
+    stages += _deepstack_stages(deepstack, run, weights, tower_path, trace)
+    stages += _injection_stages(deepstack, image_token, f"{base}.{parts.language_model}", trace)
     stages += [
         _Stage(
             f"{base}.{parts.projector}",
@@ -521,6 +664,78 @@ def check_qwen_vl(
             if detail := _difference(got, stage.expected):
                 deltas.append(_delta(model, stage, detail))
     return tuple(deltas)
+
+
+def _deepstack_stages(
+    deepstack: DeepStackSpec | None,
+    run: QwenVLRun,
+    weights: dict[str, Any],
+    tower_path: str,
+    trace: QwenVLTrace,
+) -> list[_Stage]:
+    """Each DeepStack merger over what its tower layer returned, against HF's features; a
+    tower that returned features the spec does not have is a stage with nothing to compute."""
+    if deepstack is None:
+        if not trace.deepstack:
+            return []
+        return [
+            _Stage(tower_path, _missing_deepstack, trace.deepstack[0], "the DeepStack features")
+        ]
+    stages = []
+    for k, layer in enumerate(deepstack.layers):
+
+        def compute(k: int = k, layer: int = layer) -> Any:
+            def weight(name: str) -> Any:
+                return weights[f"{deepstack.name}.{k}.{name}"]
+
+            if k >= len(trace.deepstack):
+                raise ValueError(f"HF returned {len(trace.deepstack)} DeepStack features")
+            return run.merge(deepstack.projector, weight, trace.layer_outputs[layer])
+
+        expected = trace.deepstack[k] if k < len(trace.deepstack) else trace.features
+        stages.append(
+            _Stage(
+                f"{tower_path}.{deepstack.name}.{k}",
+                compute,
+                expected,
+                f"DeepStack merger {k} over tower layer {layer}'s output",
+            )
+        )
+    return stages
+
+
+def _missing_deepstack() -> Any:
+    raise ValueError("HF's tower returned DeepStack features the spec does not describe")
+
+
+def _injection_stages(
+    deepstack: DeepStackSpec | None, image_token: int, text_path: str, trace: QwenVLTrace
+) -> list[_Stage]:
+    """What follows each text layer receives its output, plus the k-th DeepStack features at
+    the image placeholders after text layer k (k below the number of DeepStack layers)."""
+    features = trace.deepstack if deepstack is not None else ()
+    placeholders = trace.input_ids == image_token
+
+    def compute(j: int) -> Any:
+        out = trace.text_outputs[j].clone()
+        if j < len(features):
+            out[placeholders] = out[placeholders] + features[j]
+        return out
+
+    return [
+        _Stage(
+            text_path,
+            lambda j=j: compute(j),
+            trace.text_inputs[j],
+            f"text layer {j}'s output"
+            + (
+                f" with DeepStack features {j} at the image placeholders"
+                if j < len(features)
+                else ""
+            ),
+        )
+        for j in range(len(trace.text_outputs))
+    ]
 
 
 def merge_rows_of(merge_rows: Any, image_token: int, trace: QwenVLTrace) -> Any:
@@ -610,6 +825,7 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         if "fullatt_layers" in keys
         else tuple(range(value("num_layers"))),
         out_hidden_size=value("out_hidden_size"),
+        position_embeddings=value("position_embeddings") if tower.position_embeddings else 0,
         attention=dataclasses.replace(
             tower.attention,
             num_heads=heads,
@@ -625,16 +841,17 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
             activation=value("activation"),
         ),
     )
-    steps = tuple(
-        dataclasses.replace(
-            step,
-            in_features=widths.get(step.in_features, step.in_features),
-            out_features=widths.get(step.out_features, step.out_features),
-            kernel=value("spatial_merge_size") ** 2 if step.op == "group_rows" else step.kernel,
+    steps = _real_steps(vision.projector.steps, widths, value)
+    mrope = mrope_spec(real.text_config, vision.merge.mrope.layout)
+    deepstack = vision.deepstack
+    if deepstack is not None:
+        deepstack = dataclasses.replace(
+            deepstack,
+            layers=tuple(int(i) for i in getattr(config, deepstack.key)),
+            projector=dataclasses.replace(
+                deepstack.projector, steps=_real_steps(deepstack.projector.steps, widths, value)
+            ),
         )
-        for step in vision.projector.steps
-    )
-    mrope = mrope_spec(real.text_config)
     return dataclasses.replace(
         vision,
         towers=vision.towers.replace(real_tower),
@@ -642,4 +859,19 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         merge=dataclasses.replace(
             vision.merge, image_token_id=int(real.image_token_id), mrope=mrope
         ),
+        deepstack=deepstack,
+    )
+
+
+def _real_steps(steps: Any, widths: dict[int, int], value: Any) -> tuple[ProjectorStep, ...]:
+    import dataclasses
+
+    return tuple(
+        dataclasses.replace(
+            step,
+            in_features=widths.get(step.in_features, step.in_features),
+            out_features=widths.get(step.out_features, step.out_features),
+            kernel=value("spatial_merge_size") ** 2 if step.op == "group_rows" else step.kernel,
+        )
+        for step in steps
     )

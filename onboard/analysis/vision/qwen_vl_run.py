@@ -4,6 +4,7 @@ stage with HF's."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +58,23 @@ def patch_angles(spec: QwenVLTowerSpec, grids: Sequence[Grid]) -> Any:
     return torch.cat(angles)
 
 
+def learned_positions(spec: QwenVLTowerSpec, table: Any, grids: Sequence[Grid]) -> Any:
+    """[patches, hidden] in merge-block order: the square table resampled bilinearly, corners
+    aligned, to each image's rows x columns, the same for every frame."""
+    import torch
+    import torch.nn.functional as F
+
+    side = math.isqrt(spec.position_embeddings)
+    square = table.view(side, side, -1).permute(2, 0, 1)[None]
+    m = spec.spatial_merge_size
+    out = []
+    for t, h, w in grids:
+        grid = F.interpolate(square, size=(h, w), mode="bilinear", align_corners=True)[0]
+        blocks = grid.reshape(-1, h // m, m, w // m, m).permute(1, 3, 2, 4, 0)
+        out.append(blocks.reshape(h * w, -1).repeat(t, 1))
+    return torch.cat(out)
+
+
 class QwenVLRun:
     """The tower, with ``weight(name)`` giving its tensors, on images of ``grids``."""
 
@@ -82,8 +100,21 @@ class QwenVLRun:
         # each image's own patches are contiguous in window order too
         self.full_mask = self.image_mask
 
+    def patches(self, pixels: Any) -> Any:
+        """[patches, hidden] in window order: the patch convolution alone."""
+        return self._convolve(pixels)[self.order]
+
     def embed(self, pixels: Any) -> Any:
-        """[patches, hidden] in window order."""
+        """[patches, hidden] in window order: the layers' input (with the learned positions
+        where the tower has them)."""
+        s = self.spec
+        x = self._convolve(pixels)
+        if s.position_embeddings:
+            table = self.weight(f"{s.name_of('positions')}.weight")
+            x = x + learned_positions(s, table, self.grids)
+        return x[self.order]
+
+    def _convolve(self, pixels: Any) -> Any:
         import torch.nn.functional as F
 
         s = self.spec
@@ -91,7 +122,7 @@ class QwenVLRun:
         x = pixels.view(-1, s.num_channels, s.temporal_patch_size, s.patch_size, s.patch_size)
         bias = self.weight(f"{patch}.bias") if s.patch_bias else None
         x = F.conv3d(x, self.weight(f"{patch}.weight"), bias, stride=x.shape[2:])
-        return x.view(-1, s.hidden_size)[self.order]
+        return x.view(-1, s.hidden_size)
 
     def states(self, pixels: Any) -> list[Any]:
         """The encoder's input, then each layer's output, all in window order."""
@@ -114,31 +145,8 @@ class QwenVLRun:
         """The merger's steps over the last state (window order), rows put back into
         merge-block order."""
         import torch
-        import torch.nn.functional as F
-        from transformers.activations import ACT2FN
 
-        for step in projector.steps:
-            if step.op == "rms_norm":
-                scale = step.weight_offset + weight(f"{step.name}.weight")
-                x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
-            elif step.op == "layer_norm":
-                x = F.layer_norm(
-                    x,
-                    x.shape[-1:],
-                    weight(f"{step.name}.weight"),
-                    weight(f"{step.name}.bias"),
-                    step.eps,
-                )
-            elif step.op == "group_rows":
-                x = x.reshape(-1, x.shape[-1] * step.kernel)
-            elif step.op == "linear":
-                bias = weight(f"{step.name}.bias") if step.bias else None
-                x = F.linear(x, weight(f"{step.name}.weight"), bias)
-            elif step.op == "activation":
-                x = ACT2FN[step.activation](x)
-            else:
-                raise ValueError(f"a Qwen-VL merger has no {step.op} step")
-        return x[torch.argsort(self.block_order)]
+        return run_merger(projector, weight, x)[torch.argsort(self.block_order)]
 
     def _norm(self, name: str, x: Any) -> Any:
         import torch
@@ -194,14 +202,72 @@ class QwenVLRun:
         )
 
 
-def mrope_cos_sin(sections: Sequence[int], theta: float, head_dim: int, positions: Any) -> Any:
-    """cos, sin [B, S, head_dim] for ``positions [3, B, S]``: section i of the rotated half
-    turns by axis i % 3's positions, as ``MRopeSpec`` (layout chunks) says."""
+def run_merger(projector: ProjectorSpec, weight: Callable[[str], Any], x: Any) -> Any:
+    """A merger's steps over the rows ``x``, in their order."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.activations import ACT2FN
+
+    for step in projector.steps:
+        if step.op == "rms_norm":
+            scale = step.weight_offset + weight(f"{step.name}.weight")
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
+        elif step.op == "layer_norm":
+            x = F.layer_norm(
+                x,
+                x.shape[-1:],
+                weight(f"{step.name}.weight"),
+                weight(f"{step.name}.bias"),
+                step.eps,
+            )
+        elif step.op == "group_rows":
+            x = x.reshape(-1, x.shape[-1] * step.kernel)
+        elif step.op == "linear":
+            bias = weight(f"{step.name}.bias") if step.bias else None
+            x = F.linear(x, weight(f"{step.name}.weight"), bias)
+        elif step.op == "activation":
+            x = ACT2FN[step.activation](x)
+        else:
+            raise ValueError(f"a Qwen-VL merger has no {step.op} step")
+    return x
+
+
+def mrope_cos_sin(
+    sections: Sequence[int],
+    theta: float,
+    head_dim: int,
+    positions: Any,
+    layout: str = "chunks",
+) -> Any:
+    """cos, sin [B, S, head_dim] for ``positions [3, B, S]``: each frequency of the rotated half
+    turns by the axis ``MRopeSpec.layout`` gives it (section i by axis i % 3 for chunks)."""
     import torch
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
     angles = positions[..., None].float() * inv_freq  # [3, B, S, head_dim / 2]
-    parts = angles.split(list(sections), dim=-1)
-    chosen = torch.cat([part[i % 3] for i, part in enumerate(parts)], dim=-1)
+    axis = mrope_axes(sections, head_dim // 2, layout)
+    chosen = angles.gather(0, axis.expand(1, *angles.shape[1:]))[0]
     both = torch.cat([chosen, chosen], dim=-1)
     return both.cos(), both.sin()
+
+
+def mrope_axes(sections: Sequence[int], half: int, layout: str) -> Any:
+    """[half] long: which of the three position axes turns each frequency."""
+    import torch
+
+    if layout == "chunks":
+        axes = [i % 3 for i, n in enumerate(sections) for _ in range(n)]
+    elif layout == "interleaved":
+        axes = [
+            1
+            if f % 3 == 1 and f < 3 * sections[1]
+            else 2
+            if f % 3 == 2 and f < 3 * sections[2]
+            else 0
+            for f in range(half)
+        ]
+    else:
+        raise ValueError(f"no M-RoPE layout {layout!r}")
+    if len(axes) != half:
+        raise ValueError(f"M-RoPE sections {list(sections)} do not cover {half} frequencies")
+    return torch.tensor(axes)

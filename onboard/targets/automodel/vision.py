@@ -96,6 +96,10 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"a {vision.text_model_type} text backbone with experts: the VLM adapter routes "
             "prefixes only, around a dense text backbone"
         )
+    if vision.towers.kind == "qwen_vl":
+        from onboard.targets.automodel.vision_qwen import qwen_vl_blockers
+
+        return found + qwen_vl_blockers(vision, module)
     if vision.towers.kind not in ("vit", "pixtral"):
         found.append(
             f"a {vision.towers.kind} tower (vision.tower): the generated VLM passes "

@@ -132,6 +132,22 @@ def qwen_vl_blockers(vision: VisionSpec) -> list[str]:
             "image positions other than M-RoPE in consecutive sections (vision.merge.mrope): "
             "mobius' ChunkedMRope rotates sections in turn"
         )
+    elif vision.merge.mrope.default_at:
+        found.append(
+            f"M-RoPE sections from HF's fallback at {vision.merge.mrope.default_at}, not the "
+            "config (vision.merge.mrope.default_at): the generated config reads mrope_section"
+        )
+    if tower.position_embeddings:
+        found.append(
+            "learned positions resampled to each image's grid (vision.tower.position_embeddings):"
+            " mobius' Qwen-VL towers add none"
+        )
+    if vision.deepstack is not None:
+        found.append(
+            f"DeepStack features from tower layers {list(vision.deepstack.layers)} added to the "
+            "first text layers (vision.deepstack): the generated Qwen-VL model merges the "
+            "last layer's only"
+        )
     return found
 
 
