@@ -349,9 +349,11 @@ def read_config(path: Path) -> dict[str, Any]:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", model_type):
         raise InvalidConfigError(f"{path} has an invalid model_type {model_type[:40]!r}")
     _check_architectures(config.get("architectures"), path)
+    _check_softcaps(config, path)
     for key, sub_config in config.items():  # text_config's is the text backbone's source
         if isinstance(sub_config, dict):
             _check_architectures(sub_config.get("architectures"), path, f"{key}.")
+            _check_softcaps(sub_config, path, f"{key}.")
     if "auto_map" in config and not isinstance(config["auto_map"], dict):
         raise InvalidConfigError(
             f"{path}: auto_map must be an object, got {config['auto_map']!r:.60}"
@@ -373,6 +375,18 @@ def _check_architectures(architectures: Any, path: Path, where: str = "") -> Non
         raise InvalidConfigError(
             f"{path}: {where}architectures must be a list of class names, got {architectures!r:.60}"
         )
+
+
+_SOFTCAP_KEYS = ("attn_logit_softcapping", "final_logit_softcapping")
+
+
+def _check_softcaps(config: dict[str, Any], path: Path, where: str = "") -> None:
+    """A soft-cap is a number (or null, off): the generated code divides and multiplies by it,
+    and the readers take whatever the key holds."""
+    for key in _SOFTCAP_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise InvalidConfigError(f"{path}: {where}{key} must be a number, got {value!r:.60}")
 
 
 class _NonFiniteError(Exception):

@@ -49,7 +49,7 @@ def test_bundled_snapshot_used_offline_with_notice(hf_cache) -> None:
 
 def _readme_hub_ids() -> set[str]:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    found = re.findall(r"onboard (?:new|inspect|parity|diff) ([\w.-]+/[\w.-]+)", readme)
+    found = re.findall(r"onboard (?:new|inspect|parity|diff) ([\w.-]+/[\w.-]+)(?![\w./-])", readme)
     return {i for i in found if not i.startswith(("path", "out", "my-org"))}
 
 
@@ -87,6 +87,10 @@ def test_malformed_ids_rejected(hf_cache, bad: str) -> None:
         ('{"model_type": "../evil"}', "invalid model_type"),
         ("[" * 100000 + "]" * 100000, "not valid JSON"),
         ('{"model_type": "llama", "rope_theta": NaN}', "holds NaN"),
+        # found by the 10,000-case config fuzz: a dict reached float() in the attention reader
+        ('{"model_type": "qwen3", "attn_logit_softcapping": {"a": 1}}', "must be a number"),
+        ('{"model_type": "x", "text_config": {"final_logit_softcapping": "30"}}', "must be a num"),
+        ('{"model_type": "gemma2", "final_logit_softcapping": true}', "must be a number"),
     ],
 )
 def test_hostile_configs(tmp_path: Path, content: str, message: str) -> None:
