@@ -181,3 +181,21 @@ def test_json_for_every_command_that_succeeds(cli_env, tmp_path: Path) -> None:
         valid_document(run.stdout, 0, command)
     explained = onboard("check", "--explain", "OB402", "--json", env=cli_env, cwd=tmp_path)
     assert valid_document(explained.stdout, 0, "check")["rule"]["code"] == "OB402"
+
+
+def test_a_reference_that_fails_on_its_own_is_unsupported_not_a_bug(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Qwen3-Next with no attention layer (found by the config fuzz): transformers' cache cannot
+    report its length, so HF's own forward raises during parity. That is exit 4 with HF's reason,
+    not exit 8, and nothing is written."""
+    config = json.loads(fixture_config("Qwen/Qwen3-Next-80B-A3B-Instruct").read_text())
+    config["full_attention_interval"] = 1703727
+    folder = tmp_path / "no-attention"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    code, _, err = run_main(["new", str(folder), "--out", str(out)], capsys)
+    assert code == ExitCode.UNSUPPORTED, err
+    assert "does not run with a cache" in err and "get_seq_length" in err
+    assert not out.exists()

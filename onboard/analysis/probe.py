@@ -103,7 +103,7 @@ def probe_model(model: Any, disk_model: Any = None) -> Probe:
         layer_norms = tuple(
             _measure_norm(name, module, hidden)
             for name, module in layer.named_modules()
-            if name and is_norm(module)
+            if name and is_norm(module) and _takes_one_input(module)
         )
         final_name = final_norm_name(decoder)
         final = getattr(decoder, final_name, None)
@@ -190,6 +190,20 @@ def is_norm(module: Any) -> bool:
     weighted = getattr(module, "weight", None) is not None
     parameter_free = not learns(module)
     return "norm" in name and (weighted or parameter_free)
+
+
+def _takes_one_input(module: Any) -> bool:
+    """A norm called on the hidden states alone: a gated norm (Qwen3-Next's ``norm(x, gate)``)
+    belongs to its token mixer, whose reader runs it with the gate."""
+    import inspect
+
+    parameters = inspect.signature(module.forward).parameters.values()
+    required = [
+        p
+        for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(required) <= 1
 
 
 def _measure_norm(name: str, module: Any, width: int) -> NormProbe:

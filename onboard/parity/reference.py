@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from onboard.checkpoint import tensors
+from onboard.errors import UnsupportedFeatureError
 from onboard.parity.harness import Batch, LayerStates, Step, split_cache
 from onboard.parity.torch_probes import TorchProbes
 from onboard.tiny_model import build_tiny_model, perturb
@@ -80,6 +81,18 @@ class HFRunner:
         probes = {name: value[:, -new:] for name, value in step.probes.items()}
         return Step(logits=step.logits[:, -new:], kv=(), state=step.state, probes=probes)
 
+    def _forward(self, kwargs: dict[str, Any]) -> Any:
+        """HF's forward with a cache: a failure there is the reference's own, not onboard's
+        (Qwen3-Next with no attention layer cannot report its cache's length)."""
+        try:
+            return self.model(**kwargs)
+        except Exception as exc:
+            name = type(self.model).__name__
+            raise UnsupportedFeatureError(
+                f"the reference {name} does not run with a cache at the tiny sizes onboard uses "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
+            ) from None
+
     def _run(self, batch: Batch, cache: Any) -> Step:
         import torch
 
@@ -95,7 +108,7 @@ class HFRunner:
                 del kwargs["attention_mask"]
         probing = self._probes.recording() if self._probes is not None else nullcontext({})
         with torch.no_grad(), probing as probes:
-            out = self.model(**kwargs)
+            out = self._forward(kwargs)
         new_cache = next((out[k] for k in _CACHE_KWARGS if out.get(k) is not None), None)
         if new_cache is None:
             return Step(
