@@ -16,6 +16,7 @@ from typing import Any
 from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.pixtral_run import PixtralRun, patch_merge
+from onboard.analysis.vision.steps import ROW_OPS, run_row_step
 from onboard.analysis.vision.trace import VisionTrace
 from onboard.spec import Delta
 from onboard.vision import PixtralTowerSpec, VisionSpec, VitTowerSpec
@@ -230,7 +231,6 @@ def _projector(
 ) -> Callable[[Any], Any]:
     """The projector's steps over features; ``grids``: each image's patch rows and columns,
     for a patch merge."""
-    import torch
     import torch.nn.functional as F
     from transformers.activations import ACT2FN
 
@@ -238,20 +238,8 @@ def _projector(
 
     def project(x: Any) -> Any:
         for step in vision.projector.steps:
-            if step.op == "linear":
-                bias = weight(f"{step.name}.bias") if step.bias else None
-                x = F.linear(x, weight(f"{step.name}.weight"), bias)
-            elif step.op == "layer_norm":
-                x = F.layer_norm(
-                    x,
-                    x.shape[-1:],
-                    weight(f"{step.name}.weight"),
-                    weight(f"{step.name}.bias"),
-                    step.eps,
-                )
-            elif step.op == "rms_norm":
-                scale = step.weight_offset + weight(f"{step.name}.weight")
-                x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
+            if step.op in ROW_OPS:
+                x = run_row_step(step, weight, x)
             elif step.op == "avg_pool":
                 batch, count, width = x.shape
                 side = math.isqrt(count)

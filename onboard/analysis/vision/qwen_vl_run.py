@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from onboard.analysis.vision.steps import ROW_OPS, run_row_step
 from onboard.vision import ProjectorSpec, QwenVLTowerSpec
 
 Grid = tuple[int, int, int]  # temporal, rows, columns, in patches
@@ -204,29 +205,11 @@ class QwenVLRun:
 
 def run_merger(projector: ProjectorSpec, weight: Callable[[str], Any], x: Any) -> Any:
     """A merger's steps over the rows ``x``, in their order."""
-    import torch
-    import torch.nn.functional as F
-    from transformers.activations import ACT2FN
-
     for step in projector.steps:
-        if step.op == "rms_norm":
-            scale = step.weight_offset + weight(f"{step.name}.weight")
-            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
-        elif step.op == "layer_norm":
-            x = F.layer_norm(
-                x,
-                x.shape[-1:],
-                weight(f"{step.name}.weight"),
-                weight(f"{step.name}.bias"),
-                step.eps,
-            )
-        elif step.op == "group_rows":
+        if step.op == "group_rows":
             x = x.reshape(-1, x.shape[-1] * step.kernel)
-        elif step.op == "linear":
-            bias = weight(f"{step.name}.bias") if step.bias else None
-            x = F.linear(x, weight(f"{step.name}.weight"), bias)
-        elif step.op == "activation":
-            x = ACT2FN[step.activation](x)
+        elif step.op in ROW_OPS:
+            x = run_row_step(step, weight, x)
         else:
             raise ValueError(f"a Qwen-VL merger has no {step.op} step")
     return x

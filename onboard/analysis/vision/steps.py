@@ -1,0 +1,31 @@
+"""The projector steps that act on each feature row alone, run in torch by both spec checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+ROW_OPS = frozenset({"linear", "layer_norm", "rms_norm", "activation"})
+
+
+def run_row_step(step: Any, weight: Callable[[str], Any], x: Any) -> Any:
+    """One linear, norm or activation step over the last axis of ``x``; the spec's numbers
+    (epsilon, weight offset) are the ones the generated code will use."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.activations import ACT2FN
+
+    if step.op == "linear":
+        bias = weight(f"{step.name}.bias") if step.bias else None
+        return F.linear(x, weight(f"{step.name}.weight"), bias)
+    if step.op == "layer_norm":
+        shape = x.shape[-1:]
+        return F.layer_norm(
+            x, shape, weight(f"{step.name}.weight"), weight(f"{step.name}.bias"), step.eps
+        )
+    if step.op == "rms_norm":
+        scale = step.weight_offset + weight(f"{step.name}.weight")
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
+    if step.op == "activation":
+        return ACT2FN[step.activation](x)
+    raise ValueError(f"{step.op} is not a row step")
