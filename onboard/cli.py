@@ -7,6 +7,7 @@ on stdout instead. Errors print one line and exit with a documented code (README
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -515,6 +516,7 @@ def main() -> None:
     # SIGTERM (a CI timeout, `kill`) stops a run as Ctrl-C does, so temporary folders go and a
     # commit in progress rolls back, rather than the process vanishing mid-write.
     signal.signal(signal.SIGTERM, _stop)
+    _quiet_transformers()
     try:
         code = app(standalone_mode=False)  # click returns the code of typer.Exit here
     except (typer.Abort, KeyboardInterrupt):
@@ -529,6 +531,16 @@ def main() -> None:
     if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) without a word
         _fail(_interrupted())
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _quiet_transformers() -> None:
+    """transformers' warnings are about the checkpoint (a token id outside the vocabulary, a
+    deprecated key), printed once per process: onboard reports what matters itself, so an error
+    stays one line on stderr. ``TRANSFORMERS_VERBOSITY`` set by the user wins."""
+    if "TRANSFORMERS_VERBOSITY" in os.environ:
+        return
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"  # read when transformers configures logging
+    logging.getLogger("transformers").setLevel(logging.ERROR)  # when it already has
 
 
 def _stop(signum: int, frame: object) -> None:

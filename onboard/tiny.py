@@ -56,6 +56,19 @@ TINY_MAMBA_HEADS = 8
 # prompt, so the chunked scan and the recurrent step must agree
 TINY_MAMBA_CHUNK = 4
 _MAMBA2_CHUNK_KEYS = ("mamba_chunk_size", "chunk_size")
+# Recurrent mixers' causal-convolution widths and state sizes do not grow with the model (3 or 4
+# taps, states of 16 to 128 in every checkpoint): a config asking for more than these bounds
+# gets them, so millions of taps cannot keep the probe busy for hours (the fuzz's LFM2 with
+# conv_L_cache=3000000). Real values pass through; the generated code reads the config's.
+_RECURRENT_SIZE_BOUNDS = {
+    "conv_L_cache": 16,
+    "conv_kernel": 16,
+    "mamba_d_conv": 16,
+    "linear_conv_kernel_dim": 16,
+    "state_size": 256,
+    "ssm_state_size": 256,
+    "mamba_d_state": 256,
+}
 # Gated DeltaNet (Qwen3-Next, Qwen3.5): key heads, value heads (a multiple of them, as in the
 # real checkpoints, so the key heads' sharing is exercised) and two head sizes that differ
 _LINEAR_ATTENTION_SIZES = {
@@ -222,6 +235,7 @@ def shrink_config(
     _distinct_multipliers(tiny)
 
     _shrink_mamba2(tiny, _MAMBA2_KEYS if attention else _MAMBA2_SSM_KEYS)
+    _bound_recurrent_sizes(tiny)
     _shrink_linear_attention(tiny)
     count_key = _layer_count_key(config, layer_classes)
     # NemotronH derives the count from its layer list: config.json may not store it
@@ -381,6 +395,12 @@ def _shrink_mamba2(tiny: dict[str, Any], keys: tuple[tuple[str, str, str], ...])
     for key in _MAMBA2_CHUNK_KEYS if mamba2 else ():  # the scan crosses chunks in the prompt
         if _int(tiny.get(key), 0) > TINY_MAMBA_CHUNK:
             tiny[key] = TINY_MAMBA_CHUNK
+
+
+def _bound_recurrent_sizes(tiny: dict[str, Any]) -> None:
+    for key, bound in _RECURRENT_SIZE_BOUNDS.items():
+        if _int(tiny.get(key), 0) > bound:
+            tiny[key] = bound
 
 
 def linear_attention_sizes(*, shared: bool) -> dict[str, int]:

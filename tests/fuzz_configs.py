@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -296,6 +297,31 @@ def _listing(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*")}
 
 
+# A case that runs longer than this broke a promise of its own (inspect and new without parity
+# take about a second); stopping it names the case, where a hang would stall the whole run. The
+# alarm lands between Python steps: one native call that never returns (a convolution with
+# millions of taps) is left to pytest-timeout, which ends the worker.
+CASE_SECONDS = 120
+
+
+class CaseTimeout(BaseException):
+    """Raised into a case that ran past ``CASE_SECONDS``: no handler in onboard catches it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int) -> Iterator[None]:
+    def stop(signum: int, frame: object) -> None:
+        raise CaseTimeout(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_case(case: Case) -> Outcome:
     """Run the case's command on its config in a fresh folder, as ``onboard`` would."""
     from onboard.cli import main
@@ -315,7 +341,7 @@ def run_case(case: Case) -> Outcome:
         code: int | None = None
         escaped = ""
         try:
-            with _captured() as streams:
+            with _captured() as streams, _time_limit(CASE_SECONDS):
                 try:
                     main()
                 except SystemExit as exited:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from onboard import json_output
 from onboard.errors import ExitCode
-from tests.fuzz_configs import Case, Outcome, cases, problems, run_case
+from tests.fuzz_configs import Case, CaseTimeout, Outcome, _time_limit, cases, problems, run_case
 
 FUZZ = settings(
     max_examples=int(os.environ.get("ONBOARD_FUZZ_EXAMPLES", "200")),
@@ -166,3 +168,12 @@ def test_a_run_sees_what_new_wrote_and_a_failed_new_writes_nothing() -> None:
     refused = run_case(_case("Qwen/Qwen3-0.6B", ("replace", ("hidden_size",), -1), command="new"))
     assert refused.code == ExitCode.BAD_INPUT and refused.written == ()
     assert "hidden_size must be a positive integer" in _error(refused)
+
+
+def test_a_case_that_runs_too_long_is_stopped() -> None:
+    with pytest.raises(CaseTimeout), _time_limit(1):
+        while True:
+            time.sleep(0.05)
+    with _time_limit(1):  # and the alarm is off again afterwards
+        pass
+    time.sleep(1.2)

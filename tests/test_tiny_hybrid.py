@@ -150,3 +150,20 @@ def test_a_pattern_the_tiny_config_cannot_restate_is_refused() -> None:
     hybrid = Classification(Kind.HYBRID, ("a test",))
     with pytest.raises(UnsupportedFeatureError, match=r"_DerivedKinds\.layer_types is derived"):
         _refuse_derived_pattern(_DerivedKinds(), source, hybrid)
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "real"),
+    [
+        ("LiquidAI/LFM2-1.2B/config.json", "conv_L_cache", 3),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct/config.json", "linear_conv_kernel_dim", 4),
+    ],
+)
+def test_a_convolution_no_checkpoint_has_is_bounded_a_real_one_kept(
+    source: str, key: str, real: int, tmp_path: Path
+) -> None:
+    """The fuzz's LFM2 with conv_L_cache=3000000 kept the probe busy for hours."""
+    assert _shrink(_config(source, tmp_path))[0].config[key] == real
+    bounded, tiny_config, _, _ = _shrink(_config(source, tmp_path, **{key: 3_000_000}))
+    assert bounded.config[key] == 16
+    build_tiny_model(tiny_config)
