@@ -4,9 +4,9 @@ older release lacks: the day-0 set (a benchmark, run under the newer transformer
 The older release's types are read from its wheel (``pip download``, then its
 ``modeling_auto.py`` statically), so one environment is enough. Each type gets transformers'
 default config (reonboard.py's `config_dir`) and `onboard new` without --treat-as-new
-(reonboard.py's `run`), capped at ``--timeout`` seconds. Prints one row per type (type, kind,
-outcome, reason, seconds) and a summary by outcome; ``--markdown`` prints the table for the
-README.
+(reonboard.py's `run`), capped at ``--timeout`` seconds (common.py's `capped_run`). Prints
+one row per type (type, kind, outcome, reason, seconds) and a summary by outcome;
+``--markdown`` prints the table for the README.
 
     /tmp/tf525/bin/python benchmarks/day0.py [--since 5.18.0] [--only a,b] [--timeout 240]
         [--json F] [--markdown]
@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from collections import Counter
 from pathlib import Path
 
-from reonboard import fixture_configs, run
+from common import capped_run, installed_types, markdown_table, reason
 
 from onboard.lint.hf import mapping_keys
 
@@ -40,44 +38,6 @@ def release_types(version: str, folder: Path) -> frozenset[str]:
     [wheel] = folder.glob(f"transformers-{version}-*.whl")
     source = zipfile.ZipFile(wheel).read(AUTO_MODULE).decode()
     return frozenset().union(*(mapping_keys(source, table) for table in TABLES))
-
-
-def installed_types() -> dict[str, str]:
-    """The installed release's types, each with its kind of table (causal-lm or vlm)."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-    )
-
-    found = dict.fromkeys(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, "image-text-to-text")
-    return {**found, **dict.fromkeys(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, "causal-lm")}
-
-
-def _timed_out(signum, frame):
-    raise TimeoutError
-
-
-def capped_run(model_type: str, scratch: Path, timeout: int) -> dict:
-    """reonboard's run without --treat-as-new, stopped after ``timeout`` seconds."""
-    start = time.perf_counter()
-    signal.signal(signal.SIGALRM, _timed_out)
-    signal.alarm(timeout)
-    try:
-        return run(model_type, fixture_configs(), scratch, "mobius", treat_as_new=False)
-    except TimeoutError:
-        seconds = round(time.perf_counter() - start, 2)
-        return {"model_type": model_type, "status": "timeout", "seconds": seconds}
-    finally:
-        signal.alarm(0)
-
-
-def reason(row: dict) -> str:
-    """One line: why it did not pass, or the class it was built on."""
-    if row["status"] == "pass":
-        return f"built on {row.get('closest') or 'the registered class'}"
-    if row["status"] == "timeout":
-        return "stopped at the time cap"
-    return " ".join(str(row.get("detail", "")).split())[:140]
 
 
 def main() -> None:
@@ -100,7 +60,8 @@ def main() -> None:
         print(f"{len(types)} types in transformers {transformers.__version__} not in {args.since}")
         rows = []
         for model_type in types:
-            row = {**capped_run(model_type, Path(tmp), args.timeout), "table": current[model_type]}
+            table = current[model_type][0]
+            row = {**capped_run(model_type, Path(tmp), args.timeout), "table": table}
             rows.append(row)
             print(
                 f"{model_type:<24} {row['table']:<18} {row.get('kind', '-'):<10} "
@@ -110,12 +71,19 @@ def main() -> None:
     statuses = Counter(r["status"] for r in rows)
     print(f"all {len(rows)} types: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
     if args.markdown:
-        print("\n| type | table | kind | outcome | reason | s |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print(
-                f"| {r['model_type']} | {r['table']} | {r.get('kind', '-')} | {r['status']} | "
-                f"{reason(r).replace('|', '/')} | {r['seconds']:.0f} |"
+        header = ("type", "table", "kind", "outcome", "reason", "s")
+        cells = [
+            (
+                r["model_type"],
+                r["table"],
+                r.get("kind", "-"),
+                r["status"],
+                reason(r),
+                f"{r['seconds']:.0f}",
             )
+            for r in rows
+        ]
+        print("\n" + markdown_table(header, cells))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))
 

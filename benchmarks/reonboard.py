@@ -90,6 +90,27 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
     return default_config_dir(model_type, scratch, vision_config=tower, **overrides), label
 
 
+def prepare(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path | None, dict]:
+    """The type's config folder and its row so far (config, kind), so a benchmark can pick types
+    by kind before running them; no folder (a "no-config" row) when transformers cannot build
+    even its own default config."""
+    from onboard.classify import classify
+    from onboard.errors import OnboardError
+    from onboard.source import read_config
+
+    row = {"model_type": model_type}
+    try:
+        folder, row["config"] = config_dir(model_type, fixtures, scratch)
+    except Exception as exc:  # transformers cannot even build its own default config
+        row.update(status="no-config", detail=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return None, row
+    try:
+        row["kind"] = str(classify(read_config(folder / "config.json")).kind)
+    except OnboardError:
+        row["kind"] = "unknown"
+    return folder, row
+
+
 def run(
     model_type: str,
     fixtures: dict[str, Path],
@@ -101,20 +122,10 @@ def run(
     from onboard.pipeline import NewOptions, onboard_new
 
     start = time.perf_counter()
-    row = {"model_type": model_type}
-    try:
-        folder, row["config"] = config_dir(model_type, fixtures, scratch)
-    except Exception as exc:  # transformers cannot even build its own default config
-        row.update(status="no-config", detail=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    folder, row = prepare(model_type, fixtures, scratch)
+    if folder is None:
         row["seconds"] = round(time.perf_counter() - start, 2)
         return row
-    try:
-        from onboard.classify import classify
-        from onboard.source import read_config
-
-        row["kind"] = str(classify(read_config(folder / "config.json")).kind)
-    except OnboardError:
-        row["kind"] = "unknown"
     try:
         result = onboard_new(
             NewOptions(
@@ -125,8 +136,9 @@ def run(
             )
         )
     except OnboardError as exc:
+        blockers = list(getattr(exc, "items", ()))
         row.update(
-            status=type(exc).__name__, detail="; ".join(getattr(exc, "items", ())) or exc.message
+            status=type(exc).__name__, detail="; ".join(blockers) or exc.message, blockers=blockers
         )
     except Exception as exc:  # a crash is a finding, recorded and counted
         row.update(status="crash", detail=f"{type(exc).__name__}: {exc}")
