@@ -1,0 +1,192 @@
+"""Onboard every causal-LM and image-text-to-text model type the installed transformers has and
+the target's installed registry lacks: the library's real backlog (a benchmark, issue #16).
+
+reonboard.py measures the types a library already has (with --treat-as-new); the backlog is
+what users ask for, and its blockers, counted, say what to build next. The list is computed,
+not kept: mobius' registry is keyed by model type, AutoModel's by architecture class (a type
+is present when the class it is built as, its causal LM if it has one, is registered). Each
+type gets reonboard.py's config (the fixture, else transformers' default config) and
+`onboard new` without --treat-as-new, capped at ``--timeout`` seconds (common.py). A type whose
+kind cannot be read (no config) is kept under any ``--kinds``, so it is never hidden. Prints
+one row per type, then the pass rate per kind and the blockers by how many types they stop;
+``--markdown`` prints that summary as the README's tables; ``--rows`` summarises a saved
+``--json`` again without running anything.
+
+    .venv/bin/python benchmarks/backlog.py [--target automodel] [--only a,b]
+        [--kinds dense,moe] [--timeout 300] [--json F] [--markdown] [--rows F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from common import capped_run, installed_types, markdown_table, reason
+from reonboard import fixture_configs, prepare
+
+# reonboard's statuses (an OnboardError's class name) as the outcomes the summary counts
+OUTCOMES = {
+    "UnsupportedFeatureError": "unsupported",
+    "UnsupportedKindError": "out-of-scope",
+    "InvalidConfigError": "bad-config",
+    "BadInputError": "bad-config",
+    "ModelNotFoundError": "bad-config",
+}
+# A blocker's location: an HF source line (modeling_x.py:123) or a config key (config.json:k)
+WHERE = re.compile(r"\b[\w./-]+\.(?:py|json):[\w.]+")
+
+
+def missing_types(
+    types: dict[str, tuple[str, str]], registered: set[str], by_class: bool
+) -> dict[str, tuple[str, str]]:
+    """The types (each with its table and class) the registry lacks; ``by_class`` matches the
+    class a type is built as (AutoModel), else the type itself (mobius)."""
+    return {
+        t: (table, cls)
+        for t, (table, cls) in sorted(types.items())
+        if (cls if by_class else t) not in registered
+    }
+
+
+def outcome(row: dict) -> str:
+    """The row's outcome in the summary's words (pass, parity-fail, unsupported, bad-config,
+    no-config, crash, timeout ...)."""
+    return OUTCOMES.get(row["status"], row["status"])
+
+
+def blocker_names(row: dict) -> list[str]:
+    """What stopped the type, one name per feature without where it was seen, so the same
+    feature in many types counts as one blocker; a refusal without items is its message."""
+    if outcome(row) in ("pass", "timeout"):
+        return []
+    items, cut = row.get("blockers"), r" at | \(|: "
+    if not items:  # a message: keep the exception's name, cut at its first aside
+        items, cut = [reason(row, limit=400)], r" \(|; "
+    own = re.compile(rf"(?<![\w-]){re.escape(row['model_type'])}(?![\w-])")
+    names = [re.split(cut, own.sub("<type>", i), maxsplit=1)[0] for i in items]
+    return list(dict.fromkeys(n.strip() for n in names if n.strip()))
+
+
+def format_row(row: dict) -> str:
+    """One printed line: type, table, kind, outcome, closest class, seconds, blockers or reason."""
+    blockers = " | ".join(row.get("blockers") or []) or reason(row, limit=200)
+    return (
+        f"{row['model_type']:<24} {row.get('table', '-'):<18} {row.get('kind', '-'):<10} "
+        f"{outcome(row):<12} {(row.get('closest') or '-'):<26} {row['seconds']:>6.1f}s  "
+        f"{blockers[:300]}"
+    )
+
+
+def pass_rates(rows: list[dict]) -> list[tuple[str, int, int]]:
+    """(kind, passed, types) per kind, then all kinds together."""
+    kinds = Counter(r.get("kind", "-") for r in rows)
+    passed = Counter(r.get("kind", "-") for r in rows if outcome(r) == "pass")
+    table = [(k, passed[k], n) for k, n in sorted(kinds.items())]
+    return [*table, ("all", sum(passed.values()), len(rows))]
+
+
+def blocker_counts(rows: list[dict]) -> list[tuple[str, int, list[str], str]]:
+    """(blocker, types it stops, those types, one HF location) by frequency, most first."""
+    stopped: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for row in rows:
+        for item in row.get("blockers") or []:
+            for name in blocker_names({**row, "blockers": [item]}):
+                found = WHERE.search(item)
+                if found:
+                    where.setdefault(name, found.group())
+        for name in blocker_names(row):
+            stopped.setdefault(name, []).append(row["model_type"])
+    ranked = sorted(stopped.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [(name, len(types), types, where.get(name, "")) for name, types in ranked]
+
+
+def summary(rows: list[dict], top: int = 15) -> str:
+    """The pass rate per kind, the outcomes, and the blockers by frequency (plain text)."""
+    lines = ["pass / types, by kind:"]
+    lines += [f"  {kind:<12} {passed}/{n}" for kind, passed, n in pass_rates(rows)]
+    outcomes = Counter(outcome(r) for r in rows)
+    lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
+    lines.append("blockers, by the number of types they stop:")
+    for name, count, types, where in blocker_counts(rows)[:top]:
+        at = f" [{where}]" if where else ""
+        lines.append(f"  {count:>3}  {name[:110]}{at}  ({', '.join(types[:6])})")
+    return "\n".join(lines)
+
+
+def markdown(rows: list[dict], top: int = 10) -> str:
+    """The summary as the README's two tables: pass rate per kind, top blockers."""
+    rates = markdown_table(
+        ("kind", "pass / types"), [(k, f"{p}/{n}") for k, p, n in pass_rates(rows)]
+    )
+    blockers = markdown_table(
+        ("blocker", "types", "e.g.", "where"),
+        [
+            (name[:110], count, ", ".join(types[:4]), where or "-")
+            for name, count, types, where in blocker_counts(rows)[:top]
+        ],
+    )
+    return f"{rates}\n\n{blockers}"
+
+
+def registry_keys(target: str) -> tuple[set[str], bool]:
+    """The installed registry's keys, and whether they are class names (AutoModel's are)."""
+    if target == "automodel":
+        from onboard.targets.automodel.registry import open_library
+
+        return {v.key for v in open_library(None).variants}, True
+    from onboard.targets.mobius.registry import open_library
+
+    return {v.key for v in open_library(None).variants}, False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="mobius", choices=("mobius", "automodel"))
+    parser.add_argument("--only", help="comma-separated model types")
+    parser.add_argument("--kinds", help="comma-separated kinds (dense,moe,vlm,hybrid ...)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds a type may take")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--markdown", action="store_true", help="print the summary as Markdown")
+    parser.add_argument("--rows", type=Path, help="summarise an earlier run's --json, run nothing")
+    args = parser.parse_args()
+
+    import transformers
+
+    rows = json.loads(args.rows.read_text()) if args.rows else run_backlog(args)
+    print(f"\n{args.target}, transformers {transformers.__version__}\n{summary(rows)}")
+    if args.markdown:
+        print("\n" + markdown(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+
+
+def run_backlog(args: argparse.Namespace) -> list[dict]:
+    """Each type of the target's backlog (``--only``, ``--kinds``) onboarded, printed as it ends."""
+    import transformers
+
+    keys, by_class = registry_keys(args.target)
+    backlog = missing_types(installed_types(), keys, by_class)
+    if args.only:
+        backlog = {t: v for t, v in backlog.items() if t in args.only.split(",")}
+    kinds = set(args.kinds.split(",")) if args.kinds else None
+    print(f"{len(backlog)} types in transformers {transformers.__version__} not in {args.target}")
+    fixtures = fixture_configs()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="onboard-backlog-") as tmp:
+        for model_type, (table, _) in backlog.items():
+            folder, found = prepare(model_type, fixtures, Path(tmp) / "kind")
+            if kinds and folder is not None and found.get("kind") not in kinds:
+                continue
+            row = {**capped_run(model_type, Path(tmp), args.timeout, args.target), "table": table}
+            rows.append({"kind": found.get("kind", "-"), **row})
+            print(format_row(rows[-1]), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""benchmarks/backlog.py's list and summary, without running a model: the backlog must leave out
+what the registry has (by type for mobius, by class for AutoModel) and its summary must count
+blockers across types and never count a type without a config as a pass."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+ROWS = [
+    {"model_type": "a", "kind": "dense", "status": "pass", "closest": "X", "seconds": 1.0},
+    {
+        "model_type": "b",
+        "kind": "dense",
+        "status": "UnsupportedFeatureError",
+        "blockers": ["attention sinks at modeling_b.py:12 (s_aux)", "ALiBi at modeling_b.py:40"],
+        "seconds": 2.0,
+    },
+    {
+        "model_type": "c",
+        "kind": "moe",
+        "status": "UnsupportedFeatureError",
+        "blockers": ["attention sinks at modeling_c.py:7"],
+        "seconds": 3.0,
+    },
+    {
+        "model_type": "d",
+        "kind": "-",
+        "status": "no-config",
+        "detail": "ValueError: no",
+        "seconds": 0,
+    },
+    {"model_type": "e", "kind": "moe", "status": "crash", "detail": "KeyError: 'w'", "seconds": 0},
+]
+
+
+@pytest.fixture
+def backlog(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the benchmarks import each other as scripts
+    return importlib.import_module("backlog")
+
+
+def test_mobius_backlog_leaves_out_registered_types(backlog):
+    types = {"llama": ("causal-lm", "LlamaForCausalLM"), "new": ("causal-lm", "NewForCausalLM")}
+    assert list(backlog.missing_types(types, {"llama"}, by_class=False)) == ["new"]
+
+
+def test_automodel_backlog_matches_the_class_not_the_type(backlog):
+    types = {
+        "llama": ("causal-lm", "LlamaForCausalLM"),
+        "new": ("causal-lm", "NewForCausalLM"),
+        "vlm": ("image-text-to-text", "VlmForConditionalGeneration"),
+    }
+    registered = {"LlamaForCausalLM", "new", "VlmForConditionalGeneration"}
+    assert list(backlog.missing_types(types, registered, by_class=True)) == ["new"]
+
+
+def test_a_type_in_both_tables_is_built_as_its_causal_lm(backlog):
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    types = backlog.installed_types()
+    assert all(types[t] == ("causal-lm", c) for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items())
+
+
+def test_the_installed_mobius_backlog_is_what_its_registry_lacks(backlog):
+    keys, by_class = backlog.registry_keys("mobius")
+    types = backlog.installed_types()
+    missing = backlog.missing_types(types, keys, by_class)
+    assert missing and not set(missing) & keys
+    assert set(missing) | (set(types) & keys) == set(types)
+
+
+def test_pass_rate_per_kind_never_counts_a_type_without_config(backlog):
+    assert backlog.pass_rates(ROWS) == [("-", 0, 1), ("dense", 1, 2), ("moe", 0, 2), ("all", 1, 5)]
+    assert [backlog.outcome(r) for r in ROWS] == [
+        "pass",
+        "unsupported",
+        "unsupported",
+        "no-config",
+        "crash",
+    ]
+
+
+def test_blockers_count_one_feature_across_types_with_its_location(backlog):
+    counts = backlog.blocker_counts(ROWS)
+    assert counts[0] == ("attention sinks", 2, ["b", "c"], "modeling_b.py:12")
+    assert ("ALiBi", 1, ["b"], "modeling_b.py:40") in counts
+    assert {name for name, *_ in counts} >= {"ValueError: no", "KeyError: 'w'"}
+
+
+def test_row_and_markdown_show_status_blockers_and_rates(backlog):
+    line = backlog.format_row(ROWS[1])
+    assert "unsupported" in line and "modeling_b.py:12" in line and "ALiBi" in line
+    table = backlog.markdown(ROWS)
+    assert "| dense | 1/2 |" in table and "| all | 1/5 |" in table
+    assert "| attention sinks | 2 | b, c | modeling_b.py:12 |" in table
+
+
+def test_markdown_cells_cannot_break_the_table(backlog):
+    assert backlog.markdown_table(("a", "b"), [("x|y", 1)]).splitlines()[-1] == "| x/y | 1 |"
