@@ -38,6 +38,8 @@ OUTCOMES = {
 }
 # A blocker's location: an HF source line (modeling_x.py:123) or a config key (config.json:k)
 WHERE = re.compile(r"\b[\w./-]+\.(?:py|json):[\w.]+")
+# The tensor a blocker's detail starts with: "... at modeling_x.py:12 (model.layers.*.mlp.w (4,)"
+TENSOR = re.compile(r" at \S+ \((model\.[\w.*]+) \(\d")
 
 
 def missing_types(
@@ -67,8 +69,18 @@ def blocker_names(row: dict) -> list[str]:
     if not items:  # a message: keep the exception's name, cut at its first aside
         items, cut = [reason(row, limit=400)], r" \(|; "
     own = re.compile(rf"(?<![\w-]){re.escape(row['model_type'])}(?![\w-])")
-    names = [re.split(cut, own.sub("<type>", i), maxsplit=1)[0] for i in items]
+    names = [re.split(cut, own.sub("<type>", i), maxsplit=1)[0] + _module(i) for i in items]
     return list(dict.fromkeys(n.strip() for n in names if n.strip()))
+
+
+def _module(item: str) -> str:
+    """A blocker about one tensor names its module (``self_attn.sinks``, ``self_attn.indexer``):
+    "parameter with no role" alone would lump attention sinks with an indexer."""
+    found = TENSOR.search(item)
+    if not found:
+        return ""
+    path = re.sub(r"^model\.(layers\.\*\.)?", "", found.group(1))
+    return ": " + ".".join(re.sub(r"\.(weight|bias)$", "", path).split(".")[:2])
 
 
 def format_row(row: dict) -> str:
@@ -83,10 +95,14 @@ def format_row(row: dict) -> str:
 
 def pass_rates(rows: list[dict]) -> list[tuple[str, int, int]]:
     """(kind, passed, types) per kind, then all kinds together."""
-    kinds = Counter(r.get("kind", "-") for r in rows)
-    passed = Counter(r.get("kind", "-") for r in rows if outcome(r) == "pass")
+    kinds = Counter(_kind(r) for r in rows)
+    passed = Counter(_kind(r) for r in rows if outcome(r) == "pass")
     table = [(k, passed[k], n) for k, n in sorted(kinds.items())]
     return [*table, ("all", sum(passed.values()), len(rows))]
+
+
+def _kind(row: dict) -> str:
+    return "(no config)" if row["status"] == "no-config" else row.get("kind", "-")
 
 
 def blocker_counts(rows: list[dict]) -> list[tuple[str, int, list[str], str]]:
@@ -185,6 +201,8 @@ def run_backlog(args: argparse.Namespace) -> list[dict]:
             row = {**capped_run(model_type, Path(tmp), args.timeout, args.target), "table": table}
             rows.append({"kind": found.get("kind", "-"), **row})
             print(format_row(rows[-1]), flush=True)
+            if args.json:  # after each type, so a run stopped early can still be summarised
+                args.json.write_text(json.dumps(rows, indent=2, default=str))
     return rows
 
 

@@ -75,7 +75,8 @@ def test_the_installed_mobius_backlog_is_what_its_registry_lacks(backlog):
 
 
 def test_pass_rate_per_kind_never_counts_a_type_without_config(backlog):
-    assert backlog.pass_rates(ROWS) == [("-", 0, 1), ("dense", 1, 2), ("moe", 0, 2), ("all", 1, 5)]
+    rates = [("(no config)", 0, 1), ("dense", 1, 2), ("moe", 0, 2), ("all", 1, 5)]
+    assert backlog.pass_rates(ROWS) == rates
     assert [backlog.outcome(r) for r in ROWS] == [
         "pass",
         "unsupported",
@@ -90,6 +91,23 @@ def test_blockers_count_one_feature_across_types_with_its_location(backlog):
     assert counts[0] == ("attention sinks", 2, ["b", "c"], "modeling_b.py:12")
     assert ("ALiBi", 1, ["b"], "modeling_b.py:40") in counts
     assert {name for name, *_ in counts} >= {"ValueError: no", "KeyError: 'w'"}
+
+
+def test_blockers_about_tensors_are_counted_by_module(backlog):
+    item = "parameter with no role in the spec at m.py:{} (model.layers.*.self_attn.{}.weight (8,))"
+    row = {
+        "model_type": "g",
+        "status": "UnsupportedFeatureError",
+        "blockers": [
+            item.format(1, "indexer.wk"),
+            item.format(2, "indexer.wq_b"),
+            item.format(3, "g"),
+        ],
+    }
+    assert backlog.blocker_names(row) == [
+        "parameter with no role in the spec: self_attn.indexer",
+        "parameter with no role in the spec: self_attn.g",
+    ]
 
 
 def test_row_and_markdown_show_status_blockers_and_rates(backlog):
