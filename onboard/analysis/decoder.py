@@ -33,7 +33,7 @@ from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
 from onboard.analysis.whole_model import WholeModelReader
 from onboard.block_specs import BlockLayout, NormSpec
-from onboard.errors import InvalidConfigError
+from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence, HeadTransformSpec, TextDecoderSpec
 from onboard.token_mixers import is_attention
@@ -103,6 +103,8 @@ class DecoderSpecBuilder(Reader):
         layer_types, mixers = self.layer_types()
         attention_kinds = tuple(k for k in layer_types if is_attention(k))
         mlp = self.take(MLPReader(self.ctx, self.dense_layer).read()) if self._mlps() else None
+        if attention_kinds:
+            self._refuse_headless_attention()
         variants = self._variants() if attention_kinds else {}
         attention = None
         if attention_kinds:  # a pure state-space model has none
@@ -395,6 +397,19 @@ class DecoderSpecBuilder(Reader):
             )
         self._config("text.sliding_window", window_key(self.cfg), window)
         return int(window) if window else None
+
+    def _refuse_headless_attention(self) -> None:
+        """Layers that no config key marks recurrent read as attention; without attention heads
+        (RWKV's time mixing) they are a token mixer onboard does not know, not attention."""
+        if getattr(self.tiny, "num_attention_heads", None) is not None or self.model is None:
+            return
+        layer = hf_module(self.model.model.layers[0])
+        parts = ", ".join(f"{n} ({type(m).__name__})" for n, m in layer.named_children())
+        raise UnsupportedFeatureError(
+            f"{type(self.cfg).__name__} has no num_attention_heads: its layers' token mixer is "
+            f"not attention, and not one onboard reads",
+            (f"a token mixer onboard does not read, in {type(layer).__name__}: {parts}",),
+        )
 
     def _variants(self) -> dict[str, Reading]:
         """The readings of ``analysis.variants`` that the tiny model shows, by spec path, each

@@ -263,3 +263,17 @@ def test_experts_saved_one_by_one_are_left_to_the_moe_reader() -> None:
     ):
         assert not _outside(name, modules, [name], ())
     assert _outside("model.layers.0.attention.dense.weight", modules, [], ())
+
+
+# -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
+
+
+def test_a_layer_without_attention_heads_is_an_unknown_mixer_not_a_crash(tmp_path) -> None:
+    """The backlog benchmark's RWKV ended in AttributeError: no num_attention_heads."""
+    from onboard.analysis import analyse
+    from onboard.source import load_source
+    from tests.new_types import default_config_dir
+
+    with pytest.raises(UnsupportedFeatureError, match="RwkvConfig has no num_attention_heads") as e:
+        analyse(load_source(str(default_config_dir("rwkv", tmp_path))))
+    assert "attention (RwkvSelfAttention)" in e.value.items[0]
