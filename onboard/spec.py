@@ -142,10 +142,14 @@ class MoESpec:
     # it are dense) or mlp_only_layers (listed layers dense; the rest every decoder_sparse_step).
     # moe_layer_interval: layer i is MoE iff (i + 1) % interval == 0 and it lies within
     # [moe_layer_start_index, moe_layer_end_index] (Ernie 4.5). expert_layer_period: layer i is
-    # MoE iff i % expert_layer_period == expert_layer_offset (Jamba).
+    # MoE iff i % expert_layer_period == expert_layer_offset (Jamba). num_dense_layers: as
+    # first_k_dense_replace (AFMoE). mlp_layer_types: layer i is MoE iff its entry is "sparse"
+    # (transformers' per-layer list: GLM-4 MoE Lite, MiMo-V2-Flash, Laguna, HY-V3).
     dense_rule: Literal[
         "none",
         "first_k_dense_replace",
+        "num_dense_layers",
+        "mlp_layer_types",
         "mlp_only_layers",
         "moe_layer_interval",
         "expert_layer_period",

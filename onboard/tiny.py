@@ -369,8 +369,9 @@ def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:
     dense = [i for i, c in enumerate(classes) if c.startswith("dense|")]
     if not dense or len(dense) == len(classes):
         return
-    if "first_k_dense_replace" in tiny:
-        tiny["first_k_dense_replace"] = len(dense)
+    for key in ("first_k_dense_replace", "num_dense_layers"):
+        if key in tiny:
+            tiny[key] = len(dense)
     if "mlp_only_layers" in tiny or "decoder_sparse_step" in tiny:
         tiny["mlp_only_layers"] = dense
         tiny["decoder_sparse_step"] = 1

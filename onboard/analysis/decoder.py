@@ -545,9 +545,13 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
     """The config rule that reproduces which layers are dense, or None when none does."""
     count = len(kinds)
     rules = {"none": ["moe"] * count}
-    first_k = getattr(config, "first_k_dense_replace", None)
-    if isinstance(first_k, int):
-        rules["first_k_dense_replace"] = ["dense" if i < first_k else "moe" for i in range(count)]
+    for key in ("first_k_dense_replace", "num_dense_layers"):  # AFMoE: num_dense_layers
+        first_k = getattr(config, key, None)
+        if isinstance(first_k, int) and not isinstance(first_k, bool):
+            rules[key] = ["dense" if i < first_k else "moe" for i in range(count)]
+    listed = getattr(config, "mlp_layer_types", None)  # transformers' "dense" / "sparse"
+    if isinstance(listed, list | tuple) and len(listed) == count:
+        rules["mlp_layer_types"] = ["moe" if kind == "sparse" else "dense" for kind in listed]
     step = getattr(config, "decoder_sparse_step", None)
     if isinstance(step, int) and step > 0:
         only = set(getattr(config, "mlp_only_layers", None) or [])
@@ -570,7 +574,9 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
         ]
     # A rule the config declares wins over "none", so other checkpoints of the type still work.
     order = (
+        "mlp_layer_types",
         "first_k_dense_replace",
+        "num_dense_layers",
         "mlp_only_layers",
         "moe_layer_interval",
         "expert_layer_period",

@@ -603,6 +603,20 @@ def test_the_interval_rule_reproduces_its_layers() -> None:
     assert dense_rule(config, ["dense", "moe", "dense", "moe", "dense", "moe"]) is None
 
 
+def test_a_per_layer_mlp_list_or_a_dense_count_reproduces_its_layers() -> None:
+    """The backlog's top mobius blocker (6 types): transformers' mlp_layer_types ("dense" /
+    "sparse": GLM-4 MoE Lite, MiMo-V2-Flash, Laguna, HY-V3) and AFMoE's num_dense_layers."""
+    from onboard.analysis.decoder import dense_rule
+
+    kinds = ["dense", "moe", "dense", "moe"]
+    listed = SimpleNamespace(mlp_layer_types=["dense", "sparse", "dense", "sparse"])
+    assert dense_rule(listed, kinds) == "mlp_layer_types"
+    assert dense_rule(listed, ["dense", "moe", "moe", "moe"]) is None
+    counted = SimpleNamespace(num_dense_layers=2)
+    assert dense_rule(counted, ["dense", "dense", "moe", "moe"]) == "num_dense_layers"
+    assert dense_rule(counted, kinds) is None
+
+
 def test_cross_attention_is_refused_as_one_finding(tmp_path):
     """TrOCR's layers cross-attend to encoder states (encoder_attn and its norm): one finding
     that says what it is, not one "parameter with no role" per tensor."""

@@ -996,10 +996,13 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
 _DENSE_OVERRIDES: dict[str, tuple[tuple[str, Any], ...]] = {
     "mlp_only_layers": (("mlp_only_layers", [0]),),
     "first_k_dense_replace": (("first_k_dense_replace", 1),),
+    "num_dense_layers": (("num_dense_layers", 1),),
 }
 _DENSE_RULES = {
     "none": "every layer",
     "first_k_dense_replace": "layers from config.first_k_dense_replace on",
+    "num_dense_layers": "layers from config.num_dense_layers on",
+    "mlp_layer_types": 'layers config.mlp_layer_types lists as "sparse"',
     "mlp_only_layers": "every config.decoder_sparse_step-th layer not in config.mlp_only_layers",
     "expert_layer_period": (
         "layers i with i % config.expert_layer_period == config.expert_layer_offset"

@@ -1045,6 +1045,26 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                 _why("leading dense layers", spec, "text.mlp_kinds"),
             )
         )
+    elif moe.dense_rule == "num_dense_layers":
+        extra.append(ExtraField("num_dense_layers", "int", "0"))
+        settings.append(
+            Setting(
+                "num_dense_layers",
+                "config.num_dense_layers",
+                _why("leading dense layers", spec, "text.mlp_kinds"),
+            )
+        )
+    elif moe.dense_rule == "mlp_layer_types":
+        extra.append(
+            ExtraField("mlp_layer_types", "list[str]", "dataclasses.field(default_factory=list)")
+        )
+        settings.append(
+            Setting(
+                "mlp_layer_types",
+                "list(config.mlp_layer_types)",
+                _why("MoE layers: those listed as sparse", spec, "text.mlp_kinds"),
+            )
+        )
     elif moe.dense_rule == "moe_layer_interval":
         for key, default in (("interval", "1"), ("start_index", "0"), ("end_index", "-1")):
             extra.append(ExtraField(f"moe_layer_{key}", "int", default))

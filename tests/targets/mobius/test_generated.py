@@ -141,6 +141,20 @@ def test_wrong_multiplier_or_latent_eps_is_caught(tmp_path: Path, model_type, ol
     assert not report.bugs
 
 
+def test_mlp_layer_types_rule_passes_and_ignoring_it_fails(tmp_path: Path) -> None:
+    """GLM-4 MoE Lite (mobius lacks it) says which layers are MoE in config.mlp_layer_types."""
+    result = _new_default("glm4_moe_lite", tmp_path / "ok")
+    assert result.parity.passed and result.analysis.spec.text.moe.dense_rule == "mlp_layer_types"
+    report = _sabotage(
+        "glm4_moe_lite",
+        tmp_path / "broken",
+        'return config.mlp_layer_types[index] == "sparse"',
+        'return config.mlp_layer_types[index] == "dense"',
+        default_config=True,
+    )
+    assert not report.passed and not report.weights.ok
+
+
 def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
     report = _sabotage(
         "mistralai/Mistral-7B-v0.1",
