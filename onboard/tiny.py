@@ -275,8 +275,12 @@ def shrink_config(
         _remap_dense_layers(tiny, [layer_classes[i] for i in indices])
     kept = per_layer.get("layer_types")
     restate_pattern(tiny, config, indices, [kept[i] for i in indices] if kept else None)
-    for name, key in stored.items():  # the stored key says the same: no stale real size
-        if name in tiny:
+    for name, key in stored.items():  # both names say the same: no stale real size
+        if name not in tiny:
+            continue
+        if tiny[name] == config[name] and tiny.get(key) != config[key]:
+            tiny[name] = tiny[key]  # the stored key was shrunk (MiniMax-M2's num_local_experts)
+        else:
             tiny[key] = tiny[name]
     return TinyConfig(tiny, indices)
 

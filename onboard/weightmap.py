@@ -65,6 +65,9 @@ class WeightMapProof:
         )
 
 
+_FLOAT32_EXACT = 2**24  # every integer below it is a float32
+
+
 def prove(
     checkpoint: Mapping[str, Shape],
     convert: Callable[[dict[str, Any]], Mapping[str, Any]],
@@ -86,11 +89,13 @@ def prove(
 
     keys = sorted(checkpoint)
     sizes = [math.prod(checkpoint[k]) for k in keys]
-    # Every value of every tensor is distinct (float32 is exact far beyond tiny-model sizes), and
-    # none is 0, which belongs to no checkpoint tensor.
+    # Every value of every tensor is distinct, and none is 0, which belongs to no checkpoint
+    # tensor. float32 counts exactly to 2**24: a larger checkpoint is fingerprinted in float64,
+    # or neighbouring tensors would share values and seem to land in each other's place.
     starts = torch.tensor(list(itertools.accumulate(sizes, initial=1)), dtype=torch.float64)
+    dtype = torch.float32 if sum(sizes) < _FLOAT32_EXACT else torch.float64
     tensors = {
-        key: (torch.arange(size, dtype=torch.float32) + float(starts[i])).reshape(checkpoint[key])
+        key: (torch.arange(size, dtype=dtype) + float(starts[i])).reshape(checkpoint[key])
         for i, (key, size) in enumerate(zip(keys, sizes, strict=True))
     }
     converted = dict(convert(dict(tensors)))

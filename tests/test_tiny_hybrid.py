@@ -167,3 +167,16 @@ def test_a_convolution_no_checkpoint_has_is_bounded_a_real_one_kept(
     bounded, tiny_config, _, _ = _shrink(_config(source, tmp_path, **{key: 3_000_000}))
     assert bounded.config[key] == 16
     build_tiny_model(tiny_config)
+
+
+def test_an_aliased_expert_count_is_shrunk_under_both_names(tmp_path: Path) -> None:
+    """MiniMax-M2 stores num_local_experts, which its config class also answers as num_experts:
+    the unshrunk alias was written back over the shrunk key, leaving 256 tiny experts."""
+    from onboard.tiny import TINY_EXPERTS
+
+    config = _config("minimax_m2", tmp_path)
+    aliases = dict(type(make_hf_config(config)).attribute_map)
+    assert aliases["num_experts"] == "num_local_experts"
+    tiny = shrink_config(config, None, aliases=aliases).config
+    assert tiny["num_local_experts"] == tiny["num_experts"] == TINY_EXPERTS
+    assert make_hf_config(tiny).num_local_experts == TINY_EXPERTS
