@@ -278,7 +278,7 @@ def shrink_config(
     for name, key in stored.items():  # both names say the same: no stale real size
         if name not in tiny:
             continue
-        if tiny[name] == config[name] and tiny.get(key) != config[key]:
+        if name in config and tiny[name] == config[name] and tiny.get(key) != config[key]:
             tiny[name] = tiny[key]  # the stored key was shrunk (MiniMax-M2's num_local_experts)
         else:
             tiny[key] = tiny[name]
