@@ -786,7 +786,7 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "softmax_then_topk",  # modeling_mellum.py:335-336
         "moe.renormalize": True,  # configuration_mellum.py:101 True; modeling_mellum.py:337
         # configuration_mellum.py:114-115 mlp_layer_types all "sparse"; modeling_mellum.py:379
-        "moe.dense_layers": "none",
+        "moe.dense_layers": "mlp_layer_types",
     },
     {
         "type": "cohere2_moe",
@@ -804,7 +804,7 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "topk_then_softmax",  # modeling_cohere2_moe.py:152-154 (softmax default)
         # num_shared_experts 0 by default (configuration :118): no shared expert
         # configuration_cohere2_moe.py:154-156 mlp_layer_types all sparse (first_k_dense 0)
-        "moe.dense_layers": "none",
+        "moe.dense_layers": "mlp_layer_types",
         "scales": "logits=config.logit_scale",  # modeling_cohere2_moe.py:632
     },
     {
@@ -818,8 +818,9 @@ LABELS: list[dict[str, Any]] = [
         "moe.renormalize": True,  # configuration_exaone_moe.py:118; modeling :261
         "moe.routed_scaling": True,  # routed_scaling_factor 2.5; modeling_exaone_moe.py:264
         "moe.shared_experts": "ungated",  # modeling_exaone_moe.py:318-319, 328
-        # configuration_exaone_moe.py:124-126 mlp_layer_types from first_k_dense_replace (1)
-        "moe.dense_layers": "first_k_dense_replace",
+        # configuration_exaone_moe.py:124-126 mlp_layer_types from first_k_dense_replace (1),
+        # and modeling_exaone_moe.py:338 reads the list
+        "moe.dense_layers": "mlp_layer_types",
     },
     {
         "type": "ernie4_5_moe",
