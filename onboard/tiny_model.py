@@ -11,9 +11,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from onboard.errors import InvalidConfigError
+from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 
 PERTURB_STD = 0.05
+# Tiny models hold well under a million values; this many means a size no shrink reached (a key
+# onboard does not know, or a value it cannot lower), which would fill memory before any check.
+TINY_VALUE_LIMIT = 50_000_000
 # transformers warns when a recurrent mixer runs its PyTorch reference instead of a CUDA kernel
 # (causal_conv1d, mamba_ssm, fla): on the tiny CPU models that reference is what onboard wants.
 _KERNEL_FALLBACK_LOGGER = "transformers.integrations.hub_kernels"
@@ -32,19 +35,43 @@ def build_tiny_model(
     torch.manual_seed(seed)
     from onboard.analysis.vision.backbone import causal_lm_from_config
 
-    try:
+    def build() -> Any:
         if auto_class == "AutoModelForCausalLM":
-            model = causal_lm_from_config(hf_config, attn_implementation="eager")
-        else:
-            model = getattr(transformers, auto_class).from_config(
-                hf_config, attn_implementation="eager"
-            )
+            return causal_lm_from_config(hf_config, attn_implementation="eager")
+        return getattr(transformers, auto_class).from_config(hf_config, attn_implementation="eager")
+
+    try:
+        refuse_oversized(hf_config, build)
+        model = build()
+    except UnsupportedFeatureError:
+        raise
     except Exception as exc:  # transformers raises many types for inconsistent configs
         raise InvalidConfigError(
             f"transformers cannot build a tiny {hf_config.model_type} model from this config "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         ) from None
     return model.float().eval()
+
+
+def refuse_oversized(hf_config: Any, build: Any) -> None:
+    """Build on the meta device first (no memory) and refuse a tiny model that is not tiny,
+    naming its largest tensor, rather than let it exhaust the machine."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = build()
+    except Exception:  # a model that cannot be built on meta is sized by the real build
+        return
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    total = sum(t.numel() for _, t in tensors)
+    if total <= TINY_VALUE_LIMIT:
+        return
+    name, largest = max(tensors, key=lambda item: item[1].numel())
+    raise UnsupportedFeatureError(
+        f"the tiny {hf_config.model_type} model would hold {total:,} values (largest: {name} "
+        f"{tuple(largest.shape)}): a size in config.json that onboard does not shrink"
+    )
 
 
 def image_tokens(

@@ -180,3 +180,16 @@ def test_an_aliased_expert_count_is_shrunk_under_both_names(tmp_path: Path) -> N
     tiny = shrink_config(config, None, aliases=aliases).config
     assert tiny["num_local_experts"] == tiny["num_experts"] == TINY_EXPERTS
     assert make_hf_config(tiny).num_local_experts == TINY_EXPERTS
+
+
+def test_a_tiny_model_that_is_not_tiny_is_refused_before_it_is_built() -> None:
+    """A size no shrink reaches (the 1,000-case fuzz run was killed at 23 GB) is named."""
+    from transformers import Qwen3Config
+
+    config = Qwen3Config(
+        hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+        num_hidden_layers=2, vocab_size=256, intermediate_size=1_000_000,
+    )  # fmt: skip
+    with pytest.raises(UnsupportedFeatureError, match=r"would hold [\d,]+ values \(largest: .*mlp"):
+        build_tiny_model(config)
+    build_tiny_model(Qwen3Config(**{**config.to_dict(), "intermediate_size": 128}))
