@@ -1037,20 +1037,13 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                 _why("shared expert width", spec, "text.moe.shared"),
             )
         )
-    if moe.dense_rule == "first_k_dense_replace":
+    if moe.dense_rule in ("first_k_dense_replace", "num_dense_layers"):
+        if moe.dense_rule == "num_dense_layers":  # mobius' config has first_k_dense_replace
+            extra.append(ExtraField("num_dense_layers", "int", "0"))
         settings.append(
             Setting(
-                "first_k_dense_replace",
-                "config.first_k_dense_replace",
-                _why("leading dense layers", spec, "text.mlp_kinds"),
-            )
-        )
-    elif moe.dense_rule == "num_dense_layers":
-        extra.append(ExtraField("num_dense_layers", "int", "0"))
-        settings.append(
-            Setting(
-                "num_dense_layers",
-                "config.num_dense_layers",
+                moe.dense_rule,
+                f"config.{moe.dense_rule}",
                 _why("leading dense layers", spec, "text.mlp_kinds"),
             )
         )
