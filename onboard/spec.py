@@ -111,6 +111,10 @@ class SharedExpertSpec:
     plain: bool = False  # up, activation, down without a gate (NemotronH)
 
 
+# Config keys that count the leading dense layers (the rest MoE): DeepSeek's name, AFMoE's
+LEADING_DENSE_KEYS = ("first_k_dense_replace", "num_dense_layers")
+
+
 @dataclass(frozen=True)
 class MoESpec:
     num_experts: int

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.spec import LEADING_DENSE_KEYS
 from onboard.tiny_patterns import block_types, restate_pattern
 
 # 96 rather than 64: sqrt(96) is not a round number, so a rounded embedding scale shows.
@@ -235,7 +236,7 @@ def shrink_config(
     _distinct_multipliers(tiny)
 
     _shrink_mamba2(tiny, _MAMBA2_KEYS if attention else _MAMBA2_SSM_KEYS)
-    _bound_recurrent_sizes(tiny)
+    _cap(tiny, _RECURRENT_SIZE_BOUNDS)
     _shrink_linear_attention(tiny)
     count_key = _layer_count_key(config, layer_classes)
     # NemotronH derives the count from its layer list: config.json may not store it
@@ -373,7 +374,7 @@ def _remap_dense_layers(tiny: dict[str, Any], classes: list[str]) -> None:
     dense = [i for i, c in enumerate(classes) if c.startswith("dense|")]
     if not dense or len(dense) == len(classes):
         return
-    for key in ("first_k_dense_replace", "num_dense_layers"):
+    for key in LEADING_DENSE_KEYS:
         if key in tiny:
             tiny[key] = len(dense)
     if "mlp_only_layers" in tiny or "decoder_sparse_step" in tiny:
@@ -396,14 +397,14 @@ def _shrink_mamba2(tiny: dict[str, Any], keys: tuple[tuple[str, str, str], ...])
             tiny[groups] = 2  # still grouped; 2 divides the heads
     if tiny.get("mamba_d_ssm") is not None:
         tiny["mamba_d_ssm"] = width
-    mamba2 = any(_int(tiny.get(heads), 0) for heads, _, _ in keys)
-    for key in _MAMBA2_CHUNK_KEYS if mamba2 else ():  # the scan crosses chunks in the prompt
-        if _int(tiny.get(key), 0) > TINY_MAMBA_CHUNK:
-            tiny[key] = TINY_MAMBA_CHUNK
+    if any(_int(tiny.get(heads), 0) for heads, _, _ in keys):
+        # the scan crosses chunks in the prompt
+        _cap(tiny, dict.fromkeys(_MAMBA2_CHUNK_KEYS, TINY_MAMBA_CHUNK))
 
 
-def _bound_recurrent_sizes(tiny: dict[str, Any]) -> None:
-    for key, bound in _RECURRENT_SIZE_BOUNDS.items():
+def _cap(tiny: dict[str, Any], bounds: Mapping[str, int]) -> None:
+    """Lower each present key to its bound; smaller values stay."""
+    for key, bound in bounds.items():
         if _int(tiny.get(key), 0) > bound:
             tiny[key] = bound
 

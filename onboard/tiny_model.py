@@ -8,7 +8,7 @@ unmapped bias; perturbing every parameter makes such differences visible.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
@@ -32,7 +32,6 @@ def build_tiny_model(
 
     hf_config._attn_implementation = "eager"
     logging.getLogger(_KERNEL_FALLBACK_LOGGER).setLevel(logging.ERROR)
-    torch.manual_seed(seed)
     from onboard.analysis.vision.backbone import causal_lm_from_config
 
     def build() -> Any:
@@ -40,11 +39,10 @@ def build_tiny_model(
             return causal_lm_from_config(hf_config, attn_implementation="eager")
         return getattr(transformers, auto_class).from_config(hf_config, attn_implementation="eager")
 
+    refuse_oversized(hf_config, build)
+    torch.manual_seed(seed)  # after the meta build, so the weights are those of the seed alone
     try:
-        refuse_oversized(hf_config, build)
         model = build()
-    except UnsupportedFeatureError:
-        raise
     except Exception as exc:  # transformers raises many types for inconsistent configs
         raise InvalidConfigError(
             f"transformers cannot build a tiny {hf_config.model_type} model from this config "
@@ -53,7 +51,7 @@ def build_tiny_model(
     return model.float().eval()
 
 
-def refuse_oversized(hf_config: Any, build: Any) -> None:
+def refuse_oversized(hf_config: Any, build: Callable[[], Any]) -> None:
     """Build on the meta device first (no memory) and refuse a tiny model that is not tiny,
     naming its largest tensor, rather than let it exhaust the machine."""
     import torch

@@ -22,3 +22,23 @@ DENSE = (
 @cache
 def analysis_of(repo_id: str) -> Analysis:
     return analyse(load_source(str(fixture_config(repo_id))))
+
+
+@cache
+def tiny_vlm(repo_id: str):
+    """The tiny config and perturbed model the analysis reads for a VLM fixture (the steps of
+    ``onboard.analysis.vision.analyse_vlm`` up to the model), built once per process."""
+    from onboard.analysis import _analyse_decoder
+    from onboard.analysis.vision import text_source
+    from onboard.analysis.vision.backbone import register_causal_view
+    from onboard.classify import Classification, Kind
+    from onboard.hf_config import make_hf_config
+    from onboard.tiny_model import build_tiny_model, perturb
+    from onboard.tiny_vision import shrink_vlm_config
+
+    source = load_source(str(fixture_config(repo_id).parent))
+    real = make_hf_config(source.config)
+    register_causal_view(real.text_config)
+    text = _analyse_decoder(text_source(source, real), Classification(Kind.DENSE, ()))
+    config = make_hf_config(shrink_vlm_config(source.config, text.tiny.config, real))
+    return config, perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))

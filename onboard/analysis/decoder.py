@@ -35,7 +35,13 @@ from onboard.analysis.whole_model import WholeModelReader
 from onboard.block_specs import BlockLayout, NormSpec
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.source import SourceFile
-from onboard.spec import Delta, Evidence, HeadTransformSpec, TextDecoderSpec
+from onboard.spec import (
+    LEADING_DENSE_KEYS,
+    Delta,
+    Evidence,
+    HeadTransformSpec,
+    TextDecoderSpec,
+)
 from onboard.token_mixers import is_attention
 
 _FFN = "|".join(FFN_BLOCK_NAMES)
@@ -103,11 +109,11 @@ class DecoderSpecBuilder(Reader):
         layer_types, mixers = self.layer_types()
         attention_kinds = tuple(k for k in layer_types if is_attention(k))
         mlp = self.take(MLPReader(self.ctx, self.dense_layer).read()) if self._mlps() else None
-        if attention_kinds:
-            self._refuse_headless_attention()
-        variants = self._variants() if attention_kinds else {}
+        variants: dict[str, Reading] = {}
         attention = None
         if attention_kinds:  # a pure state-space model has none
+            self._refuse_headless_attention()
+            variants = self._variants()
             attention = self.take(
                 AttentionReader(
                     self.ctx,
@@ -545,7 +551,7 @@ def dense_rule(config: Any, kinds: Sequence[str]) -> str | None:
     """The config rule that reproduces which layers are dense, or None when none does."""
     count = len(kinds)
     rules = {"none": ["moe"] * count}
-    for key in ("first_k_dense_replace", "num_dense_layers"):  # AFMoE: num_dense_layers
+    for key in LEADING_DENSE_KEYS:
         first_k = getattr(config, key, None)
         if isinstance(first_k, int) and not isinstance(first_k, bool):
             rules[key] = ["dense" if i < first_k else "moe" for i in range(count)]

@@ -12,6 +12,7 @@ import pytest
 from onboard.analysis import analyse
 from onboard.source import load_source
 from onboard.vision import QwenVLTowerSpec
+from tests.analyses import tiny_vlm
 from tests.hub_cache import fixture_config
 
 MODEL = "Qwen/Qwen3-VL-2B-Instruct"
@@ -25,22 +26,10 @@ def _analysis():
 @cache
 def _tiny():
     """The tiny VLM the analysis reads, with its vision spec at tiny sizes and its trace."""
-    from onboard.analysis import _analyse_decoder
-    from onboard.analysis.vision import text_source
-    from onboard.analysis.vision.backbone import register_causal_view
     from onboard.analysis.vision.qwen_read import read_qwen_vision
     from onboard.analysis.vision.qwen_vl import qwen_vl_parts, trace_qwen_vl
-    from onboard.classify import Classification, Kind
-    from onboard.hf_config import make_hf_config
-    from onboard.tiny_model import build_tiny_model, perturb
-    from onboard.tiny_vision import shrink_vlm_config
 
-    source = load_source(str(fixture_config(MODEL).parent))
-    real = make_hf_config(source.config)
-    register_causal_view(real.text_config)
-    text = _analyse_decoder(text_source(source, real), Classification(Kind.DENSE, ()))
-    config = make_hf_config(shrink_vlm_config(source.config, text.tiny.config, real))
-    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
+    config, model = tiny_vlm(MODEL)
     vision, _evidence, deltas = read_qwen_vision(model, config)
     assert deltas == ()
     parts = qwen_vl_parts(model)

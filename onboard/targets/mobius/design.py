@@ -21,6 +21,7 @@ from onboard.block_specs import (
 from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
+    LEADING_DENSE_KEYS,
     ArchitectureSpec,
     HeadTransformSpec,
     PositionsSpec,
@@ -1037,7 +1038,7 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
                 _why("shared expert width", spec, "text.moe.shared"),
             )
         )
-    if moe.dense_rule in ("first_k_dense_replace", "num_dense_layers"):
+    if moe.dense_rule in LEADING_DENSE_KEYS:
         if moe.dense_rule == "num_dense_layers":  # mobius' config has first_k_dense_replace
             extra.append(ExtraField("num_dense_layers", "int", "0"))
         settings.append(
