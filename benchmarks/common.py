@@ -4,11 +4,12 @@ row and Markdown tables, so the benchmarks' rows read the same."""
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 from reonboard import fixture_configs, run
+
+from tests.time_limit import TimeLimitExceeded, time_limit
 
 
 def installed_types() -> dict[str, tuple[str, str]]:
@@ -26,23 +27,16 @@ def installed_types() -> dict[str, tuple[str, str]]:
     return {**found, **{t: ("causal-lm", c) for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()}}
 
 
-def _timed_out(signum, frame):
-    raise TimeoutError
-
-
 def capped_run(model_type: str, scratch: Path, timeout: int, target: str = "mobius") -> dict:
     """reonboard's run without --treat-as-new, stopped after ``timeout`` seconds (a type that
     hangs must not stop the benchmark)."""
     start = time.perf_counter()
-    signal.signal(signal.SIGALRM, _timed_out)
-    signal.alarm(timeout)
     try:
-        return run(model_type, fixture_configs(), scratch, target, treat_as_new=False)
-    except TimeoutError:
+        with time_limit(timeout):
+            return run(model_type, fixture_configs(), scratch, target, treat_as_new=False)
+    except TimeLimitExceeded:
         seconds = round(time.perf_counter() - start, 2)
         return {"model_type": model_type, "status": "timeout", "seconds": seconds}
-    finally:
-        signal.alarm(0)
 
 
 def reason(row: dict, limit: int = 140) -> str:

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from onboard.errors import OUTCOMES, ExitCode
+from tests.time_limit import time_limit
 
 HUB = Path(__file__).parents[1] / "onboard" / "data" / "hub"
 BUNDLED = {
@@ -298,28 +298,8 @@ def _listing(root: Path) -> set[str]:
 
 
 # A case that runs longer than this broke a promise of its own (inspect and new without parity
-# take about a second); stopping it names the case, where a hang would stall the whole run. The
-# alarm lands between Python steps: one native call that never returns (a convolution with
-# millions of taps) is left to pytest-timeout, which ends the worker.
+# take about a second); stopping it names the case, where a hang would stall the whole run.
 CASE_SECONDS = 120
-
-
-class CaseTimeout(BaseException):
-    """Raised into a case that ran past ``CASE_SECONDS``: no handler in onboard catches it."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    def stop(signum: int, frame: object) -> None:
-        raise CaseTimeout(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def run_case(case: Case) -> Outcome:
@@ -341,7 +321,7 @@ def run_case(case: Case) -> Outcome:
         code: int | None = None
         escaped = ""
         try:
-            with _captured() as streams, _time_limit(CASE_SECONDS):
+            with _captured() as streams, time_limit(CASE_SECONDS):
                 try:
                     main()
                 except SystemExit as exited:

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 
 from onboard import json_output
 from onboard.errors import ExitCode
-from tests.fuzz_configs import Case, CaseTimeout, Outcome, _time_limit, cases, problems, run_case
+from tests.fuzz_configs import Case, Outcome, cases, problems, run_case
+from tests.time_limit import TimeLimitExceeded, time_limit
 
 FUZZ = settings(
     max_examples=int(os.environ.get("ONBOARD_FUZZ_EXAMPLES", "200")),
@@ -171,9 +172,9 @@ def test_a_run_sees_what_new_wrote_and_a_failed_new_writes_nothing() -> None:
 
 
 def test_a_case_that_runs_too_long_is_stopped() -> None:
-    with pytest.raises(CaseTimeout), _time_limit(1):
+    with pytest.raises(TimeLimitExceeded), time_limit(1):
         while True:
             time.sleep(0.05)
-    with _time_limit(1):  # and the alarm is off again afterwards
+    with time_limit(1):  # and the alarm is off again afterwards
         pass
     time.sleep(1.2)
