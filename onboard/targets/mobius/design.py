@@ -162,6 +162,9 @@ class TextDesign:
     # A VLM's image tokens see the rest of their image both ways (Gemma 3): the masks carry the
     # image blocks, and a generated Attention takes them as the whole mask (not causal again)
     image_blocks: bool = False
+    # A VLM's DeepStack (Qwen3-VL): the forward takes one addend per leading layer (image
+    # features at the placeholders, zero elsewhere), added to that layer's output
+    deepstack: bool = False
     learned_activation: bool = False  # the MLP's activation learns parameters (Apertus' xIELU)
     final_norm: bool = True  # False: a generated identity stands in for TextModel's norm
     head_transform: HeadTransformSpec | None = None  # generated, applied after the final norm
@@ -231,6 +234,7 @@ class TextDesign:
             or self.head_transform is not None
             or self.generated_attention  # it takes masks, not GroupQueryAttention's
             or bool(self.mixers)  # mixer layers take the padding mask and their own states
+            or self.deepstack  # image features join the first layers' outputs
         )
 
     @property
@@ -331,7 +335,12 @@ def design_model(
         if name is None
         else class_prefix("", name)
     )
-    text_design = _text_design(spec, needed, missing, prefix) if missing & TEXT_FEATURES else None
+    deepstack = spec.vision is not None and spec.vision.deepstack is not None
+    text_design = (
+        _text_design(spec, needed, missing, prefix)
+        if missing & TEXT_FEATURES or deepstack
+        else None
+    )
     settings, extra = _settings(spec, profile, text_design)
     final_softcap = "final_softcap" in missing
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
@@ -429,6 +438,14 @@ def _text_design(
     kinds = tuple(k for k in text.distinct_layer_types if is_attention(k))
     mixers = mixer_designs(spec, prefix)
     reasons = [m.reason for m in mixers]
+    if spec.vision is not None and spec.vision.deepstack is not None:
+        reasons.append(
+            _why(
+                "DeepStack: the first layers' outputs take image features at the placeholders",
+                spec,
+                "vision.deepstack",
+            )
+        )
     if text.blocks is not None:
         reasons.append(_why(_block_reason(text), spec, "text.blocks"))
     weight_free = text.norm.kind if needed["norm"].endswith("/weight-free") else None
@@ -582,6 +599,7 @@ def _text_design(
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
         image_blocks=spec.vision is not None and spec.vision.merge.bidirectional_images,
+        deepstack=spec.vision is not None and spec.vision.deepstack is not None,
         learned_activation=mlp is not None and mlp.learned_activation is not None,
         final_norm=text.final_norm,
         head_transform=text.head_transform,

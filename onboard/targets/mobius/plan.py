@@ -147,7 +147,7 @@ def _shared_edits(
         original = registry = _read(library, REGISTRY)
         registry = add_from_import(registry, "mobius.models", cls)
         # a VLM whose decoder takes input_ids names its own task class (default_task)
-        task = f', task="{design.task}"' if design.vision and not design.vision.image_blocks else ""
+        task = f', task="{design.task}"' if design.vision and not design.vision.own_task else ""
         # in the closest model's section, in the table's order (codemods._placement)
         registry = upsert_dict_entry(
             registry,

@@ -145,6 +145,17 @@ class VisionDesign:
         return PIXTRAL_TASK if self.pixtral else VLM_TASK
 
     @property
+    def deepstack(self) -> int:
+        """DeepStack mergers: their features reach the decoder beside the merged embeddings."""
+        return self.qwen_vl.deepstack if self.qwen_vl else 0
+
+    @property
+    def own_task(self) -> bool:
+        """The decoder takes inputs mobius' tasks do not give it (``input_ids``, DeepStack
+        features), so the module builds its graphs through a task class of its own."""
+        return self.image_blocks or bool(self.deepstack)
+
+    @property
     def merge_layer(self) -> ProjectorLayer | None:
         return next((layer for layer in self.layers if layer.op == "patch_merge"), None)
 
@@ -346,6 +357,27 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
                 "the tower layers that attend over the whole image",
             ),
         ]
+    if names.positions:
+        rows.append(
+            (
+                "num_position_embeddings",
+                "int",
+                str(tower.position_embeddings),
+                f"top.vision_config.{keys['position_embeddings']}",
+                "the learned position table's rows (a square grid resampled to each image)",
+            )
+        )
+    if vision.deepstack is not None:
+        rows.append(
+            (
+                "deepstack_visual_indexes",
+                "list[int] | None",
+                "None",
+                f"list(top.vision_config.{vision.deepstack.key})",
+                "the tower layers whose merged features are added to the first text layers' "
+                "outputs at the image placeholders (DeepStack)",
+            )
+        )
     rows.append(
         (
             "mrope_section",
@@ -356,6 +388,17 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
             "temporal, row and column positions",
         )
     )
+    if mrope.layout == "interleaved":
+        rows.append(
+            (
+                "mrope_interleaved",
+                "bool",
+                "False",
+                "True",
+                "the sections take turns frequency by frequency (HF's interleaved M-RoPE), "
+                "not in consecutive runs",
+            )
+        )
     fields = tuple(ConfigField(*row) for row in rows)
     return VisionDesign(
         prefix=prefix,
@@ -368,21 +411,44 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
         tower_prefix=prefixes["tower"],
         projector_prefix=prefixes["projector"],
         published_levels=(),
-        changes=(
-            (
-                "vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, "
-                "windows and full-attention layers read from the composite config"
-                if names.windows
-                else "vision encoder: mobius' Qwen2-VL ViT over flattened patches and "
-                "image_grid_thw, every layer attending per image"
-            ),
-            "merger: "
-            + " -> ".join(s.activation or s.name or s.op for s in vision.projector.steps),
-            "image features fill the placeholder tokens in reading order over the whole batch",
-            f"positions: M-RoPE sections from text_config.{mrope.key}, computed by the host",
-        ),
+        changes=_qwen_vl_changes(vision, names),
         qwen_vl=names,
     )
+
+
+def _qwen_vl_changes(vision: VisionSpec, names: QwenVLNames) -> tuple[str, ...]:
+    mrope = vision.merge.mrope
+    assert mrope is not None
+    if names.own_merger:
+        tower = (
+            "vision encoder: mobius' Qwen3-VL ViT over flattened patches and image_grid_thw, "
+            "learned positions resampled to each grid, every layer attending per image"
+        )
+    elif names.windows:
+        tower = (
+            "vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, "
+            "windows and full-attention layers read from the composite config"
+        )
+    else:
+        tower = (
+            "vision encoder: mobius' Qwen2-VL ViT over flattened patches and image_grid_thw, "
+            "every layer attending per image"
+        )
+    steps = " -> ".join(s.activation or s.name or s.op for s in vision.projector.steps)
+    changes = [
+        tower,
+        f"merger: {steps}" + (" (mobius' own, under HF's names)" if names.own_merger else ""),
+        "image features fill the placeholder tokens in reading order over the whole batch",
+        f"positions: M-RoPE sections ({mrope.layout}) from text_config.{mrope.key}, computed "
+        "by the host",
+    ]
+    if vision.deepstack is not None:
+        changes.append(
+            f"DeepStack: tower layers {list(vision.deepstack.layers)} through their own "
+            "mergers, added to the outputs of the first text layers at the image placeholders "
+            "(the vision encoder outputs them, the decoder takes them)"
+        )
+    return tuple(changes)
 
 
 def _clip_shaped(tower: VitTowerSpec) -> bool:

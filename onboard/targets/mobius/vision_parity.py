@@ -97,6 +97,7 @@ def run_vision_parity(
         checks.extend(provider_checks)
     if not generated and proof is not None:
         bugs.extend(_weights_never_load(case.module_class, proof))
+        bugs.extend(_deepstack_dropped(case.module_class, proof))
     if not generated:
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
     return ParityReport(
@@ -152,6 +153,24 @@ def _weights_never_load(module_class: type, proof: WeightMapProof) -> tuple[Targ
             "decoder, vision_encoder or embedding graphs: the model runs on empty weights",
             f"{proof.checkpoint_tensors} checkpoint tensors, 0 placed in {proof.parameters} "
             "parameters (shared/notes/target-vlm-hybrid.md M1: mobius/models/llava.py:218-232)",
+        ),
+    )
+
+
+def _deepstack_dropped(module_class: type, proof: WeightMapProof) -> tuple[TargetBug, ...]:
+    """mobius' 3-model Qwen3-VL builds no DeepStack merger (its docstring: "not used in the
+    3-model split"), so image prompts lose what they add to the first text layers."""
+    dropped = [p for p in proof.problems if "deepstack_merger_list" in p]
+    if not dropped or len(dropped) != len(proof.problems):
+        return ()
+    return (
+        TargetBug(
+            "qwen3-vl Q1",
+            f"{module_class.__name__}'s vision encoder returns the merged features only and its "
+            "decoder adds no DeepStack features: every DeepStack merger's weights are dropped "
+            "and image prompts compute something else than HF's",
+            f"{len(dropped)} DeepStack checkpoint tensors fill no parameter (mobius/models/"
+            "qwen_vl.py:737-750, Qwen3VLVisionEncoderModel.forward keeps outputs[0])",
         ),
     )
 
@@ -224,6 +243,9 @@ def _build(
     return sessions, proof
 
 
+DEEPSTACK = "deepstack_features"
+
+
 class OnnxVisionRunner:
     """The three sessions chained as a host runs them: features, merged embeddings, decoder."""
 
@@ -235,13 +257,20 @@ class OnnxVisionRunner:
         self._inputs = {i.name for i in decoder.get_inputs()}
         self._outputs = [o.name for o in decoder.get_outputs()]
         self._past = past_inputs({i.name: i for i in decoder.get_inputs()})
+        # DeepStack (Qwen3-VL): the encoder's second output goes to the decoder, [mergers,
+        # tokens, hidden], and no rows at a decode step or for a text-only prompt
+        deepstack = next((i for i in decoder.get_inputs() if i.name == DEEPSTACK), None)
+        self._no_deepstack = (
+            np.zeros((deepstack.shape[0], 0, hidden_size), np.float32) if deepstack else None
+        )
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
-        features = None
+        features = deepstack = None
         if batch.image_grid_thw is not None:  # Qwen-VL: every image's patches in one run
-            (features,) = self.sessions["vision_encoder"].run(
+            features, *rest = self.sessions["vision_encoder"].run(
                 None, {"pixel_values": batch.pixel_values, "image_grid_thw": batch.image_grid_thw}
             )
+            deepstack = rest[0] if rest else None
         elif batch.pixel_values is not None:
             # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
             # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
@@ -254,12 +283,14 @@ class OnnxVisionRunner:
             {name: empty_state(shape, rows) for name, shape in layer.items()}
             for layer in self._past
         )
-        return self._run(batch, features, empty)
+        return self._run(batch, features, empty, deepstack)
 
     def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
         return self._run(batch, None, previous.state)
 
-    def _run(self, batch: VisionBatch, features: Any, past: Any) -> VisionStep:
+    def _run(
+        self, batch: VisionBatch, features: Any, past: Any, deepstack: Any = None
+    ) -> VisionStep:
         image_features = (
             features if features is not None else np.zeros((0, self.hidden_size), np.float32)
         )
@@ -271,6 +302,7 @@ class OnnxVisionRunner:
             "attention_mask": batch.attention_mask,
             "position_ids": batch.position_ids,
             "input_ids": batch.input_ids,  # a decoder that finds image blocks takes them
+            DEEPSTACK: deepstack if deepstack is not None else self._no_deepstack,
         }
         for i, layer in enumerate(past):
             feeds.update({f"past_key_values.{i}.{name}": value for name, value in layer.items()})
