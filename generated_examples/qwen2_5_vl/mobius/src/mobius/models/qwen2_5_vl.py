@@ -15,8 +15,8 @@ The text model of :class:`~mobius.models.base.CausalLMModel` on merged embedding
   and full-attention layers read from the composite config
 - merger: ln_q -> group_rows -> mlp.0 -> gelu -> mlp.2
 - image features fill the placeholder tokens in reading order over the whole batch
-- positions: M-RoPE sections from text_config.rope_parameters.mrope_section, computed by
-  the host
+- positions: M-RoPE sections (chunks) from text_config.rope_parameters.mrope_section,
+  computed by the host
 
 Replicates HuggingFace's ``Qwen2_5_VLForConditionalGeneration``.
 """
