@@ -61,6 +61,30 @@ VISION_OVERRIDES = {
     # 384 / 14 = 27 patches a side, which the downsample_factor 2 cannot fold; Aya Vision 8B's
     # tower sees 364-pixel tiles in 14-pixel patches (26)
     "aya_vision": {"image_size": 364, "patch_size": 14},
+    # the merger's width is the text's in every published checkpoint (the default's 3584
+    # against 8192 cannot run); Qwen2-VL-72B's tower is 8192 wide
+    "qwen2_vl": {"hidden_size": 8192},
+    # the same for 3584 against 2048; Qwen3-VL-30B-A3B's merger is 2048 wide
+    "qwen3_vl_moe": {"out_hidden_size": 2048},
+}
+# Text-config keys of the published checkpoints that go with a tower above: the M-RoPE
+# sections, which the default configs leave to the rotary module's fallback
+VISION_TEXT_OVERRIDES = {
+    "qwen2_vl": {  # Qwen2-VL-72B-Instruct
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 1000000.0,
+            "mrope_section": [16, 24, 24],
+        }
+    },
+    "qwen3_vl_moe": {  # Qwen3-VL-30B-A3B-Instruct
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 5000000,
+            "mrope_section": [24, 20, 20],
+            "mrope_interleaved": True,
+        }
+    },
 }
 # Composite-config keys that go with a tower above (the published model's)
 VISION_TOP_OVERRIDES = {"smolvlm": {"scale_factor": 3}}
@@ -86,8 +110,13 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
     tower = VISION_OVERRIDES.get(model_type)
     overrides = {**overrides, **VISION_TOP_OVERRIDES.get(model_type, {})}
     label = "default config" + (f" + {overrides}" if overrides else "")
+    text = VISION_TEXT_OVERRIDES.get(model_type)
     label += f" + vision_config {tower}" if tower else ""
-    return default_config_dir(model_type, scratch, vision_config=tower, **overrides), label
+    label += f" + text_config {text}" if text else ""
+    folder = default_config_dir(
+        model_type, scratch, vision_config=tower, text_config=text, **overrides
+    )
+    return folder, label
 
 
 def prepare(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path | None, dict]:

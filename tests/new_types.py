@@ -9,10 +9,14 @@ from tests.hub_cache import FIXTURES
 
 
 def default_config_dir(
-    model_type: str, root: Path, vision_config: dict | None = None, **overrides
+    model_type: str,
+    root: Path,
+    vision_config: dict | None = None,
+    text_config: dict | None = None,
+    **overrides,
 ) -> Path:
     """A checkpoint folder whose config.json is transformers' default config for ``model_type``
-    (``vision_config`` keys update its vision sub-config)."""
+    (``vision_config`` and ``text_config`` keys update its sub-configs)."""
     from transformers import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
@@ -27,6 +31,8 @@ def default_config_dir(
     config.update(overrides)
     if vision_config:
         config["vision_config"] = {**config["vision_config"], **vision_config}
+    if text_config:
+        config["text_config"] = {**config["text_config"], **text_config}
     folder = root / model_type
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2))

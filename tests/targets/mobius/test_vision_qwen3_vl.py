@@ -76,3 +76,40 @@ def test_mobius_own_qwen3_vl_is_reported_for_dropping_deepstack(tmp_path: Path) 
     (bug,) = [b for b in report.bugs if b.id == "qwen3-vl Q1"]
     assert "Qwen3VL3ModelCausalLMModel" in bug.title
     assert "DeepStack checkpoint tensors fill no parameter" in bug.evidence
+
+
+def _qwen3_vl_moe_config(root: Path) -> Path:
+    """transformers' default qwen3_vl_moe config with the values Qwen3-VL-30B-A3B publishes where
+    the default cannot run (the merger 3584 wide against a 2048 text; no M-RoPE sections). Its
+    composite config unties the head while its text config ties it, as the defaults are."""
+    from tests.new_types import default_config_dir
+
+    return default_config_dir(
+        "qwen3_vl_moe",
+        root,
+        vision_config={"out_hidden_size": 2048},
+        text_config={
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 5000000,
+                "mrope_section": [24, 20, 20],
+                "mrope_interleaved": True,
+            }
+        },
+    )
+
+
+TIE_BY_COMPOSITE = 'tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False))'
+
+
+def test_qwen3_vl_moe_generates_with_the_composite_configs_tie(tmp_path: Path) -> None:
+    """An MoE text backbone under the Qwen3-VL tower; HF ties the head by the composite config's
+    flag (False here), not text_config's (True): read from the text config, the checkpoint's
+    lm_head would fill nothing."""
+    source = _qwen3_vl_moe_config(tmp_path / "hub")
+    result = onboard_new(NewOptions(model=str(source), out=tmp_path / "out", treat_as_new=True))
+    text = passed_module(result, CHECKS)
+    assert TIE_BY_COMPOSITE in text
+    assert DEEPSTACK_ADD in text
+    by_text = "tie_word_embeddings=base.tie_word_embeddings"
+    assert statuses(parity_with(result, TIE_BY_COMPOSITE, by_text))["weights"] is Status.FAIL
