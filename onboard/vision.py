@@ -263,11 +263,25 @@ class ProjectorStep:
 
 
 @dataclass(frozen=True)
+class ProjectorWidth:
+    """A projector width of its own, neither the tower's nor the text's, set by a key of the
+    composite config (Cohere 2 Vision's and Aya Vision's ``alignment_intermediate_size``)."""
+
+    key: str
+    value: int  # at the real config's sizes
+    linears: tuple[str, ...]  # the projector's linears that write this width
+    # HF reads ``getattr(config, key, config.text_config.hidden_size)``: a config without the
+    # key gets the text's width (Aya Vision's default config)
+    text_fallback: bool = False
+
+
+@dataclass(frozen=True)
 class ProjectorSpec:
     name: str  # HF attribute of the projector on the base model (multi_modal_projector)
     steps: tuple[ProjectorStep, ...]
     activation_key: str | None = None  # config keys HF reads the activation and biases from
     bias_key: str | None = None
+    width: ProjectorWidth | None = None
 
 
 @dataclass(frozen=True)

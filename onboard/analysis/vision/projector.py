@@ -12,6 +12,7 @@ from typing import Any
 
 from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.vision.projector_width import read_projector_width
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
 from onboard.tiny_vision import PIXEL_SHUFFLE_KEYS, TOKENS_PER_IMAGE_KEYS
@@ -97,8 +98,11 @@ def read_projector(
     if activation_key:
         value = getattr(config, activation_key)
         evidence.append(Evidence("config", f"config.json:{activation_key}", repr(value)))
-    spec = ProjectorSpec(name, tuple(steps), activation_key=activation_key, bias_key=bias_key)
-    return ProjectorReading(spec, tuple(evidence))
+    width, found = read_projector_width(projector, config)
+    spec = ProjectorSpec(
+        name, tuple(steps), activation_key=activation_key, bias_key=bias_key, width=width
+    )
+    return ProjectorReading(spec, (*evidence, *found))
 
 
 def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:

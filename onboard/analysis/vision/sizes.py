@@ -18,6 +18,7 @@ from onboard.vision import (
     PixtralTowerSpec,
     ProjectorSpec,
     ProjectorStep,
+    ProjectorWidth,
     VisionSpec,
     VitTowerSpec,
 )
@@ -101,7 +102,17 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
             if tiny_width in pairs:
                 raise ValueError("the tiny shuffled width coincides with another")
             pairs[tiny_width] = real.vision_config.hidden_size * kernel**2
+    width = vision.projector.width
+    if width is not None:
+        real_width = _real_width(width, real)
+        if pairs.setdefault(width.value, real_width) != real_width:
+            raise ValueError(f"the tiny {width.key} coincides with another width")
     return pairs
+
+
+def _real_width(width: ProjectorWidth, real: Any) -> int:
+    fallback = real.text_config.hidden_size if width.text_fallback else None
+    return int(getattr(real, width.key, fallback))
 
 
 def _real_shuffle(step: ProjectorStep, real: Any) -> int:
@@ -140,7 +151,10 @@ def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> P
             for step in projector.steps
         )
     )
-    return dataclasses.replace(projector, steps=steps)
+    width = projector.width
+    if width is not None:
+        width = dataclasses.replace(width, value=widths.get(width.value, width.value))
+    return dataclasses.replace(projector, steps=steps, width=width)
 
 
 def _halved(steps: tuple[ProjectorStep, ...]) -> tuple[ProjectorStep, ...]:

@@ -524,6 +524,9 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
     layers = len(vision.select.layers)
     if width == vision.tower.hidden_size * layers:
         return "config.vision.hidden_size" + (f" * {layers}" if layers > 1 else "")
+    own = vision.projector.width
+    if own is not None and width in (own.value, own.value // 2):
+        return _OWN_WIDTH.format(key=own.key) + (" // 2" if width != own.value else "")
     if width == text_hidden:
         return "config.hidden_size"
     glu = any(s.op == "glu" for s in vision.projector.steps)
@@ -535,6 +538,8 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
     return None
 
 
+# A width of the projector's own, set by a key of the composite config
+_OWN_WIDTH = '_vision_field(config, "{key}")'
 # The tower's width after the pixel shuffle: a block of patches' features side by side
 _SHUFFLED_WIDTH = 'config.vision.hidden_size * _vision_field(config, "pixel_shuffle_factor") ** 2'
 
@@ -555,7 +560,7 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
     for step in vision.projector.steps:
         layers.append(_layer(vision, spec, step, width))
         if step.op in ("linear", "matmul"):
-            width = _out_expr(vision, text_hidden, step.out_features)
+            width = _out_expr(vision, text_hidden, step)
         elif step.op == "pixel_shuffle":
             width = _SHUFFLED_WIDTH
         elif step.op == "glu":
@@ -563,10 +568,13 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
     return tuple(layers)
 
 
-def _out_expr(vision: VisionSpec, text_hidden: int, width: int) -> str:
-    if width == text_hidden:
+def _out_expr(vision: VisionSpec, text_hidden: int, step: ProjectorStep) -> str:
+    own = vision.projector.width
+    if own is not None and step.name in own.linears:
+        return _OWN_WIDTH.format(key=own.key)
+    if step.out_features == text_hidden:
         return "config.hidden_size"
-    return _width_expr(vision, text_hidden, width) or ""
+    return _width_expr(vision, text_hidden, step.out_features) or ""
 
 
 def _layer(
@@ -594,7 +602,7 @@ def _layer(
         step.op,
         label=step.name,
         in_expr=width,
-        out_expr=_out_expr(vision, text_hidden, step.out_features),
+        out_expr=_out_expr(vision, text_hidden, step),
         bias_expr=f"config.{bias_key}" if bias_key else str(step.bias),
     )
 
@@ -674,6 +682,19 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
                 str(side * side),
                 f"top.{pool.tokens_key}" if pool.tokens_key else str(side * side),
                 "image tokens per image after the projector's average pool",
+            )
+        )
+    own = vision.projector.width
+    if own is not None:
+        fallback = ", top.text_config.hidden_size" if own.text_fallback else ""
+        fields.append(
+            ConfigField(
+                own.key,
+                "int",
+                str(own.value),
+                f'getattr(top, "{own.key}"{fallback})' if fallback else f"top.{own.key}",
+                "the width between the projector's linears"
+                + (" (the text's hidden size when the config has none)" if fallback else ""),
             )
         )
     shuffle = _shuffle(vision)

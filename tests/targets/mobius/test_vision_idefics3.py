@@ -131,7 +131,9 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
     assert lint_python(text, filename="aya_vision.py", style=STYLE) == ""
     assert "pixel_shuffle_factor=top.downsample_factor," in text
     assert "value, gate = op.Split(features, axis=-1, num_outputs=2, _outputs=2)" in text
-    assert "Linear(config.hidden_size // 2, config.hidden_size, bias=bias)" in text
+    # HF reads getattr(config, "alignment_intermediate_size", text hidden size)
+    assert 'top, "alignment_intermediate_size", top.text_config.hidden_size' in text
+    assert '_vision_field(config, "alignment_intermediate_size") // 2,' in text
     decoder = text.split("Decoder(")[1]
     assert "logit_scale" not in decoder.split("class ")[0]
 
@@ -156,3 +158,45 @@ def test_a_wrong_aya_projector_or_head_fails_parity(tmp_path: Path, old: str, ne
     checks = statuses(report)
     assert checks["weights"] is Status.PASS
     assert checks["prefill"] is Status.FAIL
+
+
+# HF's getattr(config, "alignment_intermediate_size", config.text_config.hidden_size), formatted
+_GETATTR_OR_TEXT = (
+    "getattr(\n"
+    '                top, "alignment_intermediate_size", top.text_config.hidden_size\n'
+    "            )"
+)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "overrides", "read"),
+    [
+        (
+            "aya_vision",
+            {"alignment_intermediate_size": 28672, "vision_config": IDEFICS3_TOWER},
+            _GETATTR_OR_TEXT,
+        ),
+        ("cohere2_vision", {}, "top.alignment_intermediate_size"),
+    ],
+    ids=["aya-vision-with-the-key", "cohere2-vision"],
+)
+def test_a_projector_width_of_its_own_follows_its_config_key(
+    tmp_path: Path, model_type: str, overrides: dict, read: str
+) -> None:
+    """alignment_intermediate_size: the width between the projector's linears, neither the
+    tower's nor the text's; read from the text's hidden size, no checkpoint tensor fits."""
+    from tests.new_types import default_config_dir
+
+    model = default_config_dir(model_type, tmp_path / "hub", **overrides)
+    options = NewOptions(model=str(model), out=tmp_path / "out", treat_as_new=True)
+    result = onboard_new(options)
+    assert result.parity is not None and result.parity.passed
+    assert statuses(result.parity) == dict.fromkeys(CHECKS, Status.PASS)
+    text = (result.root / result.plan.model_file).read_text()
+    assert f"alignment_intermediate_size={read}," in text
+    report = parity_with(
+        result,
+        f"alignment_intermediate_size={read},",
+        "alignment_intermediate_size=top.text_config.hidden_size,",
+    )
+    assert statuses(report)["weights"] is Status.FAIL
