@@ -92,9 +92,16 @@ def image_tokens(
         images = torch.ones(1, *shape) if rows else torch.zeros(*shape)
         sized = {"image_sizes": torch.tensor([[height, width]])} if dynamic else {}
         with torch.no_grad():
-            features = model.get_image_features(pixel_values=images, **sized).pooler_output
+            features = image_features_method(model)(pixel_values=images, **sized).pooler_output
         counts.append(int(features[0].reshape(-1, features[0].shape[-1]).shape[0]))
     return counts
+
+
+def image_features_method(model: Any) -> Any:
+    """HF's ``get_image_features`` of a VLM: on the generation class, else on its base model
+    (DeepSeek-VL defines it there only)."""
+    method = getattr(model, "get_image_features", None)
+    return method if method is not None else model.base_model.get_image_features
 
 
 def takes_image_rows(model: Any, channels: int, size: int) -> bool:
@@ -106,13 +113,13 @@ def takes_image_rows(model: Any, channels: int, size: int) -> bool:
     image = torch.ones(1, channels, size, size)
     with torch.no_grad():
         try:
-            model.get_image_features(pixel_values=image)
+            image_features_method(model)(pixel_values=image)
         except (ValueError, RuntimeError, TypeError):
             pass
         else:
             return False
         try:
-            model.get_image_features(pixel_values=image[None])
+            image_features_method(model)(pixel_values=image[None])
         except (ValueError, RuntimeError, TypeError):
             return False
     return True
@@ -123,7 +130,7 @@ def takes_image_sizes(model: Any) -> bool:
     ``get_image_features(pixel_values, image_sizes)``)."""
     import inspect
 
-    parameter = inspect.signature(model.get_image_features).parameters.get("image_sizes")
+    parameter = inspect.signature(image_features_method(model)).parameters.get("image_sizes")
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 

@@ -355,7 +355,9 @@ class HFVisionRunner(TorchVisionRunner):
     def image_features(self, pixel_values: Any, **sized: Any) -> Any:
         import torch
 
-        per_image = self.model.get_image_features(pixel_values=pixel_values, **sized)
+        from onboard.tiny_model import image_features_method
+
+        per_image = image_features_method(self.model)(pixel_values=pixel_values, **sized)
         per_image = per_image.pooler_output
         return torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image])
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
+from onboard.tiny_model import image_features_method
 from onboard.tiny_vision import dynamic_image_sizes
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
@@ -82,7 +83,8 @@ def trace_vlm(
     with torch.no_grad():
         states = tower(pixel_values, output_hidden_states=True, **sized).hidden_states
         post = tower.get_submodule(post_norm)(states[-1]) if post_norm else None
-        features = model.get_image_features(pixel_values=model_pixels, **sized).pooler_output
+        features = image_features_method(model)(pixel_values=model_pixels, **sized)
+        features = features.pooler_output
         input_ids = _prompt(hf_config, [int(f.reshape(-1, f.shape[-1]).shape[0]) for f in features])
         handles = [
             parts.module(model, "projector").register_forward_hook(
