@@ -100,6 +100,9 @@ class LlavaMultiModalConfig(LlavaConfig):
             base,
             # the tower's activation (config.json:vision_config.hidden_act)
             vision=dataclasses.replace(base.vision, hidden_act=top.vision_config.hidden_act),
+            # HF's LlavaForConditionalGeneration ties its head by the composite config's flag,
+            # which can differ from text_config's
+            tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False)),
             # the hidden state the projector reads (index into the tower's hidden states)
             vision_feature_layer=top.vision_feature_layer,
             # the class token's feature is dropped before the projector

@@ -105,6 +105,9 @@ class Qwen2_5_VLMultiModalConfig(Qwen2_5_VLConfig):
             base,
             # the tower's activation (config.json:vision_config.hidden_act)
             vision=dataclasses.replace(base.vision, hidden_act=top.vision_config.hidden_act),
+            # HF's Qwen2_5_VLForConditionalGeneration ties its head by the composite config's
+            # flag, which can differ from text_config's
+            tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False)),
             # the side of the block of patches the merger turns into one token
             spatial_merge_size=top.vision_config.spatial_merge_size,
             # frames per patch (the Conv3d's depth)
