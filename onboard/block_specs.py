@@ -105,6 +105,10 @@ class AttentionSpec:
     # q_proj gives each head's query and then a gate as wide; the heads' output is scaled by
     # sigmoid(gate) before the output projection (Qwen3-Next, Qwen3.5)
     output_gate: bool = False
+    # Attention sinks (GPT-OSS, Granite SWA): HF attribute of a learned logit per head, one
+    # more column of every row's softmax that no value is read for (it only takes probability
+    # mass); in every attention layer
+    sinks: str | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

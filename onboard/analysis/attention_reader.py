@@ -38,7 +38,8 @@ class AttentionReading:
 
 
 class AttentionReader(Reader):
-    """``dynamic_mask`` and ``differential``: what ``analysis.variants`` read of the attention."""
+    """``dynamic_mask``, ``differential`` and ``sinks``: what ``analysis.variants`` read of the
+    attention."""
 
     def __init__(
         self,
@@ -46,10 +47,12 @@ class AttentionReader(Reader):
         *,
         dynamic_mask: DynamicMaskSpec | None = None,
         differential: DifferentialSpec | None = None,
+        sinks: str | None = None,
     ) -> None:
         super().__init__(context)
         self.dynamic_mask = dynamic_mask
         self.differential = differential
+        self.sinks = sinks
         self.multi_query = False  # set with fused_qkv: its width has one k/v head
         self.q_norm_name, self.k_norm_name = next(
             (
@@ -133,6 +136,7 @@ class AttentionReader(Reader):
             dynamic_mask=self.dynamic_mask,
             differential=self.differential,
             output_gate=self._output_gate(),
+            sinks=self.sinks,
         )
 
     def _output_gate(self) -> bool:

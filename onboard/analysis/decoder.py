@@ -30,7 +30,13 @@ from onboard.analysis.reader import LAYER0, Context, Reader
 from onboard.analysis.rope_reader import RopeReader
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
-from onboard.analysis.variants import Reading, differential, dynamic_mask, residual_gates
+from onboard.analysis.variants import (
+    Reading,
+    differential,
+    dynamic_mask,
+    residual_gates,
+    sinks,
+)
 from onboard.analysis.whole_model import WholeModelReader
 from onboard.block_specs import BlockLayout, NormSpec
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
@@ -119,6 +125,7 @@ class DecoderSpecBuilder(Reader):
                     self.ctx,
                     dynamic_mask=_value(variants, "text.attention.dynamic_mask"),
                     differential=_value(variants, "text.attention.differential"),
+                    sinks=_value(variants, "text.attention.sinks"),
                 ).read()
             )
         self._check_parameters(mlp, attention, variants, mixers.parameters)
@@ -439,6 +446,8 @@ class DecoderSpecBuilder(Reader):
             ),
             "text.residual_gates": residual_gates(layers[0], tiny.hidden_size, self.files),
         }
+        if found["text.attention.dynamic_mask"] is None:
+            found["text.attention.sinks"] = sinks(attentions, tiny.num_attention_heads, self.files)
         for path, reading in found.items():
             if reading is not None:
                 self.log.add(path, *reading.evidence)

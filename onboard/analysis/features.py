@@ -161,6 +161,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         "text.attention.position_scale",
         _of_attention(lambda a: a.position_scale),
     ),
+    ("attention.sinks", "text.attention.sinks", _of_attention(lambda a: a.sinks is not None)),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("layers.mixers", "text.mixers", _mixers),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind if s.text.mlp else "none"),
@@ -240,6 +241,7 @@ _ABSENT_EVIDENCE = {
     "text.residual_gates": ("text.norm.placement",),
     "text.positions": ("text.attention.alibi", "text.rope"),
     "text.attention.position_scale": ("text.rope",),
+    "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
     "text.final_norm": ("text.norm.kind",),

@@ -417,7 +417,12 @@ class SpecInterpreter:
             scores = scores + self._dynamic_mask(prefix, v, kind).repeat_interleave(repeat, dim=1)
         else:
             scores = scores + self._mask(kind, seq)
-        probs = torch.softmax(scores.float(), dim=-1)
+        if spec.sinks:  # one more column per row, dropped after the softmax
+            sink = self.weight(f"{prefix}{spec.sinks}").reshape(1, -1, 1, 1)
+            scores = torch.cat([scores, sink.expand(*scores.shape[:-1], 1)], dim=-1)
+            probs = torch.softmax(scores.float(), dim=-1)[..., :-1]
+        else:
+            probs = torch.softmax(scores.float(), dim=-1)
         if spec.differential:
             out = self._differential(layer, prefix, probs, v)
         else:

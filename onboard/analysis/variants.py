@@ -2,9 +2,10 @@
 
 One reader per spec field: Doge's dynamic attention mask (``AttentionSpec.dynamic_mask``) and
 learned residual gates (``TextDecoderSpec.residual_gates``), DiffLlama's differential attention
-(``AttentionSpec.differential``). Each recognises the parameters that carry the computation and
-returns them with the evidence; the spec check then proves the reading by running it against HF,
-so a look-alike that computes something else ends as a mismatch, never as generated code.
+(``AttentionSpec.differential``), attention sinks (``AttentionSpec.sinks``). Each recognises
+the parameters that carry the computation and returns them with the evidence; the spec check
+then proves the reading by running it against HF, so a look-alike that computes something else
+ends as a mismatch, never as generated code.
 """
 
 from __future__ import annotations
@@ -67,6 +68,25 @@ def dynamic_mask(
     names = (decay, *(f"{proj}.{n}" for n, _ in getattr(attention, proj).named_parameters()))
     bias = getattr(attention, proj).bias is not None
     return Reading(DynamicMaskSpec(decay, proj, keep, bias), tuple(evidence), names)
+
+
+def sinks(attentions: Sequence[Any], heads: int, files: Sequence[SourceFile]) -> Reading | None:
+    """One bare parameter per query head in every attention layer, and no other bare
+    parameter: a sink logit per head (GPT-OSS, Granite SWA). Doge's per-head decay has a
+    linear beside it and is read as the dynamic mask instead."""
+    names = set()
+    for attention in attentions:
+        bare = [(n, tuple(p.shape)) for n, p in attention.named_parameters(recurse=False)]
+        if len(bare) != 1 or bare[0][1] != (heads,):
+            return None
+        names.add(bare[0][0])
+    if len(names) != 1:
+        return None
+    (name,) = names
+    evidence = [Evidence("probe", f"{_ATTENTION}{name}", f"shape ({heads},): one per head")]
+    found = init_assignment(files, type(attentions[0]).__name__, name)
+    evidence += [found.evidence] if found else []
+    return Reading(name, tuple(evidence), (name,))
 
 
 def differential(

@@ -63,6 +63,7 @@ BASELINE: dict[str, Value] = {
     "attention.scale": "head_dim",
     "attention.softcap": False,
     "attention.position_scale": False,
+    "attention.sinks": False,
     "attention.sliding_window": "none",
     "layers.mixers": "none",
     "mlp.kind": "gated",
@@ -767,7 +768,8 @@ LABELS: list[dict[str, Any]] = [
         "rope.type": "yarn",  # fixture rope_scaling.rope_type yarn
         "moe.router": "topk_then_softmax",  # modeling_gpt_oss.py:128-129
         "moe.dense_layers": "none",  # every layer GptOssMLP
-        "unresolved": ("sinks",),  # modeling_gpt_oss.py:293 attention sinks
+        "attention.sinks": True,  # modeling_gpt_oss.py:293 a learned logit per head
+        "unresolved": ("GptOssExperts",),  # modeling_gpt_oss.py:82 the clamped experts
     },
     {
         "type": "phimoe",

@@ -66,14 +66,16 @@ def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkey
 
 
 def test_unresolved_spec_blocks_generation(tmp_path) -> None:
-    """GPT-OSS's attention learns sinks, which the spec cannot hold: nothing is written, and
-    the parameter is named with its source line."""
+    """GPT-OSS's experts clamp their gate and up projections, which the spec cannot hold:
+    nothing is written, and the module is named with its source line."""
     from onboard.pipeline import NewOptions, onboard_new
 
     folder = default_config_dir("gpt_oss", tmp_path)
     with pytest.raises(UnsupportedFeatureError) as caught:
         onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
-    assert any("sinks" in item and "modeling_gpt_oss.py:" in item for item in caught.value.items)
+    assert any(
+        "GptOssExperts" in item and "modeling_gpt_oss.py:" in item for item in caught.value.items
+    )
     assert not (tmp_path / "out").exists()
 
 

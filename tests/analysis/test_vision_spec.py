@@ -284,8 +284,8 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
     ("model_type", "what", "where"),
     [
         ("llava_next", "does not run", "modeling_llava_next.py:"),  # tiles, needs image_sizes
-        # no get_image_features: the rows-of-images probe must not crash the analysis
-        ("deepseek_vl", "does not run", "modeling_deepseek_vl.py:"),
+        # get_image_features(pixel_values_images): a second, video tower beside the image one
+        ("video_llava", "does not run", "modeling_video_llava.py:"),
     ],
 )
 def test_what_is_not_read_yet_is_named_at_its_line(

@@ -237,6 +237,13 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.sinks",
+        lambda t: t.attention.sinks is not None,
+        lambda t: "attention sinks (a learned logit per head in the softmax)",
+        ": the generated attention runs AutoModel's attention backends, which take no sinks",
+        "probe",
+    ),
+    (
         "text.residual_gates",
         lambda t: bool(t.residual_gates),
         lambda t: "learned per-channel scales of the residual",

@@ -172,6 +172,7 @@ class TextDesign:
     first_layer_identity: tuple[str, ...] = ()
     dynamic_mask: DynamicMaskSpec | None = None  # a generated Attention adds Doge's mask
     differential: DifferentialSpec | None = None  # a generated differential Attention
+    sinks: str | None = None  # a generated Attention with a sink logit per head (its attribute)
     residual_gates: tuple[tuple[str, str], ...] = ()  # sub-block -> learned residual scale
     # A hybrid's recurrent mixers: layers of these kinds hold a generated component, not
     # attention, and carry its state in mobius' hybrid task
@@ -203,7 +204,7 @@ class TextDesign:
         return (
             self.qk_norm_after_rope
             or self.image_blocks
-            or bool(self.dynamic_mask or self.differential)
+            or bool(self.dynamic_mask or self.differential or self.sinks)
         )
 
     def norm_attr(self, role: str) -> str:
@@ -605,6 +606,7 @@ def _text_design(
         head_transform=text.head_transform,
         dynamic_mask=attention and attention.dynamic_mask,
         differential=attention and attention.differential,
+        sinks=attention and attention.sinks,
         residual_gates=text.residual_gates,
         mixers=mixers,
         blocks=text.blocks,
@@ -650,6 +652,14 @@ def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec)
                 "differential attention (the first half of the heads minus lambda x the second)",
                 spec,
                 "text.attention.differential",
+            )
+        )
+    if attention.sinks:
+        reasons.append(
+            _why(
+                "a learned sink logit per head: one more softmax column no value is read for",
+                spec,
+                "text.attention.sinks",
             )
         )
     mla = attention.mla

@@ -34,7 +34,8 @@ FEATURES = (
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
-    # standard, mla, dynamic_mask (Doge), differential (DiffLlama), none (a pure SSM)
+    # standard, mla, dynamic_mask (Doge), differential (DiffLlama), sinks (GPT-OSS), none (a
+    # pure SSM)
     "attention_kind",
     "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
@@ -294,7 +295,9 @@ def _attention_kind(attention: AttentionSpec | None) -> str:
         return "mla"
     if attention.dynamic_mask:
         return "dynamic_mask"
-    return "differential" if attention.differential else "standard"
+    if attention.differential:
+        return "differential"
+    return "sinks" if attention.sinks else "standard"
 
 
 def _attention_scale(attention: AttentionSpec | None) -> str:

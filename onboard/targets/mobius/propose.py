@@ -100,6 +100,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     found += _mixer_blockers(text)
     found += mamba_width_blockers(spec)
     found += _output_gate_blockers(text)
+    if attention is not None and attention.sinks and (attention.mla or attention.output_gate):
+        found.append(
+            "attention sinks with latent attention or an output gate (text.attention.sinks): "
+            "the generated attention with sinks is a plain one"
+        )
     found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
