@@ -7,6 +7,10 @@ is an ``nn.Module`` holding ``model.vision_tower`` (HF's, from ``AutoModel.from_
 HF's modules, built from the HF config classes, and the text backbone is what the dense generator
 writes for the backbone's own model type. The generated code owns the feature selection, the
 merge and the state-dict adapter, which routes each checkpoint prefix to its part.
+
+A Qwen-VL model (flattened patches with ``image_grid_thw``, M-RoPE, DeepStack) is the other
+shape: the generated class subclasses HF's VLM whole and swaps only its text model
+(``vision_qwen.py``).
 """
 
 from __future__ import annotations
