@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = ["causal_lm_from_config", "register_causal_view"]
+__all__ = ["causal_lm_from_config", "is_causal_view", "register_causal_view"]
 
 # config class -> its view. transformers' AutoModelForCausalLM.register skips its own config
 # classes, so onboard keeps the table and builds through ``causal_lm_from_config``.
@@ -36,6 +36,12 @@ def register_causal_view(text_config: Any) -> bool:
         return False
     _VIEWS[config_class] = _view_class(base_class, config_class)
     return True
+
+
+def is_causal_view(class_name: str) -> bool:
+    """Whether ``class_name`` is one of the registered views, not a class transformers has (a
+    generator that imports HF's causal LM builds the view's base model with a head instead)."""
+    return any(view.__name__ == class_name for view in _VIEWS.values())
 
 
 def causal_lm_from_config(hf_config: Any, **kwargs: Any) -> Any:

@@ -54,6 +54,9 @@ class HFNames:
     embedding: str
     config: str  # exported by the top-level transformers package
     sparse_block: str = ""  # the MoE block HF's decoder layer builds for sparse layers
+    # ``causal_lm`` is onboard's causal-LM view of this base model (a VLM's text backbone that
+    # transformers runs only inside its VLM): the generated tests build it, HF has no such class
+    view_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -368,7 +371,10 @@ def _hf_source(hf: HFNames, class_name: str) -> str:
 
 
 def _hf_ties(hf: HFNames) -> bool:
-    """Whether HF's causal LM ties its head to the embeddings (it lists the tied keys)."""
+    """Whether HF's causal LM ties its head to the embeddings (it lists the tied keys); a
+    view's head is tied as its VLM's (``lm_head`` on the text embeddings)."""
+    if hf.view_of:
+        return True
     return bool(getattr(_hf_class(hf, hf.causal_lm), "_tied_weights_keys", None))
 
 
@@ -562,6 +568,11 @@ def hf_names(
         decoder_layer = next(iter(layer_classes), "")
     from transformers import CONFIG_MAPPING
 
+    from onboard.analysis.vision.backbone import is_causal_view
+
+    view_of = ""
+    if not hasattr(module, causal_lm) and is_causal_view(causal_lm):
+        view_of = modules.get("model", "")
     sparse = _sparse_block(modules)
     names = HFNames(
         module=module_path,
@@ -579,9 +590,10 @@ def hf_names(
         embedding=modules.get("model.embed_tokens", ""),
         config=CONFIG_MAPPING[spec.model_type].__name__,
         sparse_block=sparse[1] if sparse else "",
+        view_of=view_of,
     )
     wanted = {
-        "causal LM": names.causal_lm,
+        "causal LM": names.view_of or names.causal_lm,
         "pretrained base": names.pretrained,
         "decoder layer": names.decoder_layer,
         "attention": names.attention,

@@ -193,6 +193,8 @@ def _owned_files(
         files.append(python("layers.py.j2", f"{paths.package}/layers.py", "scaled embedding"))
     if design.per_kind_rope:
         files.append(python("rope_utils.py.j2", f"{paths.package}/rope_utils.py", "RoPE per kind"))
+    if design.vision and design.vision.qwen:
+        files.append(python("mrope.py.j2", f"{paths.package}/mrope.py", "M-RoPE"))
     files.append(
         python(
             "test_model.py.j2",
@@ -207,7 +209,18 @@ def _owned_files(
             chunk=scan_chunk(spec, text_config),
         )
     )
-    if design.vision:
+    if design.vision and design.vision.qwen:
+        files.append(
+            python(
+                "test_vlm_qwen.py.j2",
+                f"{paths.tests}/test_{design.module}_vision.py",
+                "generated vision tests",
+                tiny=_literal(vision_test_config(tiny_config)),
+                device_env=DEVICE_ENV,
+                row_grids=_literal(qwen_row_grids(tiny_config)),
+            )
+        )
+    elif design.vision:
         files.append(
             python(
                 "test_vlm.py.j2",
@@ -262,6 +275,15 @@ def test_image_sizes(design: ModelDesign, tiny_config: dict[str, Any]) -> list[l
     if design.vision is None or not design.vision.tower_sizes:
         return []
     return [list(size) for size in dynamic_image_sizes(make_hf_config(tiny_config))]
+
+
+def qwen_row_grids(tiny_config: dict[str, Any]) -> list[list[list[int]]]:
+    """The generated Qwen-VL tests' image grids per row, the parity run's: one image in the
+    first row, two of other grids in the second."""
+    from onboard.parity.vision_qwen import qwen_vl_grids
+
+    first, *rest = (list(grid) for grid in qwen_vl_grids(make_hf_config(tiny_config)))
+    return [[first], rest]
 
 
 def norm_attributes(spec: ArchitectureSpec, layout: HFLayout) -> tuple[str, ...]:

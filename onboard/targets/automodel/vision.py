@@ -7,6 +7,10 @@ is an ``nn.Module`` holding ``model.vision_tower`` (HF's, from ``AutoModel.from_
 HF's modules, built from the HF config classes, and the text backbone is what the dense generator
 writes for the backbone's own model type. The generated code owns the feature selection, the
 merge and the state-dict adapter, which routes each checkpoint prefix to its part.
+
+A Qwen-VL model (flattened patches with ``image_grid_thw``, M-RoPE, DeepStack) is the other
+shape: the generated class subclasses HF's VLM whole and swaps only its text model
+(``vision_qwen.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from onboard.naming import class_prefix
 from onboard.spec import ArchitectureSpec
+from onboard.targets.automodel.vision_qwen import QwenVLDesign, design_qwen_vl, qwen_vl_blockers
 
 # The parts' attributes, as AutoModel's Mistral3ForConditionalGeneration names them.
 TOWER, PROJECTOR, LANGUAGE_MODEL = "vision_tower", "multi_modal_projector", "language_model"
@@ -49,6 +54,9 @@ class VisionDesign:
     # AutoModel's own Mistral 3 applies its Pixtral forward backport to HF's tower (the image
     # boundaries FlashAttention needs, on the transformers releases it names)
     pixtral_backport: bool = False
+    # A Qwen-VL model: the generated class subclasses HF's VLM (its tower, mergers and forward)
+    # and swaps in the generated text model; the LLaVA-only fields above are then unused
+    qwen: QwenVLDesign | None = None
 
     @property
     def model_class(self) -> str:
@@ -97,8 +105,6 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "prefixes only, around a dense text backbone"
         )
     if vision.towers.kind == "qwen_vl":
-        from onboard.targets.automodel.vision_qwen import qwen_vl_blockers
-
         return found + qwen_vl_blockers(vision, module)
     if vision.towers.kind not in ("vit", "pixtral"):
         found.append(
@@ -151,6 +157,8 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
     assert vision is not None
     module = _hf_module(spec)
     assert module is not None
+    if vision.towers.kind == "qwen_vl":
+        return _qwen_design(spec, module, ties)
     projector = _projector(module, vision.projector.name)
     assert projector is not None
     select = vision.select
@@ -190,6 +198,34 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
         tower_sizes=vision.towers.kind == "pixtral",
         projector_sizes=any(step.op == "patch_merge" for step in vision.projector.steps),
         pixtral_backport=vision.towers.kind == "pixtral",
+    )
+
+
+def _qwen_design(spec: ArchitectureSpec, module, ties: bool) -> VisionDesign:
+    """HF's whole VLM but its text model: the routes keep HF's in-memory names (the tower's
+    merger, and DeepStack's, under the tower's prefix)."""
+    vision = spec.vision
+    assert vision is not None
+    qwen = design_qwen_vl(vision, module, spec.source.architecture)
+    prefixes = dict(vision.prefixes)
+    routes = (
+        (prefixes["text"], f"model.{LANGUAGE_MODEL}."),
+        (prefixes.get("lm_head") or _head_prefix(spec.model_type), "lm_head."),
+        (prefixes["tower"], "model.visual."),
+    )
+    return VisionDesign(
+        prefix=class_prefix(spec.source.architecture, spec.model_type),
+        hf_module=module.__name__,
+        config=_config_class(spec.model_type),
+        projector_class="",
+        feature_layers="",
+        drop_class_token="False",
+        image_token=f"self.config.{vision.merge.image_token_attr}",
+        routes=routes,
+        aliases=vision.published_aliases,
+        ties=ties,
+        where=qwen.where,
+        qwen=qwen,
     )
 
 

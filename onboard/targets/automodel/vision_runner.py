@@ -2,14 +2,17 @@
 
 The weights go through the same proof as a text model's (every checkpoint tensor, the tower's
 and the projector's included, placed once through the adapter; the export equal to the
-checkpoint); then the shared vision scenarios of ``onboard.parity.vision`` run on both models.
+checkpoint); then the shared vision scenarios of ``onboard.parity.vision`` run on both models. A
+Qwen-VL model runs the Qwen-VL scenarios of ``onboard.parity.vision_qwen``: flattened patches
+with ``image_grid_thw`` and host-computed M-RoPE ``position_ids [3, B, S]``, as the mobius path
+feeds its decoder, while HF computes its own positions from the grids.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from onboard.parity.vision import TorchVisionRunner
+from onboard.parity.vision import TorchVisionRunner, VisionBatch, VisionStep, _numpy
 
 
 class GeneratedVisionRunner(TorchVisionRunner):
@@ -27,6 +30,52 @@ class GeneratedVisionRunner(TorchVisionRunner):
         return self.model.model.get_image_features(pixel_values, **sized)
 
 
+class QwenGeneratedVisionRunner(TorchVisionRunner):
+    """The generated Qwen-VL class fed as a host feeds it: the patches with their grids, and
+    the M-RoPE positions of the host rule (``parity/mrope.py``) at prefill and every decode
+    step, so the class never computes positions of its own."""
+
+    def __init__(self, model: Any, provider: str) -> None:
+        super().__init__(model)
+        self.provider = provider
+
+    def language_model(self) -> Any:
+        return self.model.model.language_model
+
+    def prefill(self, batch: VisionBatch) -> VisionStep:
+        import torch
+
+        captured: dict[str, Any] = {}
+
+        def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+            captured["embeddings"] = kwargs.get("inputs_embeds")
+
+        images: dict[str, Any] = {}
+        features = None
+        handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
+        try:
+            with torch.no_grad():
+                if batch.pixel_values is not None:
+                    images = {
+                        "pixel_values": self._tensor(batch.pixel_values),
+                        "image_grid_thw": self._tensor(batch.image_grid_thw),
+                    }
+                    per_image = self.model.model.get_image_features(**images).pooler_output
+                    features = _numpy(torch.cat(list(per_image)))
+                out = self.model(
+                    input_ids=self._tensor(batch.input_ids),
+                    attention_mask=self._tensor(batch.attention_mask),
+                    position_ids=self._tensor(batch.position_ids),
+                    use_cache=True,
+                    **images,
+                )
+        finally:
+            handle.remove()
+        return VisionStep(
+            _numpy(out.logits), features, _numpy(captured["embeddings"]), out.past_key_values
+        )
+
+
 def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any] | None]:
     """The weights check, then image features, merged embeddings, prefill and decode on two rows
     with an image each, and a text-only prompt."""
@@ -36,6 +85,7 @@ def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any]
     from onboard.parity.reference import build_reference, saved_checkpoint
     from onboard.parity.vision import HFVisionRunner, run_vision_scenarios, scenario_batches
     from onboard.targets.automodel.runner import construct, load_checked
+    from onboard.tiny_vision import is_qwen_vl_tower
 
     hf_config = make_hf_config(request.tiny_config)
     reference = build_reference(hf_config, device=request.device)
@@ -47,6 +97,13 @@ def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any]
     weights, proof = load_checked(model, checkpoint)
     if proof["problems"]:
         return [weights], proof
+    if is_qwen_vl_tower(hf_config.vision_config):
+        from onboard.parity.vision_qwen import QwenHFVisionRunner, qwen_vl_batches
+
+        batch, prompt = qwen_vl_batches(hf_config)
+        qwen = QwenGeneratedVisionRunner(model, request.device)
+        checks = run_vision_scenarios(QwenHFVisionRunner(reference), qwen, batch, prompt)
+        return [weights, *checks], proof
     batch, prompt = scenario_batches(reference, hf_config)
     candidate = GeneratedVisionRunner(model, request.device)
     checks = run_vision_scenarios(HFVisionRunner(reference), candidate, batch, prompt)
