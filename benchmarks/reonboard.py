@@ -102,7 +102,13 @@ VISION_TEXT_OVERRIDES = {
     "qwen3_5_moe": {"rope_parameters": _QWEN3_5_ROPE},
 }
 # Composite-config keys that go with a tower above (the published model's)
-VISION_TOP_OVERRIDES = {"smolvlm": {"scale_factor": 3}}
+VISION_TOP_OVERRIDES = {
+    "smolvlm": {"scale_factor": 3},
+    # transformers maps these types to a text-only causal LM as well, which default_config_dir
+    # names first; the published checkpoints name the VLM class
+    "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"]},
+    "qwen3_5_moe": {"architectures": ["Qwen3_5MoeForConditionalGeneration"]},
+}
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:

@@ -38,11 +38,16 @@ RECURRENT_CARRIED = "conv_present,\n            recurrent_present,\n        )"
 
 
 def _config(model_type: str, root: Path) -> Path:
+    """transformers also maps these types to a text-only causal LM, which default_config_dir
+    names first; the published checkpoints name the VLM class."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
     return default_config_dir(
         model_type,
         root,
         vision_config={"out_hidden_size": MERGER_WIDTH[model_type]},
         text_config={"rope_parameters": PUBLISHED_ROPE},
+        architectures=[MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type]],
     )
 
 
@@ -66,6 +71,7 @@ def test_qwen3_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path, model_
     prefix = "Qwen3_5Moe" if model_type == "qwen3_5_moe" else "Qwen3_5"
     assert f"class {prefix}VisionTransformer(Qwen3VLVisionModel):" in text
     assert f"class {prefix}GatedDeltaNet(nn.Module):" in text
+    assert f"Replicates HuggingFace's ``{prefix}ForConditionalGeneration``." in text
 
 
 @pytest.mark.parametrize(
