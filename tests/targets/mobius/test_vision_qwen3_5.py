@@ -107,3 +107,27 @@ def test_a_wrong_qwen3_5_vl_fails_parity(
     assert checks["image-features"] is Status.PASS
     assert {name for name in failing if checks[name] is Status.FAIL} == failing
     assert {name for name in passing if checks[name] is Status.PASS} == passing
+
+
+def test_mobius_own_qwen3_5_vl_is_reported_for_its_embedding_and_deltanet(tmp_path: Path):
+    """mobius' own Qwen3.5 VLM: row 1 gets row 0's image features, and its DeltaNet normalises
+    q and k without HF's epsilon; both are named with where they live."""
+    result = _new("qwen3_5", tmp_path)
+    assert result.proposal.already_supported is not None
+    report = result.parity
+    assert report is not None and not report.passed
+    checks = statuses(report)
+    assert checks["weights"] is Status.PASS and checks["image-features"] is Status.PASS
+    assert checks["merged-embeddings"] is Status.FAIL and checks["text-only"] is Status.FAIL
+    bugs = {b.id: b for b in report.bugs}
+    assert set(bugs) == {"qwen3.5 Q1", "qwen3.5 Q2"}
+    assert "mobius/models/qwen_vl.py:306" in bugs["qwen3.5 Q1"].evidence
+    assert "mobius/components/_gated_deltanet.py" in bugs["qwen3.5 Q2"].evidence
+
+
+def test_mobius_own_qwen3_5_moe_entry_is_reported_as_text_only(tmp_path: Path) -> None:
+    result = _new("qwen3_5_moe", tmp_path)
+    report = result.parity
+    assert report is not None and statuses(report)["build"] is Status.FAIL
+    (bug,) = report.bugs
+    assert bug.id == "qwen3.5 Q3" and "Qwen35MoECausalLMModel" in bug.title
