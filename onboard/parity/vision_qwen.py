@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from onboard.parity.mrope import mrope_positions, text_positions
-from onboard.parity.vision import TorchVisionRunner, VisionBatch, VisionStep, _numpy
+from onboard.parity.vision import (
+    TorchVisionRunner,
+    VisionBatch,
+    VisionStep,
+    _numpy,
+    cache_states,
+)
 
 TEXT = 4  # text tokens before, between and after images
 
@@ -115,6 +121,7 @@ class QwenHFVisionRunner(TorchVisionRunner):
             features,
             _numpy(captured["embeddings"]),
             (out.past_key_values, deltas),
+            cache_states(self.model.config, out.past_key_values),
         )
 
     def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
@@ -132,4 +139,5 @@ class QwenHFVisionRunner(TorchVisionRunner):
                 past_key_values=cache,
                 use_cache=True,
             )
-        return VisionStep(_numpy(out.logits), state=(out.past_key_values, deltas))
+        states = cache_states(self.model.config, out.past_key_values)
+        return VisionStep(_numpy(out.logits), state=(out.past_key_values, deltas), states=states)

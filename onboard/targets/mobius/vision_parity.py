@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from onboard.hf_config import make_hf_config
+from onboard.parity.harness import split_cache
 from onboard.parity.reference import build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.parity.vision import (
@@ -316,4 +317,5 @@ class OnnxVisionRunner:
             {name: results[f"present.{i}.{name}"] for name in layer}
             for i, layer in enumerate(self._past)
         )
-        return VisionStep(results["logits"], features, embeddings, present)
+        states = split_cache(present)[1]  # a hybrid's, beside any keys and values
+        return VisionStep(results["logits"], features, embeddings, present, states)

@@ -20,7 +20,17 @@ from tests.new_types import default_config_dir
 from tests.targets.mobius.checks import passed_module, statuses
 from tests.targets.mobius.sabotage import parity_with
 
-CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
+# states: the DeltaNet layers' conv and recurrent states and the attention layers' keys and
+# values against HF's cache, after the prefill with images and every decode step
+CHECKS = {
+    "weights",
+    "image-features",
+    "merged-embeddings",
+    "prefill",
+    "decode",
+    "states",
+    "text-only",
+}
 # The published Qwen3.5 text RoPE: transformers' default config sets no mrope_section (HF's
 # rotary module falls back to [11, 11, 10] at modeling_qwen3_5.py:159, which the generated
 # config cannot read) and turns the sections interleaved whatever the config says
@@ -83,14 +93,14 @@ def test_qwen3_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path, model_
             "            recurrent_state,\n            decay,",
             "            op.Mul(recurrent_state, op.CastLike(0.0, recurrent_state)),\n"
             "            decay,",
-            {"decode"},
+            {"decode", "states"},
             {"prefill", "text-only"},
         ),
         # the convolution's window is not handed on
         (
             "conv_present = op.Slice(window,",
             "conv_present = op.Slice(op.Mul(window, op.CastLike(0.0, window)),",
-            {"decode"},
+            {"decode", "states"},
             {"prefill", "text-only"},
         ),
         # M-RoPE sections in chunks, not interleaved: only image positions differ by axis
