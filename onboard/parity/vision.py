@@ -217,7 +217,7 @@ def run_vision_scenarios(
 
 def _rows_text(batch: VisionBatch) -> str:
     if batch.image_grid_thw is not None:
-        return "three rows: one image, two images, text only"
+        return f"three rows of {batch.input_ids.shape[1]} tokens: one image, two images, text only"
     if batch.images_per_row is not None:
         return "rows of " + ", ".join(str(n) for n in batch.images_per_row) + " images"
     return "two rows, an image each"

@@ -58,6 +58,8 @@ class VisionCase:
     image_blocks: bool = False
     # (published, saved) prefixes: the checkpoint is fed under its published names
     published_aliases: tuple[tuple[str, str], ...] = ()
+    # the least prompt length: past every chunk a hybrid text model's prefill scans in
+    prompt_len: int = 0
 
     def with_text_config(self, text_config: Mapping[str, Any]) -> VisionCase:
         return replace(self, tiny_config={**self.tiny_config, "text_config": dict(text_config)})
@@ -123,7 +125,7 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
     text = hf_config.text_config
     qwen_vl = is_qwen_vl_tower(hf_config.vision_config)
     if qwen_vl:
-        batch, prompt = qwen_vl_batches(hf_config)
+        batch, prompt = qwen_vl_batches(hf_config, length=case.prompt_len)
     else:
         batch, prompt = scenario_batches(reference, hf_config)
     with scratch_dir() as workdir:

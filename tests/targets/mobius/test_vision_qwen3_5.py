@@ -75,6 +75,9 @@ def test_qwen3_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path, model_
     assert proof is not None and proof.ok and proof.unread == ()
     assert proof.checkpoint_tensors == proof.parameters
     assert 'default_task = "hybrid-qwen-vl"' in text
+    # the prefill with images runs past HF's DeltaNet chunk (64 tokens)
+    prefill = next(c for c in result.parity.checks if c.name == "prefill")
+    assert prefill.detail.startswith("three rows of 73 tokens")
     assert "mrope_interleaved=True" in text
     assert RECURRENT_CARRIED in text
     assert "deepstack" not in text  # Qwen3.5's tower merges the last layer only
