@@ -66,6 +66,17 @@ VISION_OVERRIDES = {
     "qwen2_vl": {"hidden_size": 8192},
     # the same for 3584 against 2048; Qwen3-VL-30B-A3B's merger is 2048 wide
     "qwen3_vl_moe": {"out_hidden_size": 2048},
+    # the same for 3584 against 4096 (Qwen3.5-9B's merger is 4096 wide) and against 2048
+    # (Qwen3.5-35B-A3B's is 2048 wide)
+    "qwen3_5": {"out_hidden_size": 4096},
+    "qwen3_5_moe": {"out_hidden_size": 2048},
+}
+_QWEN3_5_ROPE = {
+    "rope_type": "default",
+    "rope_theta": 10000000,
+    "partial_rotary_factor": 0.25,
+    "mrope_section": [11, 11, 10],
+    "mrope_interleaved": True,
 }
 # Text-config keys of the published checkpoints that go with a tower above: the M-RoPE
 # sections, which the default configs leave to the rotary module's fallback
@@ -85,9 +96,19 @@ VISION_TEXT_OVERRIDES = {
             "mrope_interleaved": True,
         }
     },
+    # Qwen3.5-9B and Qwen3.5-35B-A3B: the default sets no sections (HF's rotary module falls back
+    # to [11, 11, 10] at modeling_qwen3_5.py:159, which the generated config cannot read)
+    "qwen3_5": {"rope_parameters": _QWEN3_5_ROPE},
+    "qwen3_5_moe": {"rope_parameters": _QWEN3_5_ROPE},
 }
 # Composite-config keys that go with a tower above (the published model's)
-VISION_TOP_OVERRIDES = {"smolvlm": {"scale_factor": 3}}
+VISION_TOP_OVERRIDES = {
+    "smolvlm": {"scale_factor": 3},
+    # transformers maps these types to a text-only causal LM as well, which default_config_dir
+    # names first; the published checkpoints name the VLM class
+    "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"]},
+    "qwen3_5_moe": {"architectures": ["Qwen3_5MoeForConditionalGeneration"]},
+}
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:

@@ -175,7 +175,7 @@ def _decode_checks(
     provider = candidate.provider
     checks: list[Check] = []
     compare_states = bool(ref_step.states and got_step.states)
-    state_diffs = list(_state_diffs("the prefill", ref_step, got_step))
+    diffs = list(state_diffs("the prefill", ref_step, got_step))
     metrics: list[Metrics] = []
     mask = prompt.attention_mask
     for step in range(DECODE_STEPS):
@@ -188,14 +188,14 @@ def _decode_checks(
             checks.append(Check("decode", provider, Status.FAIL, detail=error_text(exc)))
             break
         metrics.append(Metrics.compare(ref_step.logits, got_step.logits))
-        state_diffs += _state_diffs(f"decode {step + 1}", ref_step, got_step)
+        diffs += state_diffs(f"decode {step + 1}", ref_step, got_step)
     if metrics:
         worst = max(metrics, key=lambda m: m.max_abs)
         status = Status.PASS if all(m.passes() for m in metrics) else Status.FAIL
         detail = f"{len(metrics)} steps after a {prompt.input_ids.shape[1]}-token prompt"
         checks.append(Check("decode", provider, status, worst, detail))
     if compare_states:
-        checks.append(_states_check(provider, state_diffs, len(metrics)))
+        checks.append(states_check(provider, diffs, len(metrics)))
     return checks
 
 
@@ -293,7 +293,7 @@ class StateDiff:
         return self.metrics is not None and self.metrics.passes(logits=False)
 
 
-def _state_diffs(phase: str, ref_step: Step, got_step: Step) -> tuple[StateDiff, ...]:
+def state_diffs(phase: str, ref_step: Any, got_step: Any) -> tuple[StateDiff, ...]:
     """Every state of every layer when both report states; a layer one side lacks (mobius skips
     stateless layers at the end) counts as stateless."""
     ref, got = ref_step.states, got_step.states
@@ -330,7 +330,7 @@ def _state_diff(layer: int, name: str, phase: str, ref: np.ndarray, got: np.ndar
         return StateDiff(layer, name, phase, None, str(exc))
 
 
-def _states_check(provider: str, diffs: list[StateDiff], decode_steps: int) -> Check:
+def states_check(provider: str, diffs: list[StateDiff], decode_steps: int) -> Check:
     """One check over the prefill and every decode step; a failure names the first state off."""
     phases = f"after the prefill and {decode_steps} decode steps"
     compared = [d for d in diffs if d.metrics is not None]

@@ -16,7 +16,7 @@ import numpy as np
 
 from onboard.checkpoint import tensors
 from onboard.errors import UnsupportedFeatureError
-from onboard.parity.harness import Batch, LayerStates, Step, split_cache
+from onboard.parity.harness import KV_NAMES, Batch, LayerStates, Step, split_cache
 from onboard.parity.torch_probes import TorchProbes
 from onboard.tiny_model import build_tiny_model, perturb
 
@@ -139,6 +139,17 @@ class HFRunner:
             except Exception:  # a model that cannot say keeps the mask
                 self._decode_mask_dropped = False
         return self._decode_mask_dropped
+
+
+def cache_states(config: Any, cache: Any) -> tuple[LayerStates, ...]:
+    """A hybrid's recurrent states per layer in mobius' layout, read from a transformers 5
+    cache (``_HFCache``); () for a cache of keys and values only."""
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        return ()
+    read = _HFCache.of(config)
+    states = split_cache(tuple(read.layer(layer) for layer in layers))[1]
+    return states if any(set(layer) - set(KV_NAMES) for layer in states) else ()
 
 
 # Config fields that only Mamba-style (SSM) mixers have; DeltaNet-style ones have linear_* sizes.

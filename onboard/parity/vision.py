@@ -14,7 +14,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from onboard.parity.harness import DECODE_STEPS, error_text, logits_check
+from onboard.parity.harness import (
+    DECODE_STEPS,
+    error_text,
+    logits_check,
+    state_diffs,
+    states_check,
+)
 from onboard.parity.report import Check, Metrics, Status
 from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
 from onboard.tiny_vision import dynamic_image_sizes
@@ -69,6 +75,8 @@ class VisionStep:
     features: np.ndarray | None = None  # [image tokens, hidden], prefill with images only
     embeddings: np.ndarray | None = None  # [B, S, hidden], what the text model received
     state: Any = None  # what the runner needs to continue decoding
+    # a hybrid text model's states per layer, in mobius' layout (harness.Step.states)
+    states: tuple[Any, ...] = ()
 
 
 class VisionRunner(Protocol):
@@ -198,7 +206,7 @@ def run_vision_scenarios(
         _tensor_check("merged-embeddings", provider, ref.embeddings, got.embeddings),
         logits_check("prefill", provider, ref.logits, got.logits, _rows_text(batch)),
     ]
-    checks.append(_decode_check(reference, candidate, batch, ref, got))
+    checks += _decode_checks(reference, candidate, batch, ref, got)
     try:
         ref_text, got_text = reference.prefill(text), candidate.prefill(text)
         checks.append(logits_check("text-only", provider, ref_text.logits, got_text.logits))
@@ -209,21 +217,24 @@ def run_vision_scenarios(
 
 def _rows_text(batch: VisionBatch) -> str:
     if batch.image_grid_thw is not None:
-        return "three rows: one image, two images, text only"
+        return f"three rows of {batch.input_ids.shape[1]} tokens: one image, two images, text only"
     if batch.images_per_row is not None:
         return "rows of " + ", ".join(str(n) for n in batch.images_per_row) + " images"
     return "two rows, an image each"
 
 
-def _decode_check(
+def _decode_checks(
     reference: VisionRunner,
     candidate: VisionRunner,
     batch: VisionBatch,
     ref: VisionStep,
     got: VisionStep,
-) -> Check:
-    """Text-only decode steps on the prefill's caches, feeding the reference's argmax."""
+) -> list[Check]:
+    """Text-only decode steps on the prefill's caches, feeding the reference's argmax; a hybrid
+    text model's states are compared after the prefill and every step as well."""
     provider = candidate.provider
+    compare_states = bool(ref.states)
+    diffs = list(state_diffs("the prefill", ref, got))
     metrics: list[Metrics] = []
     for step in range(DECODE_STEPS):
         batch = next_batch(batch, ref.logits)
@@ -232,10 +243,14 @@ def _decode_check(
             metrics.append(Metrics.compare(ref.logits, got.logits))
         except Exception as exc:  # a candidate that cannot decode fails the check
             detail = f"step {step + 1}: {error_text(exc)}"
-            return Check("decode", provider, Status.FAIL, detail=detail)
+            return [Check("decode", provider, Status.FAIL, detail=detail)]
+        diffs += state_diffs(f"decode {step + 1}", ref, got)
     worst = max(metrics, key=lambda m: m.max_abs)
     status = Status.PASS if all(m.passes() for m in metrics) else Status.FAIL
-    return Check("decode", provider, status, worst, f"{DECODE_STEPS} steps after the images")
+    checks = [Check("decode", provider, status, worst, f"{DECODE_STEPS} steps after the images")]
+    if compare_states:  # a candidate that reports none fails: no states compared
+        checks.append(states_check(provider, diffs, len(metrics)))
+    return checks
 
 
 def _tensor_check(name: str, provider: str, ref: Any, got: Any) -> Check:
@@ -257,6 +272,12 @@ def _text(rng: np.random.Generator, vocab_size: int, image_token: int, count: in
 
 def _positions(shape: tuple[int, ...], start: int) -> np.ndarray:
     return np.broadcast_to(np.arange(start, start + shape[1], dtype=np.int64), shape).copy()
+
+
+def cache_states(config: Any, cache: Any) -> tuple[Any, ...]:
+    from onboard.parity.reference import cache_states as read
+
+    return read(config, cache)
 
 
 class TorchVisionRunner:
@@ -321,6 +342,7 @@ class TorchVisionRunner:
             features,
             _numpy(embeddings) if embeddings is not None else None,
             out.past_key_values,
+            cache_states(self.model.config, out.past_key_values),
         )
 
     def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
@@ -334,7 +356,8 @@ class TorchVisionRunner:
                 past_key_values=previous.state,
                 use_cache=True,
             )
-        return VisionStep(_numpy(out.logits), state=out.past_key_values)
+        states = cache_states(self.model.config, out.past_key_values)
+        return VisionStep(_numpy(out.logits), state=out.past_key_values, states=states)
 
     def _tensor(self, array: np.ndarray) -> Any:
         import torch

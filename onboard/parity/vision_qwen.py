@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from onboard.parity.mrope import mrope_positions, text_positions
-from onboard.parity.vision import TorchVisionRunner, VisionBatch, VisionStep, _numpy
+from onboard.parity.vision import (
+    TorchVisionRunner,
+    VisionBatch,
+    VisionStep,
+    _numpy,
+    cache_states,
+)
 
 TEXT = 4  # text tokens before, between and after images
 
@@ -28,8 +34,12 @@ def qwen_vl_grids(hf_config: Any) -> list[tuple[int, int, int]]:
     return check_grids(vision.spatial_merge_size, vision.patch_size)
 
 
-def qwen_vl_batches(hf_config: Any, seed: int = 3) -> tuple[VisionBatch, VisionBatch]:
-    """Rows: image 0; images 1 and 2; text only. Then a text-only prompt of one row."""
+def qwen_vl_batches(
+    hf_config: Any, seed: int = 3, length: int = 0
+) -> tuple[VisionBatch, VisionBatch]:
+    """Rows: image 0; images 1 and 2; text only. Then a text-only prompt of one row.
+    ``length``: the least row length, text after the images (longer than the chunks a hybrid's
+    prefill scans in, so its chunked prefill must agree with the step-by-step recurrence)."""
     vision, text = hf_config.vision_config, hf_config.text_config
     rng = np.random.default_rng(seed)
     grids = np.array(qwen_vl_grids(hf_config), dtype=np.int64)
@@ -39,7 +49,7 @@ def qwen_vl_batches(hf_config: Any, seed: int = 3) -> tuple[VisionBatch, VisionB
     counts = [int(g.prod()) // merge**2 for g in grids]
     image = hf_config.image_token_id
     rows = [_row(rng, text.vocab_size, image, c) for c in ([counts[0]], counts[1:], [])]
-    longest = max(len(r) for r in rows)
+    longest = max(length, *(len(r) for r in rows))
     rows = [r + _text(rng, text.vocab_size, image, longest - len(r)) for r in rows]
     ids = np.array(rows, dtype=np.int64)
     positions, deltas = mrope_positions(ids, image, grids.tolist(), merge)
@@ -115,6 +125,7 @@ class QwenHFVisionRunner(TorchVisionRunner):
             features,
             _numpy(captured["embeddings"]),
             (out.past_key_values, deltas),
+            cache_states(self.model.config, out.past_key_values),
         )
 
     def decode(self, previous: VisionStep, batch: VisionBatch) -> VisionStep:
@@ -132,4 +143,5 @@ class QwenHFVisionRunner(TorchVisionRunner):
                 past_key_values=cache,
                 use_cache=True,
             )
-        return VisionStep(_numpy(out.logits), state=(out.past_key_values, deltas))
+        states = cache_states(self.model.config, out.past_key_values)
+        return VisionStep(_numpy(out.logits), state=(out.past_key_values, deltas), states=states)

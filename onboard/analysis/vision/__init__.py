@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["analyse_vlm", "text_source"]
 
 _IMAGE_TEXT = "AutoModelForImageTextToText"
-_TEXT_KINDS = (Kind.DENSE, Kind.MOE)
+_TEXT_KINDS = (Kind.DENSE, Kind.MOE, Kind.HYBRID, Kind.HYBRID_MOE)
 
 
 def analyse_vlm(

@@ -497,6 +497,14 @@ def hf_mrope_default(text_model_type: str) -> tuple[tuple[int, ...], str] | None
     return None
 
 
+def rotary_width(config: Any) -> int:
+    """How many of a head's channels turn: all of ``head_dim``, or its
+    ``partial_rotary_factor`` (Qwen3.5 turns a quarter; HF's inv_freq spans only those)."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    partial = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
+    return int(head_dim * partial)
+
+
 def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evidence]:
     """Which frequencies each position axis turns, from HF's text rotary module run on three
     unequal axes: the layout whose angles it returns (chunks when neither fits: the check then
@@ -506,6 +514,7 @@ def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evid
     config = rotary.config
     theta = float(config.rope_parameters["rope_theta"])
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    width = rotary_width(config)
     steps = torch.arange(6)
     positions = torch.stack([steps, 2 * steps + 1, 3 * steps + 2])[:, None]  # [3, 1, 6]
     where = source_location(type(rotary).forward) or type(rotary).__name__
@@ -513,7 +522,7 @@ def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evid
         cos, sin = rotary(torch.zeros(1, 6, head_dim), positions)
     for layout in ("chunks", "interleaved"):
         try:
-            want = mrope_cos_sin(sections, theta, head_dim, positions, layout)
+            want = mrope_cos_sin(sections, theta, width, positions, layout)
         except ValueError:
             continue
         if all(
@@ -586,11 +595,9 @@ def check_qwen_vl(
 
     def host_angles() -> Any:
         theta = float(text.config.rope_parameters["rope_theta"])
-        head_dim = getattr(text.config, "head_dim", None) or (
-            text.config.hidden_size // text.config.num_attention_heads
-        )
+        width = rotary_width(text.config)
         return torch.stack(
-            mrope_cos_sin(mrope.sections, theta, head_dim, trace.positions, mrope.layout)
+            mrope_cos_sin(mrope.sections, theta, width, trace.positions, mrope.layout)
         )
 
     stages = [

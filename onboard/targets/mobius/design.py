@@ -380,6 +380,8 @@ def design_model(
             f"mobius' {chosen.variant.class_name} are causal; onboard adds image blocks to "
             "generated text models only"
         )
+    if vision is not None and text_design is not None and text_design.mixers:
+        vision = dataclasses.replace(vision, hybrid=True)
     changes += vision.changes if vision else ()
     return ModelDesign(
         model_type=spec.model_type,

@@ -31,6 +31,9 @@ from onboard.vision import (
 )
 
 VLM_TASK = "vision-language"
+# mobius' qwen-vl task whose decoder takes and returns the hybrid task's states per layer
+# (conv_state and recurrent_state for a DeltaNet layer, key and value for an attention layer)
+HYBRID_QWEN_VL_TASK = "hybrid-qwen-vl"
 # The variant that takes images of any size, one at a time, and squeezes the batch of one away
 PIXTRAL_TASK = "pixtral-vl"
 
@@ -137,11 +140,14 @@ class VisionDesign:
     # The projector reads several hidden states, concatenated along the width (VipLLaVA): the
     # generated ViT keeps each one up to the deepest
     several_layers: bool = False
+    # The text model is a hybrid (Qwen3.5's gated DeltaNet layers): the decoder graph carries
+    # each recurrent layer's states beside the attention layers' KV cache
+    hybrid: bool = False
 
     @property
     def task(self) -> str:
         if self.qwen_vl:
-            return QWEN_VL_TASK
+            return HYBRID_QWEN_VL_TASK if self.hybrid else QWEN_VL_TASK
         return PIXTRAL_TASK if self.pixtral else VLM_TASK
 
     @property
@@ -272,6 +278,14 @@ def _text_blockers(spec: ArchitectureSpec) -> list[str]:
         found.append(
             "a soft-capped or biased head: the generated decoder runs mobius' TextModel and "
             "head on embeddings"
+        )
+    recurrent = text.mixers.in_use()
+    if recurrent and (not isinstance(vision.tower, QwenVLTowerSpec) or vision.deepstack):
+        found.append(
+            f"a hybrid text model ({', '.join(recurrent)} layers; text.mixers) under "
+            + ("a DeepStack tower" if vision.deepstack else f"a {vision.towers.kind} tower")
+            + ": the generated decoder carries recurrent states through mobius' hybrid-qwen-vl "
+            "task only, whose vision encoder returns the merged features alone"
         )
     return found
 

@@ -1,5 +1,6 @@
 """mobius 0.1.0's defects in its own Pixtral path (``LLaVAModel`` with a ``pixtral`` tower: the
-``mistral3`` and ``pixtral`` registrations), named when a config triggers them.
+``mistral3`` and ``pixtral`` registrations), named when a config triggers them, and in its own
+Qwen3.5 VLMs (``qwen3_5_defects``), named when the checks they break fail.
 
 Each is read in mobius' source and measured on the tiny mistral3 of transformers' default config
 (tower features against HF's ``get_image_features``; the generated module reads each value
@@ -8,7 +9,9 @@ where HF does and passes). The generated code does not reuse the parts they live
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+import re
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,3 +90,63 @@ def pixtral_defects(module_class: type, config: Mapping[str, Any]) -> tuple[Targ
     if module_class.__name__ != "LLaVAModel" or _vision(config).get("model_type") != "pixtral":
         return ()
     return tuple(TargetBug(d.id, d.title, d.evidence) for d in _DEFECTS if d.applies(config))
+
+
+# mobius' own Qwen3.5 VLMs (3-model split over its hybrid decoder); each defect is found in the
+# source it lives in, so a mobius that fixes it is no longer blamed, and named only where the
+# check it breaks failed
+_QWEN3_5_CLASSES = ("Qwen35VL3ModelCausalLMModel", "Qwen35MoEVL3ModelCausalLMModel")
+_ROW_CUMSUM = re.compile(r"op\.CumSum\(\s*mask_int,\s*op\.Constant\(value_int=1\)\s*\)")
+_NO_L2_EPS = re.compile(r"op\.Sqrt\(\s*op\.ReduceSumSquare\(")
+
+
+def qwen3_5_defects(module_class: type, failed: Collection[str]) -> tuple[TargetBug, ...]:
+    """The defects of mobius' own Qwen3.5 VLM that explain the checks in ``failed``."""
+    if module_class.__name__ == "Qwen35MoECausalLMModel" and "build" in failed:
+        return (
+            TargetBug(
+                "qwen3.5 Q3",
+                "mobius registers the VLM's model type qwen3_5_moe to its text-only "
+                "Qwen35MoECausalLMModel: no vision encoder or embedding graph is built, and its "
+                "VLM class sits under qwen3_5_moe_vl, a model type no HF config carries",
+                "mobius/_registry.py:539 'qwen3_5_moe': ModelRegistration(Qwen35MoECausalLMModel) "
+                "vs :606 'qwen3_5_moe_vl': ModelRegistration(Qwen35MoEVL3ModelCausalLMModel, "
+                "task='hybrid-qwen-vl'); HF's qwen3_5_moe is Qwen3_5MoeForConditionalGeneration "
+                "(its text model is qwen3_5_moe_text)",
+            ),
+        )
+    if module_class.__name__ not in _QWEN3_5_CLASSES:
+        return ()
+    from mobius.components._gated_deltanet import GatedDeltaNet
+    from mobius.models.qwen_vl import Qwen25VLEmbeddingModel
+
+    found = []
+    embedding = inspect.getsource(Qwen25VLEmbeddingModel.forward)
+    if "merged-embeddings" in failed and _ROW_CUMSUM.search(embedding):
+        found.append(
+            TargetBug(
+                "qwen3.5 Q1",
+                f"{module_class.__name__}'s embedding graph (Qwen3VLEmbeddingModel) restarts its "
+                "feature count on every row, so with images in two rows the second row gets the "
+                "first row's features (HF's masked_scatter fills placeholders over the whole "
+                "batch)",
+                "mobius/models/qwen_vl.py:306 CumSum(mask, axis 1) inside "
+                "Qwen25VLEmbeddingModel.forward; tiny default qwen3_5 (published merger width "
+                "and M-RoPE), rows of one image, two images, none: merged embeddings 1.1 off, "
+                "prefill logits 2.5",
+            )
+        )
+    mixer = inspect.getsource(GatedDeltaNet.forward)
+    if {"text-only", "prefill", "decode"} & set(failed) and _NO_L2_EPS.search(mixer):
+        found.append(
+            TargetBug(
+                "qwen3.5 Q2",
+                "mobius' GatedDeltaNet L2-normalises q and k with no epsilon, HF's "
+                "Qwen3_5GatedDeltaNet with 1e-6 (hybrid notes M7)",
+                "mobius/components/_gated_deltanet.py:213-222 x / sqrt(sum(x^2)) vs "
+                "transformers/models/qwen3_5/modeling_qwen3_5.py:295 rsqrt(sum(x^2) + eps), "
+                "eps=1e-6 at :343-344; tiny default qwen3_5, text only: logits 1.7e-4 off (the "
+                "generated DeltaNet, with HF's epsilon, 2e-6)",
+            )
+        )
+    return tuple(found)

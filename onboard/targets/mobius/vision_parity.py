@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from onboard.hf_config import make_hf_config
+from onboard.parity.harness import split_cache
 from onboard.parity.reference import build_reference, saved_checkpoint
 from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.parity.vision import (
@@ -39,7 +40,7 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
-from onboard.targets.mobius.vision_bugs import pixtral_defects
+from onboard.targets.mobius.vision_bugs import pixtral_defects, qwen3_5_defects
 from onboard.tiny_vision import is_qwen_vl_tower
 from onboard.weightmap import WeightMapProof, prove
 
@@ -57,6 +58,8 @@ class VisionCase:
     image_blocks: bool = False
     # (published, saved) prefixes: the checkpoint is fed under its published names
     published_aliases: tuple[tuple[str, str], ...] = ()
+    # the least prompt length: past every chunk a hybrid text model's prefill scans in
+    prompt_len: int = 0
 
     def with_text_config(self, text_config: Mapping[str, Any]) -> VisionCase:
         return replace(self, tiny_config={**self.tiny_config, "text_config": dict(text_config)})
@@ -100,6 +103,8 @@ def run_vision_parity(
         bugs.extend(_deepstack_dropped(case.module_class, proof))
     if not generated:
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
+        failed = {c.name for c in checks if c.status is Status.FAIL}
+        bugs.extend(qwen3_5_defects(case.module_class, failed))
     return ParityReport(
         target="mobius",
         model_type=model_type,
@@ -120,7 +125,7 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
     text = hf_config.text_config
     qwen_vl = is_qwen_vl_tower(hf_config.vision_config)
     if qwen_vl:
-        batch, prompt = qwen_vl_batches(hf_config)
+        batch, prompt = qwen_vl_batches(hf_config, length=case.prompt_len)
     else:
         batch, prompt = scenario_batches(reference, hf_config)
     with scratch_dir() as workdir:
@@ -314,4 +319,5 @@ class OnnxVisionRunner:
             {name: results[f"present.{i}.{name}"] for name in layer}
             for i, layer in enumerate(self._past)
         )
-        return VisionStep(results["logits"], features, embeddings, present)
+        states = split_cache(present)[1]  # a hybrid's, beside any keys and values
+        return VisionStep(results["logits"], features, embeddings, present, states)
