@@ -91,6 +91,13 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
             f"model keeps every tower layer, and onboard reads towers of 1 to "
             f"{MAX_TOWER_LAYERS} layers"
         )
+    pairs = [k for k in missing if isinstance(getattr(real, k, None), list | tuple)]
+    if pairs:
+        given = ", ".join(f"{k} {tuple(getattr(real, k))}" for k in pairs)
+        raise UnsupportedFeatureError(
+            f"{hf_config.model_type}'s vision tower config {type(real).__name__} gives {given} "
+            "as (height, width) pairs: onboard reads ViT towers sized by one integer each so far"
+        )
     if missing:
         raise UnsupportedFeatureError(
             f"{hf_config.model_type}'s vision tower config {type(real).__name__} has no "

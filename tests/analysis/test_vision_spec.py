@@ -300,7 +300,8 @@ def test_what_is_not_read_yet_is_named_at_its_line(
 @pytest.mark.parametrize(
     ("model_type", "message"),
     [
-        ("internvl", "InternVLVisionConfig has no patch_size, image_size"),
+        # it has both, as (height, width) pairs, which the message said it did not have
+        ("internvl", r"gives patch_size \(14, 14\), image_size \(448, 448\) as \(height, width\)"),
         pytest.param(
             "llama4", "holds its tower and language model itself", marks=pytest.mark.slow
         ),  # 37 s: the refusal comes after analysing Llama 4's text model
