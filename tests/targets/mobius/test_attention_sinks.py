@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from onboard.codegen import lint_python
 from onboard.errors import UnsupportedFeatureError
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius.plan import STYLE
 from tests.targets.mobius.sabotage import parity_with
 
 SOFTMAX_WITH_SINK = (
@@ -49,6 +51,7 @@ def test_attention_sinks_generate_into_mobius_with_zero_edits(
     assert any(re.search(rf"modeling_{model_type}\.py:\d+", e.where) for e in evidence), evidence
     text = (result.root / result.plan.model_file).read_text()
     assert "self.sinks = nn.Parameter([self.num_attention_heads])" in text
+    assert lint_python(text, filename=f"{model_type}.py", style=STYLE) == ""
     if model_type != "granite_swa":
         return
     # the sink left out: its tensor fills nothing, and every softmax row sums to one again
