@@ -46,69 +46,6 @@ HYBRID_OVERRIDES = {
     },
 }
 HYBRID_KINDS = ("hybrid", "hybrid_moe", "ssm")
-# VLMs whose default config HF cannot build at its real sizes: the published towers instead.
-VISION_OVERRIDES = {
-    # 224 / 16 = 14 patches a side cannot pool to mm_tokens_per_image 256 (16 x 16); Gemma 3
-    # 4B's tower sees 896-pixel images in 14-pixel patches
-    "gemma3": {"image_size": 896, "patch_size": 14},
-    "shieldgemma2": {"image_size": 896, "patch_size": 14},
-    # 224 / 32 = 7 patches a side, which the pixel shuffle's scale factor 2 cannot fold (HF's
-    # reshape fails); Idefics3-8B-Llama3's tower sees 364-pixel tiles in 14-pixel patches (26)
-    "idefics3": {"image_size": 364, "patch_size": 14},
-    # the same 7 patches; SmolVLM-Instruct's tower sees 384-pixel tiles in 14-pixel patches,
-    # folded 3 x 3 (scale_factor below): 81 tokens a tile
-    "smolvlm": {"image_size": 384, "patch_size": 14},
-    # 384 / 14 = 27 patches a side, which the downsample_factor 2 cannot fold; Aya Vision 8B's
-    # tower sees 364-pixel tiles in 14-pixel patches (26)
-    "aya_vision": {"image_size": 364, "patch_size": 14},
-    # the merger's width is the text's in every published checkpoint (the default's 3584
-    # against 8192 cannot run); Qwen2-VL-72B's tower is 8192 wide
-    "qwen2_vl": {"hidden_size": 8192},
-    # the same for 3584 against 2048; Qwen3-VL-30B-A3B's merger is 2048 wide
-    "qwen3_vl_moe": {"out_hidden_size": 2048},
-    # the same for 3584 against 4096 (Qwen3.5-9B's merger is 4096 wide) and against 2048
-    # (Qwen3.5-35B-A3B's is 2048 wide)
-    "qwen3_5": {"out_hidden_size": 4096},
-    "qwen3_5_moe": {"out_hidden_size": 2048},
-}
-_QWEN3_5_ROPE = {
-    "rope_type": "default",
-    "rope_theta": 10000000,
-    "partial_rotary_factor": 0.25,
-    "mrope_section": [11, 11, 10],
-    "mrope_interleaved": True,
-}
-# Text-config keys of the published checkpoints that go with a tower above: the M-RoPE
-# sections, which the default configs leave to the rotary module's fallback
-VISION_TEXT_OVERRIDES = {
-    "qwen2_vl": {  # Qwen2-VL-72B-Instruct
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 1000000.0,
-            "mrope_section": [16, 24, 24],
-        }
-    },
-    "qwen3_vl_moe": {  # Qwen3-VL-30B-A3B-Instruct
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5000000,
-            "mrope_section": [24, 20, 20],
-            "mrope_interleaved": True,
-        }
-    },
-    # Qwen3.5-9B and Qwen3.5-35B-A3B: the default sets no sections (HF's rotary module falls back
-    # to [11, 11, 10] at modeling_qwen3_5.py:159, which the generated config cannot read)
-    "qwen3_5": {"rope_parameters": _QWEN3_5_ROPE},
-    "qwen3_5_moe": {"rope_parameters": _QWEN3_5_ROPE},
-}
-# Composite-config keys that go with a tower above (the published model's)
-VISION_TOP_OVERRIDES = {
-    "smolvlm": {"scale_factor": 3},
-    # transformers maps these types to a text-only causal LM as well, which default_config_dir
-    # names first; the published checkpoints name the VLM class
-    "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"]},
-    "qwen3_5_moe": {"architectures": ["Qwen3_5MoeForConditionalGeneration"]},
-}
 
 
 def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tuple[Path, str]:
@@ -119,6 +56,7 @@ def config_dir(model_type: str, fixtures: dict[str, Path], scratch: Path) -> tup
         return fixtures[model_type], "fixture"
     from tests.analysis.labels import LABELS
     from tests.new_types import default_config_dir
+    from tests.published_vlms import VISION_OVERRIDES, VISION_TEXT_OVERRIDES, VISION_TOP_OVERRIDES
 
     overrides = next(
         (

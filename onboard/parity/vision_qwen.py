@@ -80,6 +80,45 @@ def _text(rng: np.random.Generator, vocab: int, image: int, count: int) -> list[
     return [int(t) for t in tokens if t != image][:count]
 
 
+def qwen_prefill(
+    runner: TorchVisionRunner, batch: VisionBatch, **inputs: Any
+) -> tuple[Any, Any, Any]:
+    """A Qwen-VL class's prefill on ``batch`` (its patches with their grids, when it has
+    images) and ``inputs``: the output, the image features (per image, concatenated) and the
+    embeddings its language model received."""
+    import torch
+
+    from onboard.tiny_model import image_features_method
+
+    captured: dict[str, Any] = {}
+
+    def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        captured["embeddings"] = kwargs.get("inputs_embeds")
+
+    images: dict[str, Any] = {}
+    features = None
+    handle = runner.language_model().register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            if batch.pixel_values is not None:
+                images = {
+                    "pixel_values": runner._tensor(batch.pixel_values),
+                    "image_grid_thw": runner._tensor(batch.image_grid_thw),
+                }
+                per_image = image_features_method(runner.model)(**images).pooler_output
+                features = _numpy(torch.cat(list(per_image)))
+            out = runner.model(
+                input_ids=runner._tensor(batch.input_ids),
+                attention_mask=runner._tensor(batch.attention_mask),
+                use_cache=True,
+                **inputs,
+                **images,
+            )
+    finally:
+        handle.remove()
+    return out, features, _numpy(captured["embeddings"])
+
+
 class QwenHFVisionRunner(TorchVisionRunner):
     """The tiny HF Qwen-VL: it computes its own M-RoPE positions (``get_rope_index`` from
     ``mm_token_type_ids`` and the grids) at prefill, and decodes from the deltas it kept."""
@@ -90,40 +129,19 @@ class QwenHFVisionRunner(TorchVisionRunner):
     def prefill(self, batch: VisionBatch) -> VisionStep:
         import torch
 
-        captured: dict[str, Any] = {}
-
-        def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
-            captured["embeddings"] = kwargs.get("inputs_embeds")
-
         input_ids = self._tensor(batch.input_ids)
-        images: dict[str, Any] = {}
-        features = None
-        handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
-        try:
-            with torch.no_grad():
-                if batch.pixel_values is not None:
-                    images = {
-                        "pixel_values": self._tensor(batch.pixel_values),
-                        "image_grid_thw": self._tensor(batch.image_grid_thw),
-                    }
-                    per_image = self.model.get_image_features(**images).pooler_output
-                    features = _numpy(torch.cat(list(per_image)))
-                self.model.base_model.rope_deltas = None
-                out = self.model(
-                    input_ids=input_ids,
-                    attention_mask=self._tensor(batch.attention_mask),
-                    mm_token_type_ids=(input_ids == self.model.config.image_token_id).int(),
-                    use_cache=True,
-                    **images,
-                )
-        finally:
-            handle.remove()
+        self.model.base_model.rope_deltas = None
+        out, features, embeddings = qwen_prefill(
+            self,
+            batch,
+            mm_token_type_ids=(input_ids == self.model.config.image_token_id).int(),
+        )
         deltas = self.model.base_model.rope_deltas
         deltas = torch.zeros(input_ids.shape[0], 1, dtype=torch.long) if deltas is None else deltas
         return VisionStep(
             _numpy(out.logits),
             features,
-            _numpy(captured["embeddings"]),
+            embeddings,
             (out.past_key_values, deltas),
             cache_states(self.model.config, out.past_key_values),
         )

@@ -43,37 +43,11 @@ class QwenGeneratedVisionRunner(TorchVisionRunner):
         return self.model.model.language_model
 
     def prefill(self, batch: VisionBatch) -> VisionStep:
-        import torch
+        from onboard.parity.vision_qwen import qwen_prefill
 
-        captured: dict[str, Any] = {}
-
-        def keep(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
-            captured["embeddings"] = kwargs.get("inputs_embeds")
-
-        images: dict[str, Any] = {}
-        features = None
-        handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
-        try:
-            with torch.no_grad():
-                if batch.pixel_values is not None:
-                    images = {
-                        "pixel_values": self._tensor(batch.pixel_values),
-                        "image_grid_thw": self._tensor(batch.image_grid_thw),
-                    }
-                    per_image = self.model.model.get_image_features(**images).pooler_output
-                    features = _numpy(torch.cat(list(per_image)))
-                out = self.model(
-                    input_ids=self._tensor(batch.input_ids),
-                    attention_mask=self._tensor(batch.attention_mask),
-                    position_ids=self._tensor(batch.position_ids),
-                    use_cache=True,
-                    **images,
-                )
-        finally:
-            handle.remove()
-        return VisionStep(
-            _numpy(out.logits), features, _numpy(captured["embeddings"]), out.past_key_values
-        )
+        positions = self._tensor(batch.position_ids)
+        out, features, embeddings = qwen_prefill(self, batch, position_ids=positions)
+        return VisionStep(_numpy(out.logits), features, embeddings, out.past_key_values)
 
 
 def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any] | None]:

@@ -16,7 +16,7 @@ import pytest
 
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
-from tests.new_types import default_config_dir
+from tests.published_vlms import published_vlm_dir
 from tests.targets.mobius.checks import passed_module, statuses
 from tests.targets.mobius.sabotage import parity_with
 
@@ -31,34 +31,16 @@ CHECKS = {
     "states",
     "text-only",
 }
-# The published Qwen3.5 text RoPE: transformers' default config sets no mrope_section (HF's
-# rotary module falls back to [11, 11, 10] at modeling_qwen3_5.py:159, which the generated
-# config cannot read) and turns the sections interleaved whatever the config says
-PUBLISHED_ROPE = {
-    "rope_type": "default",
-    "rope_theta": 10000000,
-    "partial_rotary_factor": 0.25,
-    "mrope_section": [11, 11, 10],
-    "mrope_interleaved": True,
-}
-# The merger's width is the text's in every published checkpoint; the defaults' 3584 cannot
-# feed a 4096 (qwen3_5, as Qwen3.5-9B) or 2048 (qwen3_5_moe, as Qwen3.5-35B-A3B) text model
-MERGER_WIDTH = {"qwen3_5": 4096, "qwen3_5_moe": 2048}
 RECURRENT_CARRIED = "conv_present,\n            recurrent_present,\n        )"
 
 
 def _config(model_type: str, root: Path) -> Path:
-    """transformers also maps these types to a text-only causal LM, which default_config_dir
-    names first; the published checkpoints name the VLM class."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-
-    return default_config_dir(
-        model_type,
-        root,
-        vision_config={"out_hidden_size": MERGER_WIDTH[model_type]},
-        text_config={"rope_parameters": PUBLISHED_ROPE},
-        architectures=[MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type]],
-    )
+    """The default config with what the published checkpoints set where it cannot run: the
+    M-RoPE sections (HF's rotary module falls back to [11, 11, 10] at modeling_qwen3_5.py:159,
+    which the generated config cannot read), the merger's width (the text's: 4096 as
+    Qwen3.5-9B, 2048 as Qwen3.5-35B-A3B) and the VLM class (transformers also maps these types
+    to a text-only causal LM, which default_config_dir names first)."""
+    return published_vlm_dir(model_type, root)
 
 
 def _new(model_type: str, tmp_path: Path, **options):

@@ -82,21 +82,9 @@ def _qwen3_vl_moe_config(root: Path) -> Path:
     """transformers' default qwen3_vl_moe config with the values Qwen3-VL-30B-A3B publishes where
     the default cannot run (the merger 3584 wide against a 2048 text; no M-RoPE sections). Its
     composite config unties the head while its text config ties it, as the defaults are."""
-    from tests.new_types import default_config_dir
+    from tests.published_vlms import published_vlm_dir
 
-    return default_config_dir(
-        "qwen3_vl_moe",
-        root,
-        vision_config={"out_hidden_size": 2048},
-        text_config={
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5000000,
-                "mrope_section": [24, 20, 20],
-                "mrope_interleaved": True,
-            }
-        },
-    )
+    return published_vlm_dir("qwen3_vl_moe", root)
 
 
 TIE_BY_COMPOSITE = 'tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False))'
