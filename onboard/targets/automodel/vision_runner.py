@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from onboard.parity.vision import TorchVisionRunner, VisionBatch, VisionStep, _numpy
+from onboard.parity.vision import (
+    TorchVisionRunner,
+    VisionBatch,
+    VisionStep,
+    _numpy,
+    cache_states,
+)
 
 
 class GeneratedVisionRunner(TorchVisionRunner):
@@ -33,7 +39,8 @@ class GeneratedVisionRunner(TorchVisionRunner):
 class QwenGeneratedVisionRunner(TorchVisionRunner):
     """The generated Qwen-VL class fed as a host feeds it: the patches with their grids, and
     the M-RoPE positions of the host rule (``parity/mrope.py``) at prefill and every decode
-    step, so the class never computes positions of its own."""
+    step, so the class never computes positions of its own. A hybrid text model's conv and
+    recurrent states are read from its cache after the prefill, as after every decode step."""
 
     def __init__(self, model: Any, provider: str) -> None:
         super().__init__(model)
@@ -47,12 +54,14 @@ class QwenGeneratedVisionRunner(TorchVisionRunner):
 
         positions = self._tensor(batch.position_ids)
         out, features, embeddings = qwen_prefill(self, batch, position_ids=positions)
-        return VisionStep(_numpy(out.logits), features, embeddings, out.past_key_values)
+        states = cache_states(self.model.config, out.past_key_values)
+        return VisionStep(_numpy(out.logits), features, embeddings, out.past_key_values, states)
 
 
 def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any] | None]:
     """The weights check, then image features, merged embeddings, prefill and decode on two rows
-    with an image each, and a text-only prompt."""
+    with an image each, and a text-only prompt. A Qwen-VL model's rows run to the request's
+    prompt length at least (past the chunks a hybrid text model's prefill scans in)."""
     import torch
 
     from onboard.hf_config import make_hf_config
@@ -74,7 +83,7 @@ def vision_scenarios(cls: type, request: Any) -> tuple[list[Any], dict[str, Any]
     if is_qwen_vl_tower(hf_config.vision_config):
         from onboard.parity.vision_qwen import QwenHFVisionRunner, qwen_vl_batches
 
-        batch, prompt = qwen_vl_batches(hf_config)
+        batch, prompt = qwen_vl_batches(hf_config, length=request.prompt_len)
         qwen = QwenGeneratedVisionRunner(model, request.device)
         checks = run_vision_scenarios(QwenHFVisionRunner(reference), qwen, batch, prompt)
         return [weights, *checks], proof
