@@ -127,12 +127,15 @@ def _source(function: Any) -> str:
 
 
 def _where(module: Any, method: str) -> str:
-    """``modeling_x.py:N`` of the first class in ``module`` that defines ``method``."""
+    """``modeling_x.py:N`` of the first class in ``module`` that defines ``method``, the tower's
+    classes last (its rotary embedding has a ``recomposition_frequencies`` of its own, before
+    the text model's)."""
     from onboard.analysis.probe import source_location
 
     if module is None:
         return ""
-    for value in vars(module).values():
-        if inspect.isclass(value) and method in vars(value):
-            return source_location(vars(value)[method]) or ""
-    return ""
+    classes = [v for v in vars(module).values() if inspect.isclass(v) and method in vars(v)]
+    if not classes:
+        return ""
+    classes.sort(key=lambda cls: "Vision" in cls.__name__)
+    return source_location(vars(classes[0])[method]) or ""

@@ -11,9 +11,11 @@ transformers' defaults with what the published checkpoints set (``tests/publishe
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding
 
 from onboard.codegen import lint_python
 from onboard.errors import UnsupportedFeatureError
@@ -77,6 +79,9 @@ def test_qwen3_5_vl_generates_into_automodel_with_zero_edits(tmp_path: Path) -> 
     assert "deepstack" not in model_py.lower()  # Qwen3.5's tower merges the last layer only
     mrope = (result.root / PACKAGE / "mrope.py").read_text()
     assert 'LAYOUT = "interleaved"' in mrope and PARTIAL in mrope
+    # the layout is cited at the text model's rotary, not at the tower's of the same name
+    text_rotary = inspect.getsourcelines(Qwen3_5TextRotaryEmbedding.recomposition_frequencies)
+    assert f"modeling_qwen3_5.py:{text_rotary[1]}" in mrope
 
 
 def _broken(tmp_path: Path, file: str, old: str, new: str) -> dict[str, Status]:
