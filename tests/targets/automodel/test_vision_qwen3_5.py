@@ -121,3 +121,24 @@ def test_a_moe_text_backbone_stays_refused_by_name(tmp_path: Path) -> None:
         _new("qwen3_5_moe", tmp_path, parity=False)
     assert any("qwen3_5_moe_text text backbone with experts" in item for item in raised.value.items)
     assert not (tmp_path / "out").exists()
+
+
+def test_deltanet_state_not_carried_fails_decode(tmp_path: Path) -> None:
+    """The DeltaNet layers get no cache: the prefill leaves no conv or recurrent state and every
+    decode step starts from zeros, while the prefill itself is unchanged."""
+    checks = _broken(
+        tmp_path,
+        "model.py",
+        "                past_key_values=past_key_values,\n"
+        "                position_embeddings=position_embeddings,",
+        "                past_key_values=(\n"
+        "                    None if decoder_layer.attention_type == 'linear_attention'\n"
+        "                    else past_key_values\n"
+        "                ),\n"
+        "                position_embeddings=position_embeddings,",
+    )
+    assert checks["weights"] is Status.PASS
+    assert checks["prefill"] is Status.PASS and checks["merged-embeddings"] is Status.PASS
+    assert checks["text-only"] is Status.PASS  # a prefill: it starts from no state either way
+    failing = {"decode", "states", "test_decode_steps_match_hf"}
+    assert {name for name in failing if checks[name] is not Status.PASS} == failing
