@@ -1,6 +1,7 @@
 """mobius 0.1.0's defects in its own Pixtral path (``LLaVAModel`` with a ``pixtral`` tower: the
 ``mistral3`` and ``pixtral`` registrations), named when a config triggers them, and in its own
-Qwen3.5 VLMs (``qwen3_5_defects``), named when the checks they break fail.
+Qwen3.5 VLMs (``qwen3_5_defects``) and Qwen-VL embedding graph (``qwen_vl_defects``), named when
+the checks they break fail.
 
 Each is read in mobius' source and measured on the tiny mistral3 of transformers' default config
 (tower features against HF's ``get_image_features``; the generated module reads each value
@@ -150,3 +151,34 @@ def qwen3_5_defects(module_class: type, failed: Collection[str]) -> tuple[Target
             )
         )
     return tuple(found)
+
+
+# mobius' own Qwen-VL classes whose embedding graph is Qwen25VLEmbeddingModel's (Qwen3-VL's
+# subclass keeps its forward); Qwen3.5's are named above, with their own measurement
+_QWEN_VL_ROW_CLASSES = (
+    "Qwen25VLCausalLMModel",
+    "Qwen2VLCausalLMModel",
+    "Qwen3VL3ModelCausalLMModel",
+)
+
+
+def qwen_vl_defects(module_class: type, failed: Collection[str]) -> tuple[TargetBug, ...]:
+    """The row-restarting feature count of mobius' own Qwen2-VL, Qwen2.5-VL and Qwen3-VL
+    embedding graph, named where the merged embeddings failed."""
+    if module_class.__name__ not in _QWEN_VL_ROW_CLASSES or "merged-embeddings" not in failed:
+        return ()
+    from mobius.models.qwen_vl import Qwen25VLEmbeddingModel
+
+    if not _ROW_CUMSUM.search(inspect.getsource(Qwen25VLEmbeddingModel.forward)):
+        return ()
+    return (
+        TargetBug(
+            "qwen-vl E1",
+            f"{module_class.__name__}'s embedding graph restarts its feature count on every row, "
+            "so with images in two rows the second row gets the first row's features (HF's "
+            "masked_scatter fills placeholders over the whole batch)",
+            "mobius/models/qwen_vl.py:306 CumSum(mask, axis 1) inside "
+            "Qwen25VLEmbeddingModel.forward; Qwen/Qwen2.5-VL-3B-Instruct (bundled config), rows "
+            "of one image, two images, none: merged embeddings 1.0 off, prefill logits 2.2",
+        ),
+    )

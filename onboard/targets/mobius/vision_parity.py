@@ -40,7 +40,11 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
-from onboard.targets.mobius.vision_bugs import pixtral_defects, qwen3_5_defects
+from onboard.targets.mobius.vision_bugs import (
+    pixtral_defects,
+    qwen3_5_defects,
+    qwen_vl_defects,
+)
 from onboard.tiny_vision import is_qwen_vl_tower
 from onboard.weightmap import WeightMapProof, prove
 
@@ -105,6 +109,7 @@ def run_vision_parity(
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
+        bugs.extend(qwen_vl_defects(case.module_class, failed))
     return ParityReport(
         target="mobius",
         model_type=model_type,

@@ -107,3 +107,20 @@ def test_qwen2_vl_generates_through_mobius_tower_without_windows(tmp_path: Path)
     sabotaged = parity_with(result, 'MergerActivation("gelu")', 'MergerActivation("quick_gelu")')
     checks = statuses(sabotaged)
     assert checks["image-features"] is Status.FAIL
+
+
+def test_mobius_own_qwen2_5_vl_is_reported_for_its_per_row_feature_count(tmp_path: Path) -> None:
+    """mobius' own Qwen25VLCausalLMModel: image features right, merged embeddings wrong where a
+    second row has images (its embedding graph counts features row by row); the report names
+    the defect, and text alone passes."""
+    result = _new(tmp_path, treat_as_new=False)
+    report = result.parity
+    assert result.proposal.already_supported is not None
+    assert report is not None and not report.passed
+    checks = statuses(report)
+    assert checks["image-features"] is Status.PASS
+    assert checks["merged-embeddings"] is Status.FAIL
+    assert checks["text-only"] is Status.PASS
+    (bug,) = [b for b in report.bugs if b.id == "qwen-vl E1"]
+    assert "Qwen25VLCausalLMModel" in bug.title
+    assert "CumSum" in bug.evidence
