@@ -21,6 +21,7 @@ from onboard.parity.harness import (
     state_diffs,
     states_check,
 )
+from onboard.parity.reference import cache_states
 from onboard.parity.report import Check, Metrics, Status
 from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
 from onboard.tiny_vision import dynamic_image_sizes
@@ -272,12 +273,6 @@ def _text(rng: np.random.Generator, vocab_size: int, image_token: int, count: in
 
 def _positions(shape: tuple[int, ...], start: int) -> np.ndarray:
     return np.broadcast_to(np.arange(start, start + shape[1], dtype=np.int64), shape).copy()
-
-
-def cache_states(config: Any, cache: Any) -> tuple[Any, ...]:
-    from onboard.parity.reference import cache_states as read
-
-    return read(config, cache)
 
 
 class TorchVisionRunner:

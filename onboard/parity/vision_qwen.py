@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from onboard.parity.mrope import mrope_positions, text_positions
+from onboard.parity.reference import cache_states
 from onboard.parity.vision import (
     TorchVisionRunner,
     VisionBatch,
     VisionStep,
     _numpy,
-    cache_states,
 )
 
 TEXT = 4  # text tokens before, between and after images

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from onboard.parity.reference import cache_states
 from onboard.parity.vision import (
     TorchVisionRunner,
     VisionBatch,
     VisionStep,
     _numpy,
-    cache_states,
 )
 
 

@@ -163,7 +163,7 @@ def _vision_parity(
         unread=tuple(unread_tensors(analysis.spec)),
         image_blocks=image_blocks,
         published_aliases=vision.published_aliases,
-        prompt_len=_chunked_prompt(analysis.spec),
+        prompt_len=scenarios_for(analysis.spec.text).prompt_len,
     )
     return run_vision_parity(
         case,
@@ -173,15 +173,6 @@ def _vision_parity(
         # image blocks are an attention bias of its own (M5)
         bug_ids=PROVIDER_BUGS + (("M5",) if image_blocks else ()),
     )
-
-
-def _chunked_prompt(spec: ArchitectureSpec) -> int:
-    """A prompt past the chunks a hybrid text model's prefill scans in (HF's DeltaNet: 64);
-    0 when none does."""
-    from onboard.parity.harness import prompt_length
-
-    chunks = spec.text.mixers.fixed_chunks()
-    return prompt_length(chunks) if chunks else 0
 
 
 def _module_class(proposal: Proposal, generated: tuple[Path, str] | None) -> type:
