@@ -102,7 +102,8 @@ _NO_L2_EPS = re.compile(r"op\.Sqrt\(\s*op\.ReduceSumSquare\(")
 
 
 def qwen3_5_defects(module_class: type, failed: Collection[str]) -> tuple[TargetBug, ...]:
-    """The defects of mobius' own Qwen3.5 VLM that explain the checks in ``failed``."""
+    """The defects of mobius' own Qwen3.5 VLM that explain the checks in ``failed`` (its
+    embedding graph's, shared with the other Qwen-VL classes, ``qwen_vl_defects`` names)."""
     if module_class.__name__ == "Qwen35MoECausalLMModel" and "build" in failed:
         return (
             TargetBug(
@@ -119,66 +120,62 @@ def qwen3_5_defects(module_class: type, failed: Collection[str]) -> tuple[Target
     if module_class.__name__ not in _QWEN3_5_CLASSES:
         return ()
     from mobius.components._gated_deltanet import GatedDeltaNet
-    from mobius.models.qwen_vl import Qwen25VLEmbeddingModel
 
-    found = []
-    embedding = inspect.getsource(Qwen25VLEmbeddingModel.forward)
-    if "merged-embeddings" in failed and _ROW_CUMSUM.search(embedding):
-        found.append(
-            TargetBug(
-                "qwen3.5 Q1",
-                f"{module_class.__name__}'s embedding graph (Qwen3VLEmbeddingModel) restarts its "
-                "feature count on every row, so with images in two rows the second row gets the "
-                "first row's features (HF's masked_scatter fills placeholders over the whole "
-                "batch)",
-                "mobius/models/qwen_vl.py:306 CumSum(mask, axis 1) inside "
-                "Qwen25VLEmbeddingModel.forward; tiny default qwen3_5 (published merger width "
-                "and M-RoPE), rows of one image, two images, none: merged embeddings 1.1 off, "
-                "prefill logits 2.5",
-            )
-        )
     mixer = inspect.getsource(GatedDeltaNet.forward)
-    if {"text-only", "prefill", "decode"} & set(failed) and _NO_L2_EPS.search(mixer):
-        found.append(
-            TargetBug(
-                "qwen3.5 Q2",
-                "mobius' GatedDeltaNet L2-normalises q and k with no epsilon, HF's "
-                "Qwen3_5GatedDeltaNet with 1e-6 (hybrid notes M7)",
-                "mobius/components/_gated_deltanet.py:213-222 x / sqrt(sum(x^2)) vs "
-                "transformers/models/qwen3_5/modeling_qwen3_5.py:295 rsqrt(sum(x^2) + eps), "
-                "eps=1e-6 at :343-344; tiny default qwen3_5, text only: logits 1.7e-4 off (the "
-                "generated DeltaNet, with HF's epsilon, 2e-6)",
-            )
-        )
-    return tuple(found)
+    if not ({"text-only", "prefill", "decode"} & set(failed) and _NO_L2_EPS.search(mixer)):
+        return ()
+    return (
+        TargetBug(
+            "qwen3.5 Q2",
+            "mobius' GatedDeltaNet L2-normalises q and k with no epsilon, HF's "
+            "Qwen3_5GatedDeltaNet with 1e-6 (hybrid notes M7)",
+            "mobius/components/_gated_deltanet.py:213-222 x / sqrt(sum(x^2)) vs "
+            "transformers/models/qwen3_5/modeling_qwen3_5.py:295 rsqrt(sum(x^2) + eps), "
+            "eps=1e-6 at :343-344; tiny default qwen3_5, text only: logits 1.7e-4 off (the "
+            "generated DeltaNet, with HF's epsilon, 2e-6)",
+        ),
+    )
 
 
 # mobius' own Qwen-VL classes whose embedding graph is Qwen25VLEmbeddingModel's (Qwen3-VL's
-# subclass keeps its forward); Qwen3.5's are named above, with their own measurement
-_QWEN_VL_ROW_CLASSES = (
-    "Qwen25VLCausalLMModel",
-    "Qwen2VLCausalLMModel",
-    "Qwen3VL3ModelCausalLMModel",
-)
+# subclass keeps its forward): the row-count defect's id for each, and where it was measured
+_ROW_COUNT_MEASURED = {
+    "Qwen25VLCausalLMModel": (
+        "qwen-vl E1",
+        "Qwen/Qwen2.5-VL-3B-Instruct (bundled config), rows of one image, two images, none: "
+        "merged embeddings 1.0 off, prefill logits 2.2",
+    ),
+    "Qwen2VLCausalLMModel": ("qwen-vl E1", "measured on Qwen2.5-VL, which shares the graph"),
+    "Qwen3VL3ModelCausalLMModel": ("qwen-vl E1", "measured on Qwen2.5-VL, which shares the graph"),
+    **dict.fromkeys(
+        _QWEN3_5_CLASSES,
+        (
+            "qwen3.5 Q1",
+            "tiny default qwen3_5 (published merger width and M-RoPE), rows of one image, two "
+            "images, none: merged embeddings 1.1 off, prefill logits 2.5",
+        ),
+    ),
+}
 
 
 def qwen_vl_defects(module_class: type, failed: Collection[str]) -> tuple[TargetBug, ...]:
-    """The row-restarting feature count of mobius' own Qwen2-VL, Qwen2.5-VL and Qwen3-VL
-    embedding graph, named where the merged embeddings failed."""
-    if module_class.__name__ not in _QWEN_VL_ROW_CLASSES or "merged-embeddings" not in failed:
+    """The row-restarting feature count of the embedding graph mobius' own Qwen2-VL,
+    Qwen2.5-VL, Qwen3-VL and Qwen3.5 VLMs share, named where the merged embeddings failed."""
+    measured = _ROW_COUNT_MEASURED.get(module_class.__name__)
+    if measured is None or "merged-embeddings" not in failed:
         return ()
     from mobius.models.qwen_vl import Qwen25VLEmbeddingModel
 
     if not _ROW_CUMSUM.search(inspect.getsource(Qwen25VLEmbeddingModel.forward)):
         return ()
+    bug_id, where = measured
     return (
         TargetBug(
-            "qwen-vl E1",
+            bug_id,
             f"{module_class.__name__}'s embedding graph restarts its feature count on every row, "
             "so with images in two rows the second row gets the first row's features (HF's "
             "masked_scatter fills placeholders over the whole batch)",
             "mobius/models/qwen_vl.py:306 CumSum(mask, axis 1) inside "
-            "Qwen25VLEmbeddingModel.forward; Qwen/Qwen2.5-VL-3B-Instruct (bundled config), rows "
-            "of one image, two images, none: merged embeddings 1.0 off, prefill logits 2.2",
+            f"Qwen25VLEmbeddingModel.forward; {where}",
         ),
     )
