@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 from onboard.naming import class_prefix
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.vision_qwen import QwenVLDesign, design_qwen_vl, qwen_vl_blockers
+from onboard.targets.automodel.vision_qwen import (
+    QwenVLDesign,
+    defined_at,
+    design_qwen_vl,
+    qwen_vl_blockers,
+)
 
 # The parts' attributes, as AutoModel's Mistral3ForConditionalGeneration names them.
 TOWER, PROJECTOR, LANGUAGE_MODEL = "vision_tower", "multi_modal_projector", "language_model"
@@ -112,7 +117,7 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "pixel_values of whole images, not flattened patches with image_grid_thw"
         )
     if vision.image_rows:
-        where = _method(module, "get_image_features") if module else ""
+        where = defined_at(module, "get_image_features")
         found.append(
             "pixel_values as rows of images padded with all-zero images "
             f"({where or 'vision.image_rows'}): the generated VLM passes one image per row of "
@@ -134,7 +139,7 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             "what it is given"
         )
     if vision.select.post_norm:
-        where = _method(module, "get_image_features") if module else ""
+        where = defined_at(module, "get_image_features")
         found.append(
             f"features read after the tower's post norm ({where or 'vision.select.post_norm'}): "
             "the generated selection reads hidden_states[layer]"
@@ -180,7 +185,7 @@ def design_vision(spec: ArchitectureSpec, ties: bool) -> VisionDesign:
         "tower": f"{base}.py:{_tower_line(module)}",
         "projector": f"{base}.py:{projector[1]}",
         "select": _line_of(module, "hidden_states[vision_feature_layer]")
-        or _method(module, "get_image_features"),
+        or defined_at(module, "get_image_features"),
         "merge": _line_of(module, "masked_scatter") or "",
     }
     return VisionDesign(
@@ -316,12 +321,3 @@ def _line_in(module, pattern: str) -> str:
     regex = re.compile(pattern)
     number = next((n for n, line in enumerate(_source(module), 1) if regex.search(line)), None)
     return f"{_file(module)}:{number}" if number else ""
-
-
-def _method(module, name: str) -> str:
-    from onboard.analysis.probe import source_location
-
-    for value in vars(module).values():
-        if inspect.isclass(value) and name in vars(value):
-            return source_location(vars(value)[name]) or ""
-    return ""

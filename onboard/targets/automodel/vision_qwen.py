@@ -69,10 +69,10 @@ def design_qwen_vl(vision: VisionSpec, module: Any, architecture: str) -> QwenVL
     base = _base_model(vlm)
     deepstack = vision.deepstack
     where = {
-        "rope_index": _where(module, "get_rope_index"),
-        "rotary": _where(module, "recomposition_frequencies"),
-        "deepstack": _where(module, "_deepstack_process"),
-        "image_features": _where(module, "get_image_features"),
+        "rope_index": defined_at(module, "get_rope_index"),
+        "rotary": defined_at(module, "recomposition_frequencies"),
+        "deepstack": defined_at(module, "_deepstack_process"),
+        "image_features": defined_at(module, "get_image_features"),
     }
     return QwenVLDesign(
         hf_vlm=vlm.__name__,
@@ -126,7 +126,7 @@ def _source(function: Any) -> str:
         return ""
 
 
-def _where(module: Any, method: str) -> str:
+def defined_at(module: Any, method: str) -> str:
     """``modeling_x.py:N`` of the first class in ``module`` that defines ``method``, the tower's
     classes last (its rotary embedding has a ``recomposition_frequencies`` of its own, before
     the text model's)."""
