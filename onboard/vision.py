@@ -322,9 +322,12 @@ class MergeSpec:
     # before the merge, inside the embedding (Gemma's in transformers 5), so image features are
     # not scaled; False: no scale, or a decoder that scales whatever it is given
     scaled_before_merge: bool = False
-    # Image placeholders attend to the other placeholders of their image in both directions when
-    # the processor passes ``token_type_ids`` (Gemma 3 always does); the text stays causal
-    bidirectional_images: bool = False
+    # How HF widens the causal mask when the processor passes ``token_type_ids`` (its
+    # ``block_sequence_ids``; ``analysis/vision/token_blocks.py``): "images": each image's
+    # placeholders (typed 1) see each other both ways, the text stays causal (Gemma 3);
+    # "prefix": every token typed 0 (the image and the prompt) sees the others both ways, the
+    # suffix typed 1 stays causal (PaliGemma); "": the mask stays causal
+    token_blocks: Literal["", "images", "prefix"] = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Published values for VLMs whose transformers default config cannot run as it is (a tower
 whose patch grid the projector cannot fold, a merger narrower or wider than the text, no M-RoPE
-sections): the re-onboarding benchmark and the tests build the default config with these."""
+sections) or is not the published model's (PaliGemma): the re-onboarding benchmark and the tests
+build the default config with these."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ VISION_OVERRIDES = {
     # (Qwen3.5-35B-A3B's is 2048 wide)
     "qwen3_5": {"out_hidden_size": 4096},
     "qwen3_5_moe": {"out_hidden_size": 2048},
+    # google/paligemma-3b-pt-224's SigLIP So400m tower: 4304 wide MLPs (the default's 4096)
+    "paligemma": {"intermediate_size": 4304},
 }
 _QWEN3_5_ROPE = {
     "rope_type": "default",
@@ -62,6 +65,8 @@ VISION_TEXT_OVERRIDES = {
     # to [11, 11, 10] at modeling_qwen3_5.py:159, which the generated config cannot read)
     "qwen3_5": {"rope_parameters": _QWEN3_5_ROPE},
     "qwen3_5_moe": {"rope_parameters": _QWEN3_5_ROPE},
+    # google/paligemma-3b-pt-224: Gemma 2B with 64 more rows than the tokenizer's 257152
+    "paligemma": {"vocab_size": 257216},
 }
 # Composite-config keys that go with a tower above (the published model's)
 VISION_TOP_OVERRIDES = {
@@ -70,6 +75,8 @@ VISION_TOP_OVERRIDES = {
     # names first; the published checkpoints name the VLM class
     "qwen3_5": {"architectures": ["Qwen3_5ForConditionalGeneration"]},
     "qwen3_5_moe": {"architectures": ["Qwen3_5MoeForConditionalGeneration"]},
+    # google/paligemma-3b-pt-224's placeholder, the first id past the tokenizer's text tokens
+    "paligemma": {"image_token_index": 257152},
 }
 
 

@@ -4,12 +4,17 @@ A batch of two rows, each with its own image between different text, so a candid
 the second row the first row's features fails; the checks compare the image features, the merged
 embeddings, the prefill logits, three decode steps (text only, feeding the reference's argmax
 and the caches back) and a prompt with no image at all.
+
+A model whose mask reads ``token_type_ids`` (``MergeSpec.token_blocks``) gets them as its
+processor makes them: the placeholders typed 1 (Gemma 3's image blocks), or a prefix typed 0 and
+a suffix typed 1 whose lengths differ from row to row (PaliGemma's), the text-only prompt
+included. Decode steps type their token 1, as HF's ``generate`` does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +37,9 @@ ROW_TEXT = 8  # text tokens per row
 # Images per row for a VLM that takes rows of images (Idefics 3): two, one, and a text-only row
 # whose pixels are all padding, so a candidate that mixes up rows or keeps padding fails
 IMAGES_PER_ROW = (2, 1, 0)
+# The suffix typed 1 at the end of each row under a prefix rule (PaliGemma): the rest, the image
+# and the prompt around it, is the prefix typed 0; the text-only prompt takes the first
+SUFFIX = (4, 2)
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,8 @@ class VisionBatch:
     # pixel_values is [rows, images, channels, height, width]: row r holds the first
     # images_per_row[r] images, the rest are all-zero padding; None: one image per row
     images_per_row: tuple[int, ...] | None = None
+    # [B, S] int64 as the processor returns them, for a model whose mask reads them
+    token_type_ids: np.ndarray | None = None
 
     @property
     def images(self) -> list[np.ndarray]:
@@ -143,7 +153,33 @@ def rows_batch(
     )
 
 
-def scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, VisionBatch]:
+def scenario_batches(
+    reference: Any, hf_config: Any, token_blocks: str = ""
+) -> tuple[VisionBatch, VisionBatch]:
+    """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM, with
+    the token types ``token_blocks`` reads (``MergeSpec.token_blocks``)."""
+    batch, text = _scenario_batches(reference, hf_config)
+    image_token = hf_config.image_token_id
+    return typed(batch, token_blocks, image_token), typed(text, token_blocks, image_token)
+
+
+def typed(batch: VisionBatch, token_blocks: str, image_token: int) -> VisionBatch:
+    """``batch`` with the ``token_type_ids`` a processor gives under ``token_blocks``: the
+    placeholders typed 1 ("images"), or each row's last ``SUFFIX`` tokens typed 1 and the rest,
+    the prefix, 0 ("prefix"); none for a causal model."""
+    ids = batch.input_ids
+    if token_blocks == "images":
+        types = (ids == image_token).astype(np.int64)
+    elif token_blocks == "prefix":
+        types = np.zeros_like(ids)
+        for row in range(ids.shape[0]):
+            types[row, ids.shape[1] - SUFFIX[row % len(SUFFIX)] :] = 1
+    else:
+        return batch
+    return replace(batch, token_type_ids=types)
+
+
+def _scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, VisionBatch]:
     """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM: square
     images of the tower's size, or two of different sizes for a tower that takes any size; for
     a VLM that takes rows of images, rows of two, one and no image."""
@@ -182,16 +218,18 @@ def text_batch(vocab_size: int, image_token: int, seed: int = 4) -> VisionBatch:
 
 
 def next_batch(previous: VisionBatch, logits: np.ndarray) -> VisionBatch:
-    """One decode step: the reference's argmax, one position on."""
+    """One decode step: the reference's argmax, one position on (typed 1, a generated token,
+    where the prompt was typed)."""
     tokens = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
     past = previous.attention_mask.shape[1]
     mask = np.ones((tokens.shape[0], past + 1), dtype=np.int64)
+    types = None if previous.token_type_ids is None else np.ones_like(tokens)
     if previous.rope_deltas is not None:  # M-RoPE: the cache length plus each row's delta
         from onboard.parity.mrope import text_positions
 
         positions = text_positions(tokens.shape, past + previous.rope_deltas)
         return VisionBatch(None, tokens, mask, positions, rope_deltas=previous.rope_deltas)
-    return VisionBatch(None, tokens, mask, _positions(tokens.shape, past))
+    return VisionBatch(None, tokens, mask, _positions(tokens.shape, past), token_type_ids=types)
 
 
 def run_vision_scenarios(
@@ -221,6 +259,10 @@ def _rows_text(batch: VisionBatch) -> str:
         return f"three rows of {batch.input_ids.shape[1]} tokens: one image, two images, text only"
     if batch.images_per_row is not None:
         return "rows of " + ", ".join(str(n) for n in batch.images_per_row) + " images"
+    if batch.token_type_ids is not None:
+        suffix = [int(row.sum()) for row in batch.token_type_ids[:, ::-1].cumprod(axis=1)]
+        if any(suffix):
+            return "two rows, an image each, suffixes of " + ", ".join(map(str, suffix))
     return "two rows, an image each"
 
 
@@ -281,12 +323,9 @@ class TorchVisionRunner:
 
     provider = "transformers"
 
-    def __init__(self, model: Any, image_token_types: int | None = None) -> None:
-        """``image_token_types``: the image token whose placeholders prefill marks with
-        ``token_type_ids`` 1, as the processor does for models that read them (Gemma 3)."""
+    def __init__(self, model: Any) -> None:
         self.model = model
         self.device = next(model.parameters()).device
-        self.image_token_types = image_token_types
 
     def language_model(self) -> Any:
         raise NotImplementedError
@@ -316,12 +355,13 @@ class TorchVisionRunner:
                 features = None
                 if pixels is not None:
                     features = _numpy(self.image_features(pixels, **sized))
-                input_ids = self._tensor(batch.input_ids)
+                # the prompt's token types; decode steps pass none, as generate does for the
+                # mask (Gemma 3 drops them, PaliGemma reads them at the first step only)
                 types = {}
-                if self.image_token_types is not None:
-                    types["token_type_ids"] = (input_ids == self.image_token_types).long()
+                if batch.token_type_ids is not None:
+                    types["token_type_ids"] = self._tensor(batch.token_type_ids)
                 out = self.model(
-                    input_ids=input_ids,
+                    input_ids=self._tensor(batch.input_ids),
                     pixel_values=pixels,
                     **sized,
                     attention_mask=self._tensor(batch.attention_mask),

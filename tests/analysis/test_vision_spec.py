@@ -213,21 +213,33 @@ def _blockers(target: str, spec) -> tuple[str, ...]:
 
 def test_automodel_generates_llava_and_names_what_it_cannot(tmp_path: Path) -> None:
     assert _blockers("automodel", analysis_of(LLAVA).spec) == ()
-    # PaliGemma's image blocks attend both ways: the generated text model's mask is causal
+    # PaliGemma's prefix attends both ways: the generated text model's mask is causal; refused
+    # at the line where HF builds the prefix from the token types
     blockers = _blockers("automodel", analyse(_default(tmp_path, "paligemma")).spec)
-    assert any("both ways" in b and "modeling_paligemma.py:" in b for b in blockers)
+    (prefix,) = [b for b in blockers if "both ways" in b]
+    assert "a bidirectional prefix: the tokens token_type_ids type 0" in prefix
+    assert f"({_paligemma_blocks_line()})" in prefix
 
 
 def test_mobius_generates_llava_and_names_what_it_cannot_build_on(tmp_path: Path) -> None:
     assert _blockers("mobius", analysis_of(LLAVA).spec) == ()
-    # PaliGemma's tower, projector and embedding scale are generated; its bidirectional
-    # prefix (token types that change what text sees) is not
-    (blocker,) = _blockers("mobius", analyse(_default(tmp_path, "paligemma")).spec)
-    assert "bidirectional prefix" in blocker and "modeling_paligemma.py:" in blocker
+    # PaliGemma's tower, projector, embedding scale and bidirectional prefix are generated
+    assert _blockers("mobius", analyse(_default(tmp_path, "paligemma")).spec) == ()
     # several feature layers: the generated ViT keeps each read state (VipLLaVA's way)
     several = _analyse(tmp_path / "several", vision_feature_layer=[-2, -5]).spec
     assert len(several.vision.select.layers) == 2
     assert _blockers("mobius", several) == ()
+
+
+def _paligemma_blocks_line() -> str:
+    """Where transformers' PaliGemma builds its blocks from the token types (file:line)."""
+    import inspect
+
+    from transformers.models.paligemma import modeling_paligemma
+
+    lines = inspect.getsource(modeling_paligemma).splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if "= torch.where(token_type_ids" in line)
+    return f"modeling_paligemma.py:{number}"
 
 
 def _default(tmp_path: Path, model_type: str):
@@ -242,9 +254,13 @@ def test_paligemma_reads_the_post_normed_last_state_and_a_linear_projector(
     tmp_path: Path,
 ) -> None:
     spec = analyse(_default(tmp_path, "paligemma")).spec
-    # token types that widen what text attends to: a delta, not image blocks
-    (delta,) = spec.unresolved
-    assert "bidirectional prefix" in delta.what
+    assert spec.unresolved == ()
+    # token types 0 (the image and the prompt) see each other both ways: read from HF's mask,
+    # cited where HF builds the blocks
+    assert spec.vision.merge.token_blocks == "prefix"
+    source, probe = dict(spec.evidence)["vision.merge.token_blocks"]
+    assert source.where == _paligemma_blocks_line()
+    assert "token_type_ids == 0" in source.detail and "typed 0" in probe.detail
     assert spec.vision.select.post_norm and not spec.vision.select.drop_class_token
     assert [s.op for s in spec.vision.projector.steps] == ["linear"]
     # Gemma's embedding scales token rows itself: the image features enter unscaled
@@ -274,8 +290,9 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
         real.text_config.hidden_size,
     )
     assert vision.select.post_norm and vision.merge.scaled_before_merge
-    assert vision.merge.bidirectional_images  # hybrid notes M13: mobius' gemma3 is causal only
-    assert not analysis_of(LLAVA).spec.vision.merge.bidirectional_images
+    assert vision.merge.token_blocks == "images"  # hybrid notes M13: mobius' gemma3 is causal
+    assert dict(spec.evidence)["vision.merge.token_blocks"][0].where.startswith("modeling_gemma3")
+    assert analysis_of(LLAVA).spec.vision.merge.token_blocks == ""
     # generated with image blocks (mobius' own gemma3 decoder is causal: hybrid notes M13)
     assert _blockers("mobius", spec) == ()
 

@@ -19,6 +19,7 @@ from onboard.analysis.vision.qwen_read import read_qwen_vision
 from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
+from onboard.analysis.vision.token_blocks import read_token_blocks
 from onboard.analysis.vision.tower import read_tower
 from onboard.analysis.vision.trace import trace_vlm
 from onboard.checkpoint import tensors
@@ -93,16 +94,17 @@ def analyse_vlm(
 
 def _vlm_head(model: Any, config: Any, text: Any) -> tuple[Any, tuple]:
     """The text spec as the VLM's own head computes the logits (see ``head``); a backbone
-    that scales no logits has nothing to decide (and Qwen-VL no separate projector to find)."""
+    that scales and caps no logits has nothing to decide (and Qwen-VL no separate projector to
+    find)."""
     import torch
 
-    if text.scale_at("logits") is None:
+    if text.scale_at("logits") is None and text.final_logit_softcap is None:
         return text, ()
 
-    from onboard.analysis.vision.head import vlm_logit_scale
+    from onboard.analysis.vision.head import vlm_head
 
     prompt = torch.arange(1, 8)[None] % config.text_config.vocab_size
-    return vlm_logit_scale(model, find_parts(model, config), prompt, text)
+    return vlm_head(model, find_parts(model, config), prompt, text)
 
 
 def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
@@ -221,40 +223,6 @@ def _scaled_before_merge(language_model: Any, trace: Any) -> bool:
     return not bool((table[trace.input_ids] == trace.text_embeddings).all())
 
 
-def _bidirectional_images(model: Any, config: Any, trace: Any) -> tuple[bool, Delta | None]:
-    """Whether marking the placeholders in ``token_type_ids`` changes the logits: HF then lets
-    each image's tokens see each other both ways (Gemma 3), which a causal mask does not.
-
-    Under that rule a token before the first placeholder sees only earlier text, so its logits
-    stay; when they move too, the types mean something else (a bidirectional prefix, as in
-    PaliGemma), which is a delta.
-    """
-    import torch
-
-    types = (trace.input_ids == config.image_token_id).long()
-    inputs = {"input_ids": trace.input_ids, **trace.image_inputs}
-    with torch.no_grad():
-        try:
-            marked = model(**inputs, token_type_ids=types).logits
-        except (TypeError, ValueError):  # the model takes no token types
-            return False, None
-        plain = model(**inputs).logits
-    if torch.allclose(marked, plain, atol=1e-6):
-        return False, None
-    first = int(types[0].argmax())
-    if torch.allclose(marked[:, :first], plain[:, :first], atol=1e-6):
-        return True, None
-    from onboard.analysis.probe import source_location
-
-    forward = type(model.base_model).forward
-    return True, Delta(
-        "token_type_ids change what text before the image placeholders attends to (a "
-        "bidirectional prefix, not image blocks)",
-        source_location(forward) or type(model.base_model).__name__,
-        "onboard generates image tokens that see the rest of their image both ways",
-    )
-
-
 def _did_not_run(model: Any, exc: Exception) -> Delta:
     from onboard.analysis.probe import source_location
 
@@ -330,13 +298,14 @@ def _read_vision(
     if select.spec is None or projector.spec is None:
         return None, tower.evidence, deltas
     key = image_token_key(config)
-    bidirectional, prefix = _bidirectional_images(model, config, trace)
-    deltas += (prefix,) if prefix else ()
+    language_model = parts.module(model, "language_model")
+    blocks = read_token_blocks(model, language_model, config, trace)
+    deltas += (blocks.delta,) if blocks.delta else ()
     merge = MergeSpec(
         image_token_id=config.image_token_id,
         image_token_key=key,
-        scaled_before_merge=_scaled_before_merge(parts.module(model, "language_model"), trace),
-        bidirectional_images=bidirectional,
+        scaled_before_merge=_scaled_before_merge(language_model, trace),
+        token_blocks=blocks.rule,
     )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)
@@ -364,16 +333,8 @@ def _read_vision(
             (Evidence("config", f"config.json:{key}", "image placeholder token"),),
         ),
         (
-            "vision.merge.bidirectional_images",
-            (
-                Evidence(
-                    "probe",
-                    "token_type_ids",
-                    "marking the placeholders changes the logits"
-                    if merge.bidirectional_images
-                    else "the mask stays causal",
-                ),
-            ),
+            "vision.merge.token_blocks",
+            blocks.evidence or (Evidence("probe", "token_type_ids", "the mask stays causal"),),
         ),
     )
     checked = check_vision(vision, model, parts, trace)

@@ -41,8 +41,10 @@ VISION_CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ..
     ("vision.projector", "vision.projector", _steps),
     (
         "vision.image_attention",
-        "vision.merge.bidirectional_images",
-        lambda s: "bidirectional" if _vision(s).merge.bidirectional_images else "causal",
+        "vision.merge.token_blocks",
+        lambda s: {"images": "bidirectional", "prefix": "bidirectional prefix"}.get(
+            _vision(s).merge.token_blocks, "causal"
+        ),
     ),
     (
         "vision.image_token",

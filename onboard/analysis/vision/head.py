@@ -1,9 +1,11 @@
-"""The VLM's own head: whether it scales the logits as its text backbone's causal LM does.
+"""The VLM's own head: whether it scales or soft-caps the logits as its text backbone's causal LM
+does.
 
-The text backbone is analysed as a causal LM, whose class may scale the logits
-(``logit_scale``: Cohere's). A VLM runs its own head on the language model's last state and
-need not (Aya Vision's ``lm_head(hidden_states)`` over a Cohere 2 text model): what the VLM
-computes decides, told by its logits against its head on the same state.
+The text backbone is analysed as a causal LM, whose class may scale the logits (``logit_scale``:
+Cohere's) or soft-cap them (``final_logit_softcapping``: Gemma 2's). A VLM runs its own head on
+the language model's last state and need not (Aya Vision's ``lm_head(hidden_states)`` over a
+Cohere 2 text model, PaliGemma 2's over a Gemma 2 one): what the VLM computes decides, told by
+its logits against its head on the same state.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from onboard.analysis.vision.parts import VLMParts
 from onboard.spec import Evidence, TextDecoderSpec
 
 
-def vlm_logit_scale(
+def vlm_head(
     model: Any, parts: VLMParts, input_ids: Any, text: TextDecoderSpec
 ) -> tuple[TextDecoderSpec, tuple[tuple[str, tuple[Evidence, ...]], ...]]:
-    """``text`` without its logits scale when the VLM's logits are its head's output as is."""
+    """``text`` without its logits scale and final soft-cap when the VLM's logits are its head's
+    output as is."""
     import torch
 
     scale = text.scale_at("logits")
-    if scale is None:
+    if scale is None and text.final_logit_softcap is None:
         return text, ()
     with torch.no_grad():
         hidden = parts.module(model, "language_model")(input_ids=input_ids).last_hidden_state
@@ -33,10 +36,15 @@ def vlm_logit_scale(
     from onboard.analysis.probe import source_location
 
     where = source_location(type(model).forward) or type(model).__name__
-    evidence = Evidence(
-        "probe",
-        where,
-        f"the VLM's logits are {parts.head}(last state) without the text model's {scale.key}",
+    evidence = []
+    if scale is not None:
+        text = dataclasses.replace(text, scales=tuple(s for s in text.scales if s.site != "logits"))
+        without = f"without the text model's {scale.key}"
+        evidence.append(("text.scales.logits", without))
+    if text.final_logit_softcap is not None:
+        text = dataclasses.replace(text, final_logit_softcap=None)
+        evidence.append(("text.final_logit_softcap", "not soft-capped by final_logit_softcapping"))
+    return text, tuple(
+        (path, (Evidence("probe", where, f"the VLM's logits are {parts.head}(last state) {what}"),))
+        for path, what in evidence
     )
-    kept = tuple(s for s in text.scales if s.site != "logits")
-    return dataclasses.replace(text, scales=kept), (("text.scales.logits", (evidence,)),)

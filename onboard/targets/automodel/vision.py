@@ -21,6 +21,7 @@ import inspect
 import re
 from dataclasses import dataclass
 
+from onboard.analysis.vision.token_blocks import BLOCKS_LINE
 from onboard.naming import class_prefix
 from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.vision_qwen import (
@@ -123,11 +124,16 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"({where or 'vision.image_rows'}): the generated VLM passes one image per row of "
             "pixel_values [images, channels, height, width]"
         )
-    if vision.merge.bidirectional_images:
-        where = _line_in(module, r"token_type_ids.*mask|mask.*token_type_ids")
+    if vision.merge.token_blocks:
+        where = _line_in(module, BLOCKS_LINE)
+        what = {
+            "images": "image tokens that attend to each other both ways when token_type_ids "
+            "mark them",
+            "prefix": "a bidirectional prefix: the tokens token_type_ids type 0 (the image and "
+            "the prompt) attend to each other both ways",
+        }[vision.merge.token_blocks]
         found.append(
-            "image tokens that attend to each other both ways when token_type_ids mark them "
-            f"({where or 'vision.merge.bidirectional_images'}): the generated text model's mask "
+            f"{what} ({where or 'vision.merge.token_blocks'}): the generated text model's mask "
             "is causal, so the generated VLM would be wrong on every image prompt"
         )
     if vision.merge.scaled_before_merge:

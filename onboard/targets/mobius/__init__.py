@@ -156,12 +156,12 @@ def _vision_parity(
     from onboard.targets.mobius.vision_parity import VisionCase, run_vision_parity
 
     vision = analysis.spec.vision
-    image_blocks = vision.merge.bidirectional_images
+    blocks = vision.merge.token_blocks
     case = VisionCase(
         _module_class(proposal, generated),
         analysis.tiny.config,
         unread=tuple(unread_tensors(analysis.spec)),
-        image_blocks=image_blocks,
+        token_blocks=blocks,
         published_aliases=vision.published_aliases,
         prompt_len=scenarios_for(analysis.spec.text).prompt_len,
     )
@@ -170,8 +170,8 @@ def _vision_parity(
         model_type=analysis.spec.model_type,
         generated=generated is not None,
         # The generated decoder routes around its base class's bugs, as a text model's does;
-        # image blocks are an attention bias of its own (M5)
-        bug_ids=PROVIDER_BUGS + (("M5",) if image_blocks else ()),
+        # image blocks or a prefix are an attention bias of its own (M5)
+        bug_ids=PROVIDER_BUGS + (("M5",) if blocks else ()),
     )
 
 

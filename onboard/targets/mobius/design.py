@@ -18,7 +18,6 @@ from onboard.block_specs import (
     DynamicMaskSpec,
     MLPSpec,
 )
-from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     LEADING_DENSE_KEYS,
@@ -159,9 +158,10 @@ class TextDesign:
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
-    # A VLM's image tokens see the rest of their image both ways (Gemma 3): the masks carry the
-    # image blocks, and a generated Attention takes them as the whole mask (not causal again)
-    image_blocks: bool = False
+    # A VLM's token types widen the causal mask (vision.merge.token_blocks: each image's
+    # tokens, Gemma 3, or a prefix, PaliGemma, see each other both ways): the masks carry the
+    # blocks, and a generated Attention takes them as the whole mask (not causal again)
+    token_blocks: str = ""  # the rule: "images" or "prefix"
     # A VLM's DeepStack (Qwen3-VL): the forward takes one addend per leading layer (image
     # features at the placeholders, zero elsewhere), added to that layer's output
     deepstack: bool = False
@@ -203,7 +203,7 @@ class TextDesign:
         """Each layer's attention is the generated ``<prefix>Attention``."""
         return (
             self.qk_norm_after_rope
-            or self.image_blocks
+            or self.token_blocks
             or bool(self.dynamic_mask or self.differential or self.sinks)
         )
 
@@ -337,9 +337,11 @@ def design_model(
         else class_prefix("", name)
     )
     deepstack = spec.vision is not None and spec.vision.deepstack is not None
+    # mobius' own text models' masks are causal: blocks of token types go to a generated one
+    blocks = spec.vision is not None and bool(spec.vision.merge.token_blocks)
     text_design = (
         _text_design(spec, needed, missing, prefix)
-        if missing & TEXT_FEATURES or deepstack
+        if missing & TEXT_FEATURES or deepstack or blocks
         else None
     )
     settings, extra = _settings(spec, profile, text_design)
@@ -374,12 +376,6 @@ def design_model(
     module = module_name(name or spec.model_type)
     renames = _renames(spec, text_design)
     vision = design_vision(spec, prefix)
-    if vision is not None and vision.image_blocks and text_design is None:
-        raise UnsupportedFeatureError(
-            "image tokens that attend to each other both ways (vision.merge): the masks of "
-            f"mobius' {chosen.variant.class_name} are causal; onboard adds image blocks to "
-            "generated text models only"
-        )
     if vision is not None and text_design is not None and text_design.mixers:
         vision = dataclasses.replace(vision, hybrid=True)
     changes += vision.changes if vision else ()
@@ -601,7 +597,7 @@ def _text_design(
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
-        image_blocks=spec.vision is not None and spec.vision.merge.bidirectional_images,
+        token_blocks=spec.vision.merge.token_blocks if spec.vision is not None else "",
         deepstack=spec.vision is not None and spec.vision.deepstack is not None,
         learned_activation=mlp is not None and mlp.learned_activation is not None,
         final_norm=text.final_norm,

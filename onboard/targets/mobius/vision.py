@@ -126,9 +126,11 @@ class VisionDesign:
     # The token rows are scaled (the text's embedding scale) before image features replace
     # the placeholders', so the features are not scaled
     scaled_embeddings: bool = False
-    # An image's placeholders see each other both ways (HF's token_type_ids): the decoder
-    # takes input_ids too, through a task of the module's own
-    image_blocks: bool = False
+    # How token types widen the mask (vision.merge.token_blocks): "images", each image's
+    # placeholders see each other both ways, found in input_ids (Gemma 3); "prefix", every
+    # token typed 0 does, read from token_type_ids (PaliGemma). The decoder takes input_ids or
+    # token_type_ids too, through a task of the module's own
+    token_blocks: str = ""
     # A Pixtral tower generated from the spec; the task then takes images of any size
     pixtral: PixtralNames | None = None
     # A Qwen-VL tower: mobius' windowed ViT with a generated merger; the task takes flattened
@@ -157,9 +159,10 @@ class VisionDesign:
 
     @property
     def own_task(self) -> bool:
-        """The decoder takes inputs mobius' tasks do not give it (``input_ids``, DeepStack
-        features), so the module builds its graphs through a task class of its own."""
-        return self.image_blocks or bool(self.deepstack)
+        """The decoder takes inputs mobius' tasks do not give it (``input_ids``,
+        ``token_type_ids``, DeepStack features), so the module builds its graphs through a task
+        class of its own."""
+        return bool(self.token_blocks) or bool(self.deepstack)
 
     @property
     def merge_layer(self) -> ProjectorLayer | None:
@@ -316,12 +319,12 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         published_levels=tuple(
             published.removeprefix(saved) for published, saved in vision.published_aliases
         ),
-        changes=_changes(vision),
+        changes=_changes(vision) + _blocks_change(spec),
         tower=None if clip or pixtral else _tower_names(tower),
         patch_bias=tower.patch_bias,
         post_normed=vision.select.post_norm,
         scaled_embeddings=vision.merge.scaled_before_merge,
-        image_blocks=vision.merge.bidirectional_images,
+        token_blocks=vision.merge.token_blocks,
         pixtral=pixtral,
         image_rows=vision.image_rows,
         several_layers=len(vision.select.layers) > 1,
@@ -781,6 +784,20 @@ def _changes(vision: VisionSpec) -> tuple[str, ...]:
         "image features fill the placeholder tokens in reading order over the whole batch",
         *rows,
     )
+
+
+def _blocks_change(spec: ArchitectureSpec) -> tuple[str, ...]:
+    """What the token types do to the mask, cited at HF's line."""
+    from onboard.targets.mobius.settings import why
+
+    assert spec.vision is not None
+    phrase = {
+        "images": "each image's placeholders see each other both ways (token_type_ids 1; the "
+        "decoder finds them in input_ids)",
+        "prefix": "the tokens token_type_ids type 0 (the image and the prompt) see each other "
+        "both ways, a bidirectional prefix; the suffix typed 1 stays causal",
+    }.get(spec.vision.merge.token_blocks)
+    return (why(phrase, spec, "vision.merge.token_blocks"),) if phrase else ()
 
 
 def unread_tensors(spec: ArchitectureSpec) -> dict[str, str]:

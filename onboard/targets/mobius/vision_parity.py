@@ -40,6 +40,7 @@ from onboard.targets.mobius.parity import (
     scratch_dir,
     weights_check,
 )
+from onboard.targets.mobius.token_block_bugs import causal_decoder_defects
 from onboard.targets.mobius.vision_bugs import (
     pixtral_defects,
     qwen3_5_defects,
@@ -58,8 +59,9 @@ class VisionCase:
     module_class: type
     tiny_config: Mapping[str, Any]
     unread: Collection[str] = ()  # checkpoint tensors HF never reads the result of (saved names)
-    # HF marks the placeholders with token_type_ids, as the processor does (Gemma 3)
-    image_blocks: bool = False
+    # The token types the mask reads (MergeSpec.token_blocks): the prompt carries them as the
+    # processor makes them, and the decoder takes them (or input_ids, for image blocks)
+    token_blocks: str = ""
     # (published, saved) prefixes: the checkpoint is fed under its published names
     published_aliases: tuple[tuple[str, str], ...] = ()
     # the least prompt length: past every chunk a hybrid text model's prefill scans in
@@ -106,6 +108,7 @@ def run_vision_parity(
         bugs.extend(_weights_never_load(case.module_class, proof))
         bugs.extend(_deepstack_dropped(case.module_class, proof))
     if not generated:
+        bugs.extend(causal_decoder_defects(case.module_class, case.token_blocks))
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
@@ -132,7 +135,7 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
     if qwen_vl:
         batch, prompt = qwen_vl_batches(hf_config, length=case.prompt_len)
     else:
-        batch, prompt = scenario_batches(reference, hf_config)
+        batch, prompt = scenario_batches(reference, hf_config, case.token_blocks)
     with scratch_dir() as workdir:
         try:
             unread = [case.published(name) for name in case.unread]
@@ -145,8 +148,7 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
             detail = f"{type(exc).__name__}: {first_line(exc)}"
             return [Check("build", provider, Status.FAIL, detail=detail)], None
         candidate = OnnxVisionRunner(provider, sessions, text.hidden_size)
-        types = hf_config.image_token_id if case.image_blocks else None
-        hf_runner = QwenHFVisionRunner(reference) if qwen_vl else HFVisionRunner(reference, types)
+        hf_runner = QwenHFVisionRunner(reference) if qwen_vl else HFVisionRunner(reference)
         scenarios = run_vision_scenarios(hf_runner, candidate, batch, prompt)
     return [weights_check(provider, proof), *scenarios], proof
 
@@ -312,6 +314,7 @@ class OnnxVisionRunner:
             "attention_mask": batch.attention_mask,
             "position_ids": batch.position_ids,
             "input_ids": batch.input_ids,  # a decoder that finds image blocks takes them
+            "token_type_ids": batch.token_type_ids,  # one that reads a prefix, these
             DEEPSTACK: deepstack if deepstack is not None else self._no_deepstack,
         }
         for i, layer in enumerate(past):
