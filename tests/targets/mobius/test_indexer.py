@@ -99,3 +99,48 @@ def test_automodel_refuses_the_lightning_indexer_by_name(tmp_path: Path) -> None
         onboard_new(options)
     assert any("lightning indexer" in item for item in raised.value.items), raised.value.items
     assert not (tmp_path / "out").exists()
+
+
+# GLM-MoE-DSA's indexer turns (x0, x1) pairs, gathered into halves first as HF returns them
+GATHERED = "x = op.Reshape(op.Transpose(pairs, perm=[0, 1, 2, 4, 3]), [0, 0, -1])"
+# Whether a layer runs its own indexer, or reuses the last one's selection
+RUNS_INDEXER = 'return config.indexer_types[index] == "full"'
+
+
+def test_glm_moe_dsa_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    """transformers' default config: every layer runs its indexer, on interleaved pairs."""
+    model = _config(tmp_path, "glm_moe_dsa")
+    result = onboard_new(NewOptions(model=str(model), out=tmp_path / "out"))
+    _passes(result)
+    indexer = result.analysis.spec.text.attention.indexer
+    assert indexer.rope_interleaved and indexer.layers_key is None
+    text = (result.root / result.plan.model_file).read_text()
+    assert lint_python(text, filename="glm_moe_dsa.py", style=STYLE) == ""
+    # the pairs turned where they are: the same scores, but the cached keys in another order
+    report = parity_with(result, GATHERED, "x = op.Reshape(pairs, [0, 0, -1])")
+    assert _failed(report, "states"), [c.to_dict() for c in report.checks]
+
+
+def test_glm_moe_dsa_layers_without_an_indexer_reuse_the_last_selection(tmp_path: Path) -> None:
+    """config.indexer_types marks layers "shared" (GLM-MoE-DSA's IndexShare): the tiny model
+    keeps a dense, a full and a shared layer, which reads no indexer and caches no keys."""
+    kinds = ["full", "full", "shared", "full", "shared", "shared"]
+    model = _config(
+        tmp_path,
+        "glm_moe_dsa",
+        num_hidden_layers=len(kinds),
+        mlp_layer_types=["dense"] + ["sparse"] * (len(kinds) - 1),
+        layer_types=["indexed_attention"] * len(kinds),
+        indexer_types=kinds,
+    )
+    result = onboard_new(NewOptions(model=str(model), out=tmp_path / "out"))
+    _passes(result)
+    assert result.analysis.tiny.config["indexer_types"] == ["full", "full", "shared"]
+    indexer = result.analysis.spec.text.attention.indexer
+    assert (indexer.layers_key, indexer.own) == ("indexer_types", "full")
+    text = (result.root / result.plan.model_file).read_text()
+    assert lint_python(text, filename="glm_moe_dsa.py", style=STYLE) == ""
+    # an indexer in every layer: the shared layer's is filled by no checkpoint tensor
+    report = parity_with(result, RUNS_INDEXER, "return True")
+    assert not report.passed
+    assert any("layers.2.self_attn.indexer." in p for p in report.weights.problems), report.weights
