@@ -16,6 +16,8 @@ from onboard.codegen import lint_python
 from onboard.errors import UnsupportedFeatureError
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, NewResult, onboard_new
+from onboard.targets.mobius import TARGET
+from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from tests.targets.mobius.sabotage import parity_with
 
@@ -140,6 +142,11 @@ def test_glm_moe_dsa_layers_without_an_indexer_reuse_the_last_selection(tmp_path
     assert (indexer.layers_key, indexer.own) == ("indexer_types", "full")
     text = (result.root / result.plan.model_file).read_text()
     assert lint_python(text, filename="glm_moe_dsa.py", style=STYLE) == ""
+    # mobius' tiny test config: small indexer sizes, and the layer list its config class reads
+    entry = mobius_plan.test_config_entry(
+        TARGET.design(result.analysis.spec, result.proposal), result.analysis.spec
+    )
+    assert '"index_topk": 4' in entry and '"indexer_types": ["full", "full"]' in entry, entry
     # an indexer in every layer: the shared layer's is filled by no checkpoint tensor
     report = parity_with(result, RUNS_INDEXER, "return True")
     assert not report.passed
