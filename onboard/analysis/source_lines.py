@@ -77,14 +77,9 @@ def _find_assignment(name: str, text: str, class_name: str, attr: str) -> Assign
         if not (isinstance(cls, ast.ClassDef) and cls.name == class_name):
             continue
         for node in ast.walk(cls):
-            # self.x = ..., or annotated: self.x: int = ... (DeepSeek V3.2's indexer)
-            if isinstance(node, ast.AnnAssign) and node.value is not None:
-                targets = [node.target]
-            elif isinstance(node, ast.Assign):
-                targets = node.targets
-            else:
+            if not isinstance(node, ast.Assign):
                 continue
-            if any(_is_self_attr(t, attr) for t in targets):
+            if any(_is_self_attr(t, attr) for t in node.targets):
                 line = ast.get_source_segment(text, node) or ""
                 call = node.value if isinstance(node.value, ast.Call) else None
                 keywords = tuple(
