@@ -36,6 +36,36 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class IndexerSpec:
+    """DeepSeek V3.2's lightning indexer (DeepSeek Sparse Attention) inside latent attention.
+
+    Each query scores every key it may see: ``sum_h w_h relu(q_h . k) / sqrt(head_dim)``, with
+    ``heads`` queries ``q_h = wq_b(q_resid)`` from the low-rank query path (after
+    ``q_a_layernorm``), one key ``k = k_norm(wk(x))`` (a LayerNorm with bias), the first
+    ``qk_rope_head_dim`` channels of both rotated (``rope_interleaved``: on pairs), and
+    ``w = weights_proj(x) / sqrt(heads)``. Only the ``topk`` keys with the highest scores stay
+    unmasked in the attention. The indexer's keys are cached across decode steps beside the KV
+    cache. The sub-modules keep HF's names: wq_b, wk, k_norm, weights_proj.
+    """
+
+    attribute: str  # HF attribute of the indexer in the attention (indexer)
+    heads: int
+    head_dim: int
+    topk: int
+    norm_eps: float  # k_norm's epsilon (HF fixes 1e-6 in the source)
+    rope_interleaved: bool = False  # GLM-MoE-DSA rotates (x0, x1) pairs, DeepSeek V3.2 halves
+    # The config keys HF reads them from
+    heads_key: str = "index_n_heads"
+    head_dim_key: str = "index_head_dim"
+    topk_key: str = "index_topk"
+    # A per-layer config list of "full" (the layer runs its own indexer) and "shared" (it
+    # reuses the selection of the last layer that did) (GLM-MoE-DSA: indexer_types); None:
+    # every layer runs one
+    layers_key: str | None = None
+    own: str = "full"  # the entry of layers_key that marks a layer running its own indexer
+
+
+@dataclass(frozen=True)
 class DynamicMaskSpec:
     """Doge's dynamic mask: each key adds ``exp(decay * softplus(proj(values)))`` of its kv head
     to the scores (the causal mask kept); when the keys outnumber ``config.<keep_window_key>``,
@@ -109,6 +139,9 @@ class AttentionSpec:
     # more column of every row's softmax that no value is read for (it only takes probability
     # mass); in every attention layer
     sinks: str | None = None
+    # DeepSeek Sparse Attention (DeepSeek V3.2, GLM-MoE-DSA): a lightning indexer keeps the
+    # top-k keys of each query in the latent attention of the layers of kind indexed_attention
+    indexer: IndexerSpec | None = None
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)

@@ -31,6 +31,7 @@ SPEC_VERSION = 1
 LayerKind = Literal[
     "full_attention",
     "sliding_attention",
+    "indexed_attention",  # full attention whose keys a lightning indexer selects (DeepSeek V3.2)
     "short_conv",
     "mamba2",
     "mamba",

@@ -47,6 +47,13 @@ KV_SHARED_KEY = "num_kv_shared_layers"
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
 # The RoPE key by which Ministral 3 and Mistral 4 scale the query by position.
 POSITION_SCALE_KEY = "llama_4_scaling_beta"
+# DeepSeek Sparse Attention's lightning indexer: heads enough that a key every head scores below
+# zero (ReLU: 0) rarely ties another at a row's top-k cut; a head wider than the rotated part
+# (qk_rope_head_dim); fewer keys kept than the parity prompt (9) and the spec check (9) have,
+# so the selection is exercised in the prefill, the padded batches and every decode step
+INDEX_TOPK_KEY = "index_topk"
+TINY_INDEX_TOPK = 4
+_TINY_INDEXER_SIZES = {"index_n_heads": 16, "index_head_dim": 24, INDEX_TOPK_KEY: TINY_INDEX_TOPK}
 TINY_EXPERTS = 4
 TINY_TOP_K = 2
 TINY_EXPERT_WIDTH = 32
@@ -338,6 +345,9 @@ def _shrink_moe_and_mla(
             # top-2 of the 4 tiny experts; without shrunk experts, never more than before
             tiny[key] = TINY_TOP_K if experts_key else min(TINY_TOP_K, tiny[key])
     for key, value in _TINY_SIZES.items():
+        if _int(tiny.get(key), 0) > 0:
+            tiny[key] = value
+    for key, value in _TINY_INDEXER_SIZES.items():
         if _int(tiny.get(key), 0) > 0:
             tiny[key] = value
     if _int(tiny.get("kv_lora_rank"), 0) > 0:  # MLA: full heads, head_dim is the RoPE part

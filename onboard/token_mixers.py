@@ -16,7 +16,7 @@ from typing import Any, Literal
 # onboard's names of the recurrent kinds (HF's labels vary: transformers 5 calls Mamba layers
 # linear_attention in some models, DeltaNet layers in others); attention keeps HF's labels.
 MixerKind = Literal["short_conv", "mamba2", "mamba", "gated_deltanet"]
-ATTENTION_KINDS = ("full_attention", "sliding_attention")
+ATTENTION_KINDS = ("full_attention", "sliding_attention", "indexed_attention")
 # Layers that mix no tokens, only channels: NemotronH's one-block layers of an MLP (``mlp``) or
 # of experts (``moe``), in mobius' words too.
 FEED_FORWARD_KINDS = ("mlp", "moe")

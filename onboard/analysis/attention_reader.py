@@ -16,7 +16,13 @@ from typing import Any
 from onboard.analysis.reader import LAYER0, Context, Read, Reader
 from onboard.analysis.rope_reader import rope_parameters_of
 from onboard.analysis.source_lines import find_line, init_assignment
-from onboard.block_specs import AttentionSpec, DifferentialSpec, DynamicMaskSpec, MLASpec
+from onboard.block_specs import (
+    AttentionSpec,
+    DifferentialSpec,
+    DynamicMaskSpec,
+    IndexerSpec,
+    MLASpec,
+)
 from onboard.tiny import POSITION_SCALE_KEY, is_number
 
 # Names of separate q, k, v projections other than q_proj ... (CTRL: Wq; BERT-style: query)
@@ -38,8 +44,8 @@ class AttentionReading:
 
 
 class AttentionReader(Reader):
-    """``dynamic_mask``, ``differential`` and ``sinks``: what ``analysis.variants`` read of the
-    attention."""
+    """``dynamic_mask``, ``differential``, ``sinks`` and ``indexer``: what ``analysis.variants``
+    and ``analysis.indexer`` read of the attention."""
 
     def __init__(
         self,
@@ -48,11 +54,13 @@ class AttentionReader(Reader):
         dynamic_mask: DynamicMaskSpec | None = None,
         differential: DifferentialSpec | None = None,
         sinks: str | None = None,
+        indexer: IndexerSpec | None = None,
     ) -> None:
         super().__init__(context)
         self.dynamic_mask = dynamic_mask
         self.differential = differential
         self.sinks = sinks
+        self.indexer = indexer
         self.multi_query = False  # set with fused_qkv: its width has one k/v head
         self.q_norm_name, self.k_norm_name = next(
             (
@@ -137,6 +145,7 @@ class AttentionReader(Reader):
             differential=self.differential,
             output_gate=self._output_gate(),
             sinks=self.sinks,
+            indexer=self.indexer,
         )
 
     def _output_gate(self) -> bool:
@@ -309,6 +318,7 @@ class AttentionReader(Reader):
             scale=scale,
             mla=mla,
             yarn_mscale=yarn,
+            indexer=self.indexer,
         )
 
     def _latent_norm_eps(self) -> float | None:

@@ -20,6 +20,7 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
+from onboard.analysis.indexer import indexer
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
@@ -68,7 +69,8 @@ _KNOWN_LAYER_PARAMS = re.compile(
 )
 # Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
 _CLIP_KEYS = ("clip_qkv",)
-_SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention")
+# indexed_attention: full attention whose keys a lightning indexer selects (DeepSeek V3.2)
+_SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention", "indexed_attention")
 
 
 class DecoderSpecBuilder(Reader):
@@ -126,8 +128,10 @@ class DecoderSpecBuilder(Reader):
                     dynamic_mask=_value(variants, "text.attention.dynamic_mask"),
                     differential=_value(variants, "text.attention.differential"),
                     sinks=_value(variants, "text.attention.sinks"),
+                    indexer=_value(variants, "text.attention.indexer"),
                 ).read()
             )
+            self._check_indexed_layers(layer_types, variants)
         self._check_parameters(mlp, attention, variants, mixers.parameters)
         self._check_clipping()
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -448,10 +452,38 @@ class DecoderSpecBuilder(Reader):
         }
         if found["text.attention.dynamic_mask"] is None:
             found["text.attention.sinks"] = sinks(attentions, tiny.num_attention_heads, self.files)
+        found["text.attention.indexer"] = indexer(attentions, tiny, self.cfg, self.files)
         for path, reading in found.items():
             if reading is not None:
                 self.log.add(path, *reading.evidence)
         return {path: reading for path, reading in found.items() if reading is not None}
+
+    def _check_indexed_layers(
+        self, layer_types: tuple[str, ...], variants: dict[str, Reading]
+    ) -> None:
+        """Layers of kind indexed_attention run a lightning indexer onboard read (and only
+        those have one): otherwise the kind is one onboard does not compute."""
+        indexed = "indexed_attention" in layer_types
+        if indexed == ("text.attention.indexer" in variants):
+            return
+        index = layer_types.index("indexed_attention") if indexed else 0
+        layer = self.model.model.layers[0] if self.model is not None else None
+        attention = hf_module(getattr(layer, "self_attn", None)) if layer is not None else None
+        cls = type(attention).__name__ if attention is not None else "attention"
+        found = find_line(self.files, rf"^class {cls}\b")
+        where = found.where if found else f"model.layers.{index}.self_attn"
+        if indexed:
+            self._delta(
+                f"attention layer kind 'indexed_attention' ({cls})",
+                where,
+                "no lightning indexer onboard reads (wq_b, wk, k_norm, weights_proj)",
+            )
+        else:
+            self._delta(
+                f"a lightning indexer in {cls} in layers no config.layer_types marks "
+                "indexed_attention",
+                where,
+            )
 
     def _check_parameters(
         self,

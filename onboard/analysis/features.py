@@ -35,6 +35,17 @@ def _of_mlp(read: Callable[[MLPSpec], Value]) -> Callable[[ArchitectureSpec], Va
     return lambda s: None if s.text.mlp is None else read(s.text.mlp)
 
 
+def _indexer(attention: AttentionSpec) -> Value:
+    """DeepSeek Sparse Attention's lightning indexer: ``none``, or how it turns its RoPE part
+    (``halves``: DeepSeek V3.2, ``pairs``: GLM-MoE-DSA), ``+shared`` when some layers reuse
+    the last selection."""
+    indexer = attention.indexer
+    if indexer is None:
+        return "none"
+    turn = "pairs" if indexer.rope_interleaved else "halves"
+    return turn + ("+shared" if indexer.layers_key else "")
+
+
 def _attention_kind(s: ArchitectureSpec) -> Value:
     """``mla``, ``dynamic_mask`` (Doge), ``differential`` (DiffLlama), ``standard`` or
     ``none`` (a pure state-space model)."""
@@ -162,6 +173,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         _of_attention(lambda a: a.position_scale),
     ),
     ("attention.sinks", "text.attention.sinks", _of_attention(lambda a: a.sinks is not None)),
+    ("attention.indexer", "text.attention.indexer", _of_attention(_indexer)),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("layers.mixers", "text.mixers", _mixers),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind if s.text.mlp else "none"),
@@ -242,6 +254,7 @@ _ABSENT_EVIDENCE = {
     "text.positions": ("text.attention.alibi", "text.rope"),
     "text.attention.position_scale": ("text.rope",),
     "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention
+    "text.attention.indexer": ("text.attention.head_dim", "text.attention.mla"),  # likewise
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
     "text.final_norm": ("text.norm.kind",),

@@ -110,6 +110,7 @@ class SpecInterpreter:
             self.head_dim = (
                 getattr(tiny_config, "head_dim", None) or tiny_config.hidden_size // self.heads
             )
+        self._selections: dict[int, Any] = {}  # the lightning indexer's, per layer that runs one
         self.layer_types = list(declared_kinds(tiny_config) or [])
         layers = len(model.model.layers)
         # onboard's kind of each layer: an attention kind, or a hybrid's recurrent mixer
@@ -333,13 +334,12 @@ class SpecInterpreter:
         prefix = f"model.layers.{layer}.self_attn."
         batch, seq, _ = x.shape
         nope, rope_dim, v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
+        q_resid = None
         if mla.q_lora_rank:
-            q = self.linear(
-                self.norm(
-                    self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm.", mla.norm_eps
-                ),
-                prefix + "q_b_proj.",
+            q_resid = self.norm(
+                self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm.", mla.norm_eps
             )
+            q = self.linear(q_resid, prefix + "q_b_proj.")
         else:
             q = self.linear(x, prefix + "q_proj.")
         q = q.view(batch, seq, self.heads, nope + rope_dim).transpose(1, 2)
@@ -358,9 +358,48 @@ class SpecInterpreter:
         query = torch.cat((q_pass, q_rot), dim=-1)
         key = torch.cat((k_pass, k_rot.expand(-1, self.heads, -1, -1)), dim=-1)
         scores = (query @ key.transpose(-1, -2)) * self._scale() + self._mask(kind, seq)
+        if self.text.attention.indexer is not None:  # only the keys the indexer keeps
+            scores = scores + self._indexer_mask(layer, x, q_resid, kind)
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * v_dim)
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
+
+    def _indexer_mask(self, layer: int, x: Any, q_resid: Any, kind: str) -> Any:
+        """DeepSeek Sparse Attention's selection, [batch, 1, queries, keys]: 0 at the top-k keys
+        of each row by the lightning indexer's scores, -inf elsewhere. A layer the config lists
+        as not running its own indexer (GLM-MoE-DSA's shared layers) keeps the selection of the
+        last one that did."""
+        import torch
+
+        spec = self.text.attention.indexer
+        config = self.config
+        if spec.layers_key and getattr(config, spec.layers_key)[layer] != spec.own:
+            return self._selections[max(i for i in self._selections if i < layer)]
+        prefix = f"model.layers.{layer}.self_attn.{spec.attribute}."
+        heads, dim = getattr(config, spec.heads_key), getattr(config, spec.head_dim_key)
+        rope_dim = config.qk_rope_head_dim
+        batch, seq, _ = x.shape
+        q = self.linear(q_resid, prefix + "wq_b.").view(batch, seq, heads, dim)
+        k = torch.nn.functional.layer_norm(
+            self.linear(x, prefix + "wk."),
+            (dim,),
+            self.weight(prefix + "k_norm.weight"),
+            self.weight(prefix + "k_norm.bias"),
+            spec.norm_eps,
+        )
+        cos, sin, _ = self.rope(kind, self.positions[:seq])
+        turn = spec.rope_interleaved
+        q_rot = _rotate(q[..., :rope_dim], cos[:, None], sin[:, None], turn)
+        q = torch.cat((q_rot, q[..., rope_dim:]), dim=-1)
+        k = torch.cat((_rotate(k[..., :rope_dim], cos, sin, turn), k[..., rope_dim:]), dim=-1)
+        scores = torch.relu(torch.einsum("bshd,btd->bsht", q, k) * dim**-0.5)
+        weights = self.linear(x, prefix + "weights_proj.") * heads**-0.5
+        index = torch.einsum("bsh,bsht->bst", weights, scores) + self._mask(kind, seq)
+        top = index.topk(min(getattr(config, spec.topk_key), seq), dim=-1).indices
+        kept = torch.zeros_like(index, dtype=torch.bool).scatter(-1, top, True)
+        mask = torch.where(kept, 0.0, float("-inf"))[:, None]
+        self._selections[layer] = mask
+        return mask
 
     def standard_attention(self, layer: int, x: Any) -> Any:
         import torch

@@ -81,6 +81,16 @@ def _interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     return (_with_rope(text, interleaved=True),)
 
 
+def _indexer_interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """GLM-MoE-DSA's lightning indexer rotates (x0, x1) pairs (DeepSeek V3.2's halves), as its
+    latent attention does, which no config key says either: both readings are tried."""
+    indexer = text.attention.indexer
+    if indexer is None or indexer.rope_interleaved:
+        return ()
+    turned = _with_attention(text, indexer=dataclasses.replace(indexer, rope_interleaved=True))
+    return (turned, *_interleaved(turned))
+
+
 def _reversed(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     """NanoChat's rotate_half flips the signs: q and k turn the other way."""
     return (_with_rope(text, reversed=True),) if _rotates(text) else ()
@@ -131,6 +141,13 @@ TRIALS = (
         r"\[\.\.\., *(0)?::2\]|repeat_interleave",
         _interleaved,
         lambda t: any(r.interleaved for _, r in t.rope),
+    ),
+    Trial(
+        "text.attention.indexer",
+        "matches HF only with the indexer's RoPE on interleaved pairs",
+        r"apply_rotary_pos_emb_interleave\(q_rot, k_rot, cos, sin, unsqueeze_dim=2\)",
+        _indexer_interleaved,
+        lambda t: t.attention.indexer is not None and t.attention.indexer.rope_interleaved,
     ),
     Trial(
         "text.rope.reversed",

@@ -160,7 +160,8 @@ _SSM_FIELDS = ("mamba_d_state", "ssm_state_size", "state_size")
 class _HFCache:
     """Reads one layer of a transformers 5 cache in mobius' names and layout.
 
-    Attention layers hold ``keys``/``values``; linear-attention layers (Mamba, DeltaNet, LFM2's
+    Attention layers hold ``keys``/``values`` (DeepSeek Sparse Attention's also its lightning
+    indexer's keys, ``indexer_keys``); linear-attention layers (Mamba, DeltaNet, LFM2's
     short convolution) hold ``conv_states[0]``/``recurrent_states[0]``; MLP and MoE layers hold
     nothing. HF keeps the last ``d_conv`` conv inputs where mobius keeps ``d_conv - 1``, and HF's
     Mamba2 SSM state is ``[B, heads, d_head, d_state]`` where mobius' is ``[B, heads, d_state,
@@ -184,6 +185,9 @@ class _HFCache:
         if conv is not None:
             kernel = layer.conv_kernel_size.get(0) or conv.shape[-1]
             states["conv_state"] = _numpy(conv[..., conv.shape[-1] - (kernel - 1) :])
+        indexer = getattr(layer, "indexer_keys", None)  # DeepSeek Sparse Attention's
+        if indexer is not None and indexer.numel():
+            states["indexer_key"] = _numpy(indexer)  # [B, T, index_head_dim], as mobius'
         recurrent = getattr(layer, "recurrent_states", {}).get(0)
         if recurrent is not None:
             if self.recurrent_name == "ssm_state" and recurrent.dim() == 4:

@@ -64,6 +64,7 @@ BASELINE: dict[str, Value] = {
     "attention.softcap": False,
     "attention.position_scale": False,
     "attention.sinks": False,
+    "attention.indexer": "none",
     "attention.sliding_window": "none",
     "layers.mixers": "none",
     "mlp.kind": "gated",
@@ -741,6 +742,40 @@ LABELS: list[dict[str, Any]] = [
         "moe.routed_scaling": True,  # fixture 2.5; modeling_deepseek_v3.py:168
         "moe.shared_experts": "ungated",  # modeling_deepseek_v3.py:222, 232
         "moe.dense_layers": "first_k_dense_replace",  # modeling_deepseek_v3.py:504
+    },
+    {
+        "type": "deepseek_v32",
+        "config": DEFAULT,
+        "attention.kind": "mla",  # modeling_deepseek_v32.py:376 kv_a_proj_with_mqa
+        # modeling_deepseek_v32.py:394 yarn_apply_mscale: default RoPE, no mscale
+        "attention.scale": "qk_head_dim",
+        # modeling_deepseek_v32.py:395 an indexer in every layer; :233 its RoPE on halves
+        "attention.indexer": "halves",
+        # modeling_deepseek_v32.py:438 apply_rotary_pos_emb_interleave, no config flag
+        "rope.interleaved": True,
+        # modeling_deepseek_v32.py:526-528 sigmoid, + e_score_correction_bias, n_group 8
+        "moe.router": "sigmoid_then_topk+bias+groups",
+        "moe.renormalize": True,  # norm_topk_prob True by default; :545
+        "moe.routed_scaling": True,  # routed_scaling_factor 2.5 by default; :547
+        "moe.shared_experts": "ungated",  # modeling_deepseek_v32.py:601
+        "moe.dense_layers": "mlp_layer_types",  # modeling_deepseek_v32.py:621
+    },
+    {
+        "type": "glm_moe_dsa",
+        "config": DEFAULT,
+        "attention.kind": "mla",  # modeling_glm_moe_dsa.py:339 kv_a_proj_with_mqa
+        # modeling_glm_moe_dsa.py:357 yarn_apply_mscale: default RoPE, no mscale
+        "attention.scale": "qk_head_dim",
+        # modeling_glm_moe_dsa.py:232 the indexer's RoPE on interleaved pairs; :359-360 every
+        # layer "full" by default (index_topk_freq 1)
+        "attention.indexer": "pairs",
+        "rope.interleaved": True,  # modeling_glm_moe_dsa.py:405, no config flag
+        # modeling_glm_moe_dsa.py:497-498 sigmoid, + e_score_correction_bias; n_group 1
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,  # norm_topk_prob True by default; :516
+        "moe.routed_scaling": True,  # routed_scaling_factor 2.5 by default; :518
+        "moe.shared_experts": "ungated",  # modeling_glm_moe_dsa.py:572
+        "moe.dense_layers": "mlp_layer_types",  # modeling_glm_moe_dsa.py:592
     },
     {
         "type": "glm4_moe",

@@ -244,6 +244,13 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.indexer",
+        lambda t: t.attention.indexer is not None,
+        lambda t: "DeepSeek Sparse Attention's lightning indexer (top-k keys per query)",
+        ": the generated attention attends to every key AutoModel's backends are given",
+        "probe",
+    ),
+    (
         "text.residual_gates",
         lambda t: bool(t.residual_gates),
         lambda t: "learned per-channel scales of the residual",

@@ -16,6 +16,7 @@ from onboard.block_specs import (
     BlockLayout,
     DifferentialSpec,
     DynamicMaskSpec,
+    IndexerSpec,
     MLPSpec,
 )
 from onboard.naming import class_prefix, module_name
@@ -184,6 +185,19 @@ class TextDesign:
     block_names: tuple[tuple[str, str], ...] = ()  # mobius' word -> the layer's block attribute
     # q_proj gives queries and gates: mobius' Qwen35Attention (gated, (1 + w) q/k norms)
     output_gate: bool = False
+    # DeepSeek Sparse Attention: a generated latent attention over the keys a generated
+    # lightning indexer keeps, and a task that caches the indexer's keys (parts/indexer.py.j2)
+    indexer: IndexerSpec | None = None
+
+    @property
+    def shares_selection(self) -> bool:
+        """Layers without an indexer reuse the last one's selection (GLM-MoE-DSA)."""
+        return self.indexer is not None and self.indexer.layers_key is not None
+
+    @property
+    def layer_takes_index(self) -> bool:
+        """The generated decoder layer is built with its index (the MoE or indexer rule)."""
+        return self.moe is not None or self.shares_selection
 
     @property
     def one_layer_kind(self) -> bool:
@@ -611,6 +625,7 @@ def _text_design(
         feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
         block_names=block_names(text, MOBIUS_LABELS),
         output_gate=attention is not None and attention.output_gate,
+        indexer=attention and attention.indexer,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 
@@ -664,6 +679,24 @@ def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec)
     if mla is not None:
         reasons.append(
             _why("multi-head latent attention (low-rank q and kv)", spec, "text.attention.mla")
+        )
+    indexer = attention.indexer
+    if indexer is not None:
+        shared = (
+            f", in the layers config.{indexer.layers_key} marks {indexer.own!r} (the others "
+            "reuse the last selection)"
+            if indexer.layers_key
+            else ""
+        )
+        pairs = "on (x0, x1) pairs" if indexer.rope_interleaved else "on halves"
+        reasons.append(
+            _why(
+                f"DeepSeek Sparse Attention: a lightning indexer ({indexer.heads} heads of "
+                f"{indexer.head_dim}, RoPE {pairs}) keeps each query's top {indexer.topk} keys, "
+                f"its keys cached beside the KV cache{shared}",
+                spec,
+                "text.attention.indexer",
+            )
         )
     if mla is not None and mla.norm_eps is not None:
         reasons.append(
@@ -1173,6 +1206,24 @@ def _attention_variant_settings(spec: ArchitectureSpec, extra: list[ExtraField])
         path = "text.attention.dynamic_mask"
         why = _why("keys the dynamic mask keeps per row", spec, path)
         settings.append(Setting("keep_window_size", f"config.{mask.keep_window_key}", why))
+    indexer = attention.indexer
+    if indexer is not None:
+        why = _why("the lightning indexer's sizes", spec, "text.attention.indexer")
+        for field, key in (
+            ("index_n_heads", indexer.heads_key),
+            ("index_head_dim", indexer.head_dim_key),
+            ("index_topk", indexer.topk_key),
+        ):
+            extra.append(ExtraField(field, "int", "0"))
+            settings.append(Setting(field, f"config.{key}", why))
+        if indexer.layers_key:
+            extra.append(
+                ExtraField(
+                    indexer.layers_key, "list[str]", "dataclasses.field(default_factory=list)"
+                )
+            )
+            why = _why("which layers run an indexer", spec, "text.attention.indexer")
+            settings.append(Setting(indexer.layers_key, f"list(config.{indexer.layers_key})", why))
     differential = attention.differential
     if differential is not None:
         extra.append(ExtraField("pair_norm_eps", "float", "1e-6"))

@@ -220,6 +220,12 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
             overrides["shared_expert_intermediate_size"] = 64
         if moe.router.n_group > 1:
             overrides |= {"n_group": 2, "topk_group": 1}
+    indexer = spec.text.attention.indexer if spec.text.attention is not None else None
+    if indexer is not None:  # a few small heads, fewer kept keys than a test prompt has
+        overrides |= {"index_n_heads": 4, "index_head_dim": 128, "index_topk": 4}
+        if indexer.layers_key:  # every layer of the tiny test model runs its own
+            overrides["num_hidden_layers"] = 2
+            overrides[indexer.layers_key] = [indexer.own] * 2
     for name, _ in design.base.init_needs:
         overrides.setdefault(name, TINY_INIT_NEEDS[name])
     if spec.text.attention is not None and spec.text.attention.scale_key:

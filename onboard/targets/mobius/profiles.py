@@ -34,8 +34,8 @@ FEATURES = (
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
-    # standard, mla, dynamic_mask (Doge), differential (DiffLlama), sinks (GPT-OSS), none (a
-    # pure SSM)
+    # standard, mla, mla+indexer (DeepSeek V3.2), dynamic_mask (Doge), differential
+    # (DiffLlama), sinks (GPT-OSS), none (a pure SSM)
     "attention_kind",
     "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
@@ -292,7 +292,7 @@ def _attention_kind(attention: AttentionSpec | None) -> str:
     if attention is None:  # a pure state-space model
         return "none"
     if attention.mla:
-        return "mla"
+        return "mla+indexer" if attention.indexer else "mla"
     if attention.dynamic_mask:
         return "dynamic_mask"
     if attention.differential:

@@ -105,6 +105,15 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "attention sinks with latent attention or an output gate (text.attention.sinks): "
             "the generated attention with sinks is a plain one"
         )
+    if (
+        attention is not None
+        and attention.indexer
+        and (attention.mla is None or attention.mla.q_lora_rank is None or attention.output_gate)
+    ):
+        found.append(
+            "a lightning indexer outside low-rank latent attention (text.attention.indexer): "
+            "the generated indexed attention is DeepSeek's MLA with q_lora_rank"
+        )
     found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
