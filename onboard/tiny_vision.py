@@ -27,6 +27,8 @@ TINY_TOKENS_PER_IMAGE = 4
 # Config keys of a projector's space-to-depth factor (Idefics 3's and Aya Vision's pixel
 # shuffle): the tiny patch grid is two blocks a side, so the shuffle keeps 2 x 2 tokens
 PIXEL_SHUFFLE_KEYS = ("scale_factor", "downsample_factor")
+# Keys that give the same factor as its inverse (InternVL's downsample_ratio 0.5: 2 x 2 blocks)
+PIXEL_SHUFFLE_RATIO_KEYS = ("downsample_ratio",)
 # Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
 _TEXT_WIDTH_KEYS = ("projection_dim", "out_hidden_size")
 
@@ -56,10 +58,10 @@ def shrink_vlm_config(
     for key in TOKENS_PER_IMAGE_KEYS:
         if getattr(hf_config, key, None):
             tiny[key] = TINY_TOKENS_PER_IMAGE
-    factors = [getattr(hf_config, k, None) for k in PIXEL_SHUFFLE_KEYS]
-    factor = next((f for f in factors if isinstance(f, int) and f > 0), None)
+    factor = pixel_shuffle_factor(hf_config)
     if factor:  # two blocks of the pixel shuffle a side
-        tiny["vision_config"]["image_size"] = hf_config.vision_config.patch_size * 2 * factor
+        side = square_side(hf_config.vision_config.patch_size, "patch_size") * 2 * factor
+        tiny["vision_config"]["image_size"] = _sized_as(hf_config.vision_config.image_size, side)
     if getattr(hf_config, "spatial_merge_size", None):  # images of any size up to image_size
         sides = [side for size in dynamic_image_sizes(hf_config) for side in size]
         tiny["vision_config"]["image_size"] = max(sides)
@@ -84,19 +86,16 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
     real = hf_config.vision_config
     if is_qwen_vl_tower(real):
         return _shrink_qwen_vl(tiny, hf_config)
-    missing = [k for k in _VIT_KEYS if not isinstance(getattr(real, k, None), int)]
+    missing = [
+        k
+        for k in _VIT_KEYS
+        if not isinstance(getattr(real, k, None), int) and not _square_pair(getattr(real, k, None))
+    ]
     if not missing and not 0 < real.num_hidden_layers <= MAX_TOWER_LAYERS:
         raise UnsupportedFeatureError(
             f"{hf_config.model_type}'s vision tower has {real.num_hidden_layers} layers: the tiny "
             f"model keeps every tower layer, and onboard reads towers of 1 to "
             f"{MAX_TOWER_LAYERS} layers"
-        )
-    pairs = [k for k in missing if isinstance(getattr(real, k, None), list | tuple)]
-    if pairs:
-        given = ", ".join(f"{k} {tuple(getattr(real, k))}" for k in pairs)
-        raise UnsupportedFeatureError(
-            f"{hf_config.model_type}'s vision tower config {type(real).__name__} gives {given} "
-            "as (height, width) pairs: onboard reads ViT towers sized by one integer each so far"
         )
     if missing:
         raise UnsupportedFeatureError(
@@ -104,11 +103,14 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
             f"{', '.join(missing)}: onboard reads ViT towers sized by "
             f"{', '.join(_VIT_KEYS)} so far"
         )
+    patch_grid_side(real)  # square images and patches only
     tiny.update(
         hidden_size=TINY_VISION_HIDDEN,
         intermediate_size=TINY_VISION_INTERMEDIATE,
         num_attention_heads=TINY_VISION_HEADS,
-        image_size=real.patch_size * TINY_PATCHES_PER_SIDE,
+        image_size=_sized_as(
+            real.image_size, square_side(real.patch_size, "patch_size") * TINY_PATCHES_PER_SIDE
+        ),
         num_hidden_layers=real.num_hidden_layers,
     )
     if "head_dim" in tiny:  # Pixtral's RoPE reads it; its attention splits hidden_size
@@ -116,6 +118,53 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
     if "model_type" not in tiny:
         tiny["model_type"] = real.model_type
     return tiny
+
+
+def _square_pair(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) for v in value)
+    )
+
+
+def square_side(value: Any, key: str) -> int:
+    """A tower size given as one integer or as a (height, width) pair (InternVL's): a square's
+    side. Non-square images are refused: the tiny model and the generated tower are square."""
+    if isinstance(value, int):
+        return value
+    if _square_pair(value) and value[0] == value[1]:
+        return int(value[0])
+    raise UnsupportedFeatureError(
+        f"vision_config.{key} {value!r:.40} is not square: onboard reads towers of square "
+        "images and patches, sized by one integer or a (height, width) pair of equal sides"
+    )
+
+
+def patch_grid_side(vision: Any) -> int:
+    """Patches a side of the tower's (square) image."""
+    return square_side(vision.image_size, "image_size") // square_side(
+        vision.patch_size, "patch_size"
+    )
+
+
+def pixel_shuffle_factor(hf_config: Any) -> int | None:
+    """The side of the patch blocks a projector's pixel shuffle folds, from a factor key or the
+    inverse of a ratio key; None where the config has neither."""
+    for key in PIXEL_SHUFFLE_KEYS:
+        factor = getattr(hf_config, key, None)
+        if isinstance(factor, int) and factor > 0:
+            return factor
+    for key in PIXEL_SHUFFLE_RATIO_KEYS:
+        ratio = getattr(hf_config, key, None)
+        if isinstance(ratio, float | int) and 0 < ratio < 1 and (1 / ratio).is_integer():
+            return int(1 / ratio)
+    return None
+
+
+def _sized_as(real: Any, side: int) -> Any:
+    """``side`` in the form the real config gives that size: an integer or a pair."""
+    return [side, side] if isinstance(real, list | tuple) else side
 
 
 def dynamic_image_sizes(hf_config: Any) -> list[tuple[int, int]]:

@@ -48,6 +48,18 @@ class VitTowerSpec:
     names: tuple[tuple[str, str], ...] = ()
     # The vision_config keys HF reads each size from: field -> key
     keys: tuple[tuple[str, str], ...] = ()
+    # The class token and the position table are bare parameters shaped [1, 1, hidden] and
+    # [1, positions, hidden] (InternViT's), not a [hidden] vector and an Embedding's table
+    table_parameters: bool = False
+    # Each layer scales its attention's and its MLP's output by a learned vector before the
+    # residual add (InternViT's lambda_1 and lambda_2; roles attn_scale, mlp_scale)
+    layer_scale: bool = False
+    # q/k/v add a bias by this vision_config key while the output projection always does
+    # (InternViT's attention_bias); None: the four biases are as ``attention`` says, by no key
+    qkv_bias_key: str | None = None
+    # vision_config gives image_size and patch_size as (height, width) pairs of equal sides
+    # (InternVL's); the fields above hold one side
+    sizes_as_pairs: bool = False
 
     @property
     def num_patches(self) -> int:
@@ -260,6 +272,15 @@ class ProjectorStep:
     tokens_key: str | None = None  # op avg_pool: the config key of the tokens per image
     # op patch_merge, pixel_shuffle: the config key of the merge size (scale factor)
     kernel_key: str | None = None
+    # the key holds the kernel's inverse (InternVL's downsample_ratio 0.5 for 2 x 2 blocks)
+    kernel_from_ratio: bool = False
+
+    def kernel_at(self, config: object) -> int:
+        """The kernel ``config`` sets (the step's own where it has no key)."""
+        if not self.kernel_key:
+            return self.kernel
+        value = getattr(config, self.kernel_key)
+        return round(1 / value) if self.kernel_from_ratio else int(value)
 
 
 @dataclass(frozen=True)

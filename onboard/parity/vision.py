@@ -29,7 +29,7 @@ from onboard.parity.harness import (
 from onboard.parity.reference import cache_states
 from onboard.parity.report import Check, Metrics, Status
 from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
-from onboard.tiny_vision import dynamic_image_sizes
+from onboard.tiny_vision import dynamic_image_sizes, square_side
 
 IMAGES = 2  # one per row
 TEXT_BEFORE = (3, 6)  # text tokens before each row's placeholders; the rest come after
@@ -184,22 +184,20 @@ def _scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, Visi
     images of the tower's size, or two of different sizes for a tower that takes any size; for
     a VLM that takes rows of images, rows of two, one and no image."""
     vision, text = hf_config.vision_config, hf_config.text_config
-    if takes_image_rows(reference, vision.num_channels, vision.image_size):
-        square = [(vision.image_size, vision.image_size)]
+    side = square_side(vision.image_size, "image_size")
+    if takes_image_rows(reference, vision.num_channels, side):
+        square = [(side, side)]
         (tokens,) = image_tokens(reference, square, vision.num_channels, rows=True)
         batch = rows_batch(
             text.vocab_size,
             hf_config.image_token_id,
             tokens,
             vision.num_channels,
-            vision.image_size,
+            side,
         )
         return batch, text_batch(text.vocab_size, hf_config.image_token_id)
     dynamic = takes_image_sizes(reference)
-    if dynamic:
-        sizes = dynamic_image_sizes(hf_config)
-    else:
-        sizes = [(vision.image_size, vision.image_size)] * IMAGES
+    sizes = dynamic_image_sizes(hf_config) if dynamic else [(side, side)] * IMAGES
     per_image = image_tokens(reference, sizes, vision.num_channels, dynamic=dynamic)
     batch = image_batch(
         text.vocab_size,

@@ -317,8 +317,6 @@ def test_what_is_not_read_yet_is_named_at_its_line(
 @pytest.mark.parametrize(
     ("model_type", "message"),
     [
-        # it has both, as (height, width) pairs, which the message said it did not have
-        ("internvl", r"gives patch_size \(14, 14\), image_size \(448, 448\) as \(height, width\)"),
         pytest.param(
             "llama4", "holds its tower and language model itself", marks=pytest.mark.slow
         ),  # 37 s: the refusal comes after analysing Llama 4's text model
@@ -332,6 +330,19 @@ def test_vlms_of_other_shapes_are_refused_by_name(
 
     with pytest.raises(UnsupportedFeatureError, match=message):
         analyse(_default(tmp_path, model_type))
+
+
+def test_a_tower_of_images_that_are_not_square_is_refused_by_name(tmp_path: Path) -> None:
+    """InternVL sizes its tower by (height, width) pairs: equal sides are read, others not."""
+    from transformers import AutoConfig
+
+    from onboard.errors import UnsupportedFeatureError
+
+    config = AutoConfig.for_model("internvl").to_dict()
+    config["vision_config"]["image_size"] = [448, 336]
+    (tmp_path / "config.json").write_text(json.dumps(config, default=str))
+    with pytest.raises(UnsupportedFeatureError, match=r"image_size \[448, 336\] is not square"):
+        analyse(load_source(str(tmp_path)))
 
 
 @pytest.mark.parametrize("layers", [0, 10_000])

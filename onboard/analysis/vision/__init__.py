@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.outer_shuffle import unfold_outer_shuffle
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
 from onboard.analysis.vision.qwen_read import read_qwen_vision
@@ -29,7 +30,12 @@ from onboard.source import ModelSource, transformers_source_files
 from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
 from onboard.tiny_model import build_tiny_model, perturb, takes_image_rows
-from onboard.tiny_vision import image_token_key, is_qwen_vl_tower, shrink_vlm_config
+from onboard.tiny_vision import (
+    image_token_key,
+    is_qwen_vl_tower,
+    shrink_vlm_config,
+    square_side,
+)
 from onboard.vision import MergeSpec, PixtralTowerSpec, VisionSpec, VisionTowers
 
 if TYPE_CHECKING:
@@ -275,9 +281,13 @@ def _read_vision(
     vision_config = config.vision_config
     try:
         rows = not dynamic and takes_image_rows(
-            model, vision_config.num_channels, vision_config.image_size
+            model,
+            vision_config.num_channels,
+            square_side(vision_config.image_size, "image_size"),
         )
         trace = trace_vlm(model, parts, config, post, dynamic, rows)
+        received = trace.projector_in
+        trace = unfold_outer_shuffle(trace, config, tower.spec.class_token)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
     from onboard.analysis.probe import source_location
@@ -290,9 +300,10 @@ def _read_vision(
     projector = read_projector(
         parts.projector,
         parts.module(model, "projector"),
-        (trace.projector_in, *trace.projector_extra),
+        (received, *trace.projector_extra),
         config,
         files,
+        features=trace.projector_in,
     )
     deltas = select.deltas + projector.deltas
     if select.spec is None or projector.spec is None:

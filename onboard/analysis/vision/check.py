@@ -137,10 +137,11 @@ class VitRun:
         x = F.conv2d(pixels, self.weight(f"{patch}.weight"), bias, stride=s.patch_size)
         x = x.flatten(2).transpose(1, 2)
         if s.class_token:
-            cls = self.weight(s.name_of("class_embedding")).expand(x.shape[0], 1, -1)
-            x = torch.cat([cls, x], dim=1)
-        table = self.weight(f"{s.name_of('positions')}.weight")
-        return x + table[: x.shape[1]]
+            cls = self.weight(s.name_of("class_embedding")).reshape(1, 1, -1)
+            x = torch.cat([cls.expand(x.shape[0], 1, -1), x], dim=1)
+        positions = s.name_of("positions")
+        table = self.weight(positions if s.table_parameters else f"{positions}.weight")
+        return x + table.reshape(-1, s.hidden_size)[: x.shape[1]]
 
     def pre_norm(self, x: Any) -> Any:
         return self._norm(self.spec.name_of("pre_norm"), x) if self.spec.pre_norm else x
@@ -159,10 +160,15 @@ class VitRun:
         s = self.spec
         prefix = f"{s.name_of('layers')}.{index}."
         norm = dict(s.norm.names)
-        h = x + self._attention(
+        attended = self._attention(
             prefix + s.name_of("attention"), self._norm(prefix + norm["attn_in"], x)
         )
-        return h + self._mlp(prefix + s.name_of("mlp"), self._norm(prefix + norm["mlp_in"], h))
+        h = x + self._scaled(prefix, "attn_scale", attended)
+        out = self._mlp(prefix + s.name_of("mlp"), self._norm(prefix + norm["mlp_in"], h))
+        return h + self._scaled(prefix, "mlp_scale", out)
+
+    def _scaled(self, prefix: str, role: str, x: Any) -> Any:
+        return x * self.weight(prefix + self.spec.name_of(role)) if self.spec.layer_scale else x
 
     def _norm(self, name: str, x: Any) -> Any:
         import torch.nn.functional as F

@@ -15,7 +15,13 @@ from onboard.analysis.source_lines import init_assignment
 from onboard.analysis.vision.projector_width import read_projector_width
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
-from onboard.tiny_vision import PIXEL_SHUFFLE_KEYS, TOKENS_PER_IMAGE_KEYS
+from onboard.tiny_vision import (
+    PIXEL_SHUFFLE_KEYS,
+    PIXEL_SHUFFLE_RATIO_KEYS,
+    TOKENS_PER_IMAGE_KEYS,
+    patch_grid_side,
+    pixel_shuffle_factor,
+)
 from onboard.vision import ProjectorSpec, ProjectorStep
 
 _ACTIVATION_KEYS = ("projector_hidden_act",)
@@ -33,17 +39,24 @@ class ProjectorReading:
 
 
 def read_projector(
-    name: str, projector: Any, inputs: tuple[Any, ...], config: Any, files: Sequence[SourceFile]
+    name: str,
+    projector: Any,
+    inputs: tuple[Any, ...],
+    config: Any,
+    files: Sequence[SourceFile],
+    features: Any = None,
 ) -> ProjectorReading:
     """``inputs``: what HF called the projector with (the features, then Mistral 3's
-    ``image_sizes``)."""
+    ``image_sizes``); ``features``: the tower state they were folded from, where the model
+    runs a pixel shuffle before calling the projector (``outer_shuffle.py``)."""
     import torch.nn as nn
 
     steps, evidence = [], []
     activation_key = None
     bias_key = None
     leaves = _called_leaves(projector, inputs)
-    shuffle = _pixel_shuffle(inputs[0], tuple(leaves[0][2].shape), config) if leaves else None
+    features = inputs[0] if features is None else features
+    shuffle = _pixel_shuffle(features, tuple(leaves[0][2].shape), config) if leaves else None
     if shuffle is not None:
         steps.append(shuffle)
     previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
@@ -167,13 +180,17 @@ def _pixel_shuffle(features: Any, first: tuple, config: Any) -> ProjectorStep | 
     if kernel**2 * width != read_width or read_tokens * kernel**2 != tokens:
         return None
     key = next((k for k in PIXEL_SHUFFLE_KEYS if getattr(config, k, None) == kernel), None)
+    ratio = None
+    if key is None and pixel_shuffle_factor(config) == kernel:
+        ratio = next(k for k in PIXEL_SHUFFLE_RATIO_KEYS if getattr(config, k, None))
     return ProjectorStep(
         "pixel_shuffle",
         "pixel_shuffle",
         width,
         read_width,
         kernel=kernel,
-        kernel_key=key,
+        kernel_key=key or ratio,
+        kernel_from_ratio=ratio is not None,
     )
 
 
@@ -209,7 +226,7 @@ def _patch_merge(name: str, merger: Any, config: Any) -> ProjectorStep | None:
 
 def _tokens_key(config: Any, kernel: int) -> str | None:
     """The config key whose tokens per image make this pooling kernel."""
-    side = config.vision_config.image_size // config.vision_config.patch_size
+    side = patch_grid_side(config.vision_config)
     for key in TOKENS_PER_IMAGE_KEYS:
         tokens = getattr(config, key, None)
         if isinstance(tokens, int) and tokens > 0 and (side // math.isqrt(tokens)) == kernel:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from onboard.errors import InvalidConfigError
+from onboard.tiny_vision import patch_grid_side, square_side
 from onboard.vision import (
     PixtralTowerSpec,
     ProjectorSpec,
@@ -69,8 +70,8 @@ def _real_fields(
     fields = {
         "hidden_size": real("hidden_size"),
         "num_layers": real("num_layers"),
-        "image_size": real("image_size"),
-        "patch_size": real("patch_size"),
+        "image_size": square_side(real("image_size"), "image_size"),
+        "patch_size": square_side(real("patch_size"), "patch_size"),
         "num_channels": real("num_channels"),
         "attention": dataclasses.replace(
             attention,
@@ -117,8 +118,8 @@ def _real_width(width: ProjectorWidth, real: Any) -> int:
 
 def _real_shuffle(step: ProjectorStep, real: Any) -> int:
     """The pixel shuffle's factor at the real sizes, which must fold the tower's patch grid."""
-    kernel = int(getattr(real, step.kernel_key)) if step.kernel_key else step.kernel
-    side = real.vision_config.image_size // real.vision_config.patch_size
+    kernel = step.kernel_at(real)
+    side = patch_grid_side(real.vision_config)
     if kernel <= 0 or side % kernel:
         where = f"config.json:{step.kernel_key}" if step.kernel_key else "the pixel shuffle"
         raise InvalidConfigError(
@@ -180,7 +181,7 @@ def _real_kernel(kernel: int, tokens_key: str | None, real: Any) -> int:
     """A pooling kernel at the real sizes: the patch grid's side over the tokens' side."""
     if not kernel or tokens_key is None:
         return kernel
-    side = real.vision_config.image_size // real.vision_config.patch_size
+    side = patch_grid_side(real.vision_config)
     tokens = getattr(real, tokens_key)
     per_side = math.isqrt(tokens)
     if not per_side or side % per_side:

@@ -11,11 +11,13 @@ would get wrong.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.source_lines import init_assignment
 from onboard.analysis.vision.encoder import (
     child_with_linears,
     encoder_layers,
@@ -25,6 +27,7 @@ from onboard.analysis.vision.pixtral import NotPixtral, read_pixtral
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
+from onboard.tiny_vision import square_side
 from onboard.vision import TowerSpec, VitTowerSpec
 
 _SIZE_KEYS = {
@@ -80,9 +83,9 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
     import torch.nn as nn
 
     patch_name, patch = _only(tower, nn.Conv2d, "patch convolution")
-    embeddings_name = patch_name.rpartition(".")[0]
+    embeddings_name = _embeddings_of(tower, patch_name, config.hidden_size)
     embeddings = tower.get_submodule(embeddings_name) if embeddings_name else tower
-    class_name, positions_name = _embedding_parts(embeddings, config.hidden_size)
+    class_name, positions_name, table_parameters = _embedding_parts(embeddings, config.hidden_size)
     layers_name = encoder_layers(tower, config.num_hidden_layers, _NotVit)
     order = _call_order(tower, config)
     # The tower's own norms; a pooling head's (SigLIP's head.layernorm) are the head's
@@ -103,6 +106,10 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
     linears = [n for n, m in attention.named_children() if isinstance(m, nn.Linear)]
     if not set(_QKV) <= set(linears):
         raise _NotVit(f"attention projections {linears}")
+    others = [n for n, m in attention.named_children() if n not in linears and _has_weights(m)]
+    if others:  # InternViT's q_norm / k_norm (use_qk_norm)
+        raise _NotVit(f"attention modules {others} besides its linears")
+    scales = _layer_scales(layer, config.hidden_size)
     (o_name,) = [n for n in linears if n not in _QKV]
     fc = [n for n, m in mlp.named_children() if isinstance(m, nn.Linear)]
     heads = config.num_attention_heads
@@ -153,11 +160,13 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
         names["post_norm"] = post[0]
     if head:
         names["head"] = head
+    if scales:
+        names.update(attn_scale=scales[0], mlp_scale=scales[1])
     spec = VitTowerSpec(
         hidden_size=config.hidden_size,
         num_layers=config.num_hidden_layers,
-        image_size=config.image_size,
-        patch_size=config.patch_size,
+        image_size=square_side(config.image_size, "image_size"),
+        patch_size=square_side(config.patch_size, "patch_size"),
         num_channels=config.num_channels,
         patch_bias=patch.bias is not None,
         class_token=class_name is not None,
@@ -168,6 +177,10 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
         norm=norm_spec,
         names=tuple(sorted(names.items())),
         keys=tuple((f, k) for f, k in _SIZE_KEYS.items() if hasattr(config, k)),
+        table_parameters=table_parameters,
+        layer_scale=bool(scales),
+        qkv_bias_key=_bias_key(files, type(attention).__name__),
+        sizes_as_pairs=isinstance(config.image_size, list | tuple),
     )
     return TowerReading(spec, _evidence(tower, spec, config, files))
 
@@ -194,18 +207,62 @@ def _only(module: Any, kind: type, what: str) -> tuple[str, Any]:
     return found[0]
 
 
-def _embedding_parts(embeddings: Any, hidden: int) -> tuple[str | None, str]:
-    """The class token (a ``[hidden]`` parameter, if any) and the position table."""
+def _embeddings_of(tower: Any, patch: str, hidden: int) -> str:
+    """The module that holds the position table beside the patch convolution: the
+    convolution's parent (CLIP's, SigLIP's embeddings) or one further up (InternViT's
+    embeddings hold the table, their patch_embeddings the convolution)."""
     import torch.nn as nn
 
-    own = [(n, p) for n, p in embeddings.named_parameters(recurse=False)]
-    class_token = [n for n, p in own if tuple(p.shape) == (hidden,)]
-    if len(own) != len(class_token) or len(class_token) > 1:
+    name = patch.rpartition(".")[0]
+    while True:
+        module = tower.get_submodule(name) if name else tower
+        own = [p for _, p in module.named_parameters(recurse=False) if p.dim() == 3]
+        tables = any(isinstance(m, nn.Embedding) for m in module.children())
+        if tables or any(p.shape[0] == 1 and p.shape[-1] == hidden for p in own) or not name:
+            return name
+        name = name.rpartition(".")[0]
+
+
+def _embedding_parts(embeddings: Any, hidden: int) -> tuple[str | None, str, bool]:
+    """The class token (a ``[hidden]`` parameter, if any), the position table, and whether
+    both are bare ``[1, ..., hidden]`` parameters (InternViT's) rather than a vector and an
+    Embedding."""
+    import torch.nn as nn
+
+    own = [(n, tuple(p.shape)) for n, p in embeddings.named_parameters(recurse=False)]
+    modules = [n for n, m in embeddings.named_children() if isinstance(m, nn.Embedding)]
+    bare = [n for n, shape in own if len(shape) == 3 and shape[0] == 1 and shape[2] == hidden]
+    tables = [n for n in bare if dict(own)[n][1] > 1]
+    vector = (1, 1, hidden) if tables else (hidden,)
+    class_token = [n for n, shape in own if shape == vector]
+    if len(own) != len(class_token) + len(tables) or len(class_token) > 1:
         raise _NotVit(f"embedding parameters {[n for n, _ in own]}")
-    tables = [n for n, m in embeddings.named_children() if isinstance(m, nn.Embedding)]
-    if len(tables) != 1:
-        raise _NotVit(f"{len(tables)} position tables")
-    return (class_token[0] if class_token else None), tables[0]
+    if len(modules) + len(tables) != 1:
+        raise _NotVit(f"{len(modules) + len(tables)} position tables")
+    return (class_token[0] if class_token else None), (modules + tables)[0], bool(tables)
+
+
+def _layer_scales(layer: Any, hidden: int) -> tuple[str, str] | None:
+    """A layer's own ``[hidden]`` parameters: the attention's output scale, then the MLP's, in
+    the order the layer declares them (InternViT's lambda_1, lambda_2; the check proves it)."""
+    own = [(n, tuple(p.shape)) for n, p in layer.named_parameters(recurse=False)]
+    if not own:
+        return None
+    if len(own) != 2 or any(shape != (hidden,) for _, shape in own):
+        raise _NotVit(f"encoder-layer parameters {[n for n, _ in own]}")
+    return own[0][0], own[1][0]
+
+
+def _bias_key(files: Sequence[SourceFile], attention: str) -> str | None:
+    """The vision_config key q_proj's bias follows (InternViT's ``bias=config.attention_bias``);
+    None where it is a literal (CLIP's, SigLIP's)."""
+    found = init_assignment(files, attention, "q_proj")
+    match = re.search(r"config\.(\w+)$", (found.keyword("bias") or "") if found else "")
+    return match.group(1) if match else None
+
+
+def _has_weights(module: Any) -> bool:
+    return any(True for _ in module.parameters())
 
 
 def _call_order(tower: Any, config: Any) -> list[str]:
@@ -213,7 +270,7 @@ def _call_order(tower: Any, config: Any) -> list[str]:
     calls them."""
     import torch
 
-    size = config.image_size
+    size = square_side(config.image_size, "image_size")
     order = forward_call_order(tower, config.num_channels, size, _NotVit)
     norms = {n for n, m in tower.named_modules() if isinstance(m, torch.nn.LayerNorm)}
     layers = {n for n in order if n.count(".") and n.rsplit(".", 1)[-1].isdigit()}

@@ -9,7 +9,7 @@ from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
 from onboard.tiny_model import image_features_method
-from onboard.tiny_vision import dynamic_image_sizes
+from onboard.tiny_vision import dynamic_image_sizes, square_side
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
 TEXT_AROUND = 3  # text tokens before and after each row's placeholders
@@ -61,7 +61,7 @@ def trace_vlm(
         height, width = max(h for h, _ in sizes), max(w for _, w in sizes)
         image_sizes = torch.tensor(sizes)
     else:
-        height = width = vision.image_size
+        height = width = square_side(vision.image_size, "image_size")
         image_sizes = None
     shape = (NUM_IMAGES, vision.num_channels, height, width)
     pixel_values = torch.randn(*shape, generator=generator)

@@ -103,6 +103,17 @@ class TowerNames:
     attention: str  # self_attn
     mlp: str  # mlp
     mlp_projections: tuple[str, str]  # fc1, fc2
+    # HF's path of the patch convolution under embeddings where it nests deeper than the
+    # attribute the generated embeddings hold it in (InternViT's patch_embeddings.projection)
+    patch_path: str = ""
+    o_proj: str = "out_proj"  # HF's output projection; mobius' EncoderAttention's is out_proj
+    # The class token and position table as HF's bare [1, ..., hidden] parameters (InternViT)
+    table_parameters: bool = False
+    # Each layer's output scales of the attention and the MLP (InternViT's lambda_1, lambda_2)
+    scales: tuple[str, str] | None = None
+    # q/k/v add a bias by vision_config.<key> (the output projection always does); None: all
+    # four always do
+    qkv_bias_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,9 @@ class VisionDesign:
     # The text model is a hybrid (Qwen3.5's gated DeltaNet layers): the decoder graph carries
     # each recurrent layer's states beside the attention layers' KV cache
     hybrid: bool = False
+    # vision_config gives the image and patch sizes as (height, width) pairs (InternVL's): the
+    # generated config hands the tower one side of each
+    square_pairs: bool = False
 
     @property
     def task(self) -> str:
@@ -328,6 +342,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         pixtral=pixtral,
         image_rows=vision.image_rows,
         several_layers=len(vision.select.layers) > 1,
+        square_pairs=isinstance(tower, VitTowerSpec) and tower.sizes_as_pairs,
     )
 
 
@@ -473,6 +488,9 @@ def _clip_shaped(tower: VitTowerSpec) -> bool:
     pre-norm, bias-free patch convolution and names."""
     return (
         _plain_vit(tower)
+        and tower.attention.q_bias
+        and not tower.layer_scale
+        and not tower.table_parameters
         and tower.class_token
         and tower.pre_norm
         and not tower.patch_bias
@@ -485,10 +503,9 @@ def _plain_vit(tower: VitTowerSpec) -> bool:
     """What the generated ViT computes: biased q/k/v/o at head_dim ** -0.5, a biased two-linear
     MLP, biased LayerNorms."""
     a = tower.attention
+    qkv = a.q_bias and a.k_bias and a.v_bias
     return (
-        a.q_bias
-        and a.k_bias
-        and a.v_bias
+        (qkv or (tower.qkv_bias_key is not None and not (a.q_bias or a.k_bias or a.v_bias)))
         and a.o_bias
         and a.scale == a.head_dim**-0.5
         and tower.mlp.kind == "plain"
@@ -507,13 +524,19 @@ def _tower_names(tower: VitTowerSpec) -> TowerNames | None:
     if "class_embedding" in names:
         embeddings.add(names["class_embedding"].partition(".")[0])
     encoder, _, layers = names["layers"].partition(".")
-    if len(embeddings) != 1 or not layers or "." in layers or names.get("o_proj") != "out_proj":
+    if len(embeddings) != 1 or not layers or "." in layers:
         return None
     (parent,) = embeddings
     norms = dict(tower.norm.names)
+    patch = names["patch"].partition(".")[2]
     return TowerNames(
         embeddings=parent,
-        patch=names["patch"].partition(".")[2],
+        patch=patch.rpartition(".")[2],
+        patch_path=patch if "." in patch else "",
+        o_proj=names["o_proj"],
+        table_parameters=tower.table_parameters,
+        scales=(names["attn_scale"], names["mlp_scale"]) if tower.layer_scale else None,
+        qkv_bias_key=tower.qkv_bias_key,
         positions=names["positions"].partition(".")[2],
         class_token=names["class_embedding"].partition(".")[2]
         if "class_embedding" in names
@@ -563,6 +586,15 @@ _SHUFFLED_WIDTH = 'config.vision.hidden_size * _vision_field(config, "pixel_shuf
 
 def _shuffle(vision: VisionSpec) -> ProjectorStep | None:
     return next((s for s in vision.projector.steps if s.op == "pixel_shuffle"), None)
+
+
+def _kernel_expr(shuffle: ProjectorStep) -> str:
+    """The pixel shuffle's side, read from the composite config as HF reads it."""
+    if not shuffle.kernel_key:
+        return str(shuffle.kernel)
+    if shuffle.kernel_from_ratio:
+        return f"round(1 / top.{shuffle.kernel_key})"
+    return f"top.{shuffle.kernel_key}"
 
 
 def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer, ...]:
@@ -664,6 +696,17 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
             "the class token's feature is dropped before the projector",
         ),
     ]
+    tower = vision.tower
+    if isinstance(tower, VitTowerSpec) and tower.qkv_bias_key:
+        fields.append(
+            ConfigField(
+                "vision_attention_bias",
+                "bool",
+                str(tower.attention.q_bias),
+                f"top.vision_config.{tower.qkv_bias_key}",
+                "the tower's q/k/v projections add a bias (its output projection always does)",
+            )
+        )
     steps = vision.projector.steps
     activation = next((s.activation for s in steps if s.op in ("activation", "glu")), None)
     if activation is not None:
@@ -721,7 +764,7 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
                 "pixel_shuffle_factor",
                 "int",
                 str(shuffle.kernel),
-                f"top.{shuffle.kernel_key}" if shuffle.kernel_key else str(shuffle.kernel),
+                _kernel_expr(shuffle),
                 "the side of the block of patches the pixel shuffle folds into one token",
             )
         )
