@@ -19,6 +19,13 @@ from onboard.analysis.vision.qwen_read import read_qwen_vision
 from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
+from onboard.analysis.vision.tiles import (
+    TilesReading,
+    newline_on_disk,
+    provisional_tiles,
+    read_tiles,
+    takes_tiles,
+)
 from onboard.analysis.vision.tower import read_tower
 from onboard.analysis.vision.trace import trace_vlm
 from onboard.checkpoint import tensors
@@ -305,11 +312,14 @@ def _read_vision(
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
     dynamic = isinstance(tower.spec, PixtralTowerSpec)
     vision_config = config.vision_config
+    tiles = provisional_tiles(model, config) if not dynamic and takes_tiles(model, config) else None
     try:
-        rows = not dynamic and takes_image_rows(
-            model, vision_config.num_channels, vision_config.image_size
+        rows = (
+            not dynamic
+            and tiles is None
+            and takes_image_rows(model, vision_config.num_channels, vision_config.image_size)
         )
-        trace = trace_vlm(model, parts, config, post, dynamic, rows)
+        trace = trace_vlm(model, parts, config, post, dynamic, rows, tiles)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
         return None, tower.evidence, (_did_not_run(model, exc),)
     from onboard.analysis.probe import source_location
@@ -327,7 +337,9 @@ def _read_vision(
         files,
     )
     deltas = select.deltas + projector.deltas
-    if select.spec is None or projector.spec is None:
+    tiling = read_tiles(model, parts, trace, tiles) if tiles is not None else TilesReading(None)
+    deltas += tiling.deltas
+    if select.spec is None or projector.spec is None or (tiles and tiling.spec is None):
         return None, tower.evidence, deltas
     key = image_token_key(config)
     bidirectional, prefix = _bidirectional_images(model, config, trace)
@@ -340,7 +352,9 @@ def _read_vision(
     )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)
-    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))
+    if tiling.spec is not None and tiling.spec.newline:
+        prefixes += (("newline", newline_on_disk(model, tiling.spec, saved)),)
+    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector", "newline"))
     vision = VisionSpec(
         towers=VisionTowers().replace(tower.spec),
         select=select.spec,
@@ -353,10 +367,12 @@ def _read_vision(
             sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
         ),
         image_rows=rows,
+        tiles=tiling.spec,
     )
     evidence = (
         *tower.evidence,
         *_rows_evidence(model, rows),
+        *tiling.evidence,
         *select.evidence,
         ("vision.projector", projector.evidence),
         (
