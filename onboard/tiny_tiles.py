@@ -4,7 +4,8 @@ The tiny tower's tiles are narrower than the real ones (``TINY_PATCHES_PER_SIDE`
 side), so the pinpoints are scaled with them: every grid of the real config stays a grid of the
 tiny one. The two test images are chosen by the spec's own rule so that what a wrong packing
 gets wrong shows: their grids differ, one is cut back to its aspect ratio by rows and the other
-by columns, and with a tile budget (LLaVA-OneVision) exactly one of them is downsampled.
+by columns, and with a tile budget (LLaVA-OneVision) exactly one of them is downsampled, under
+a tiny budget (the rule is the same at any budget; the spec records the real one).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 PINPOINTS_KEYS = ("image_grid_pinpoints",)
 MAX_TILES_KEYS = ("vision_aspect_ratio",)
 _MAX_TILES_PREFIX = "anyres_max_"
+# The tiny tile budget: one tile's features, so a grid of two tiles is downsampled already and
+# the test prompts stay within the tiny text model's positions (a budget of 9 needs 175 features)
+TINY_MAX_TILES = 1
 # Original sizes are tried on this fraction of a tile: fine enough that unpadding cuts whole
 # feature rows, coarse enough to search every size up to the largest pinpoint quickly
 _SIZE_STEPS_PER_TILE = 8
@@ -65,6 +69,10 @@ def shrink_pinpoints(tiny: dict[str, Any], hf_config: Any, tile_size: int) -> No
             "a side: HF counts such a grid's tiles and cuts its features differently"
         )
     tiny[key] = [[h // real * tile_size, w // real * tile_size] for h, w in pinpoints]
+    budget = max_tiles_key(hf_config)
+    if budget is not None:
+        max_tiles(hf_config, budget)  # a value HF cannot read is bad input here already
+        tiny[budget] = f"{_MAX_TILES_PREFIX}{TINY_MAX_TILES}"
 
 
 def tile_image_sizes(spec: Any, tile_size: int, side: int) -> list[tuple[int, int]]:

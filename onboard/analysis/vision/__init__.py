@@ -25,6 +25,7 @@ from onboard.analysis.vision.tiles import (
     provisional_tiles,
     read_tiles,
     takes_tiles,
+    video_path,
 )
 from onboard.analysis.vision.tower import read_tower
 from onboard.analysis.vision.trace import trace_vlm
@@ -338,7 +339,8 @@ def _read_vision(
     )
     deltas = select.deltas + projector.deltas
     tiling = read_tiles(model, parts, trace, tiles) if tiles is not None else TilesReading(None)
-    deltas += tiling.deltas
+    videos = video_path(model, parts) if tiles is not None else None
+    deltas += tiling.deltas + ((videos,) if videos else ())
     if select.spec is None or projector.spec is None or (tiles and tiling.spec is None):
         return None, tower.evidence, deltas
     key = image_token_key(config)

@@ -41,6 +41,7 @@ from onboard.targets.mobius.parity import (
     weights_check,
 )
 from onboard.targets.mobius.vision_bugs import (
+    llava_tile_defects,
     pixtral_defects,
     qwen3_5_defects,
     qwen_vl_defects,
@@ -107,6 +108,7 @@ def run_vision_parity(
         bugs.extend(_deepstack_dropped(case.module_class, proof))
     if not generated:
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
+        bugs.extend(llava_tile_defects(case.module_class, case.tiny_config))
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
         bugs.extend(qwen_vl_defects(case.module_class, failed))

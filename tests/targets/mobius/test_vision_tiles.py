@@ -1,0 +1,78 @@
+"""LLaVA-NeXT (tiles of any resolution with image_sizes) generated into mobius from
+transformers' default llava_next config.
+
+Parity feeds two rows whose images take different grids, one cut back to its aspect ratio by
+rows and the other by columns; the generated encoder takes each image's tiles with its size and
+packs them in the graph. A module that leaves the newline out, skips unpadding or puts the base
+tile last fails it. mobius' own LLaVAModel fails it and the report names why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from tests.new_types import default_config_dir
+from tests.targets.mobius.checks import passed_module, statuses
+from tests.targets.mobius.sabotage import parity_with
+
+_FLAT = "op.Reshape(grid, op.Constant(value_ints=[-1, hidden]))"  # the grid's rows, flattened
+CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
+
+
+def _new(tmp_path: Path, model_type: str = "llava_next", **options):
+    source = default_config_dir(model_type, tmp_path / "hub")
+    options.setdefault("treat_as_new", True)
+    return onboard_new(NewOptions(model=str(source), out=tmp_path / "out", **options))
+
+
+def test_llava_next_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    result = _new(tmp_path)
+    text = passed_module(result, CHECKS)
+    report = result.parity
+    # the tower's last layer and its post norm: HF computes them and never reads the result
+    assert len(report.weights.unread) == 18
+    assert "default_task = LlavaNextVisionLanguageTask()" in text
+    assert "class LlavaNextTileGrid(nn.Module)" in text
+    assert "self.image_newline = nn.Parameter((config.hidden_size,))" in text
+    assert 'result["vision_encoder.image_newline"] = tensor' in text
+    assert "tuple((int(h), int(w)) for h, w in top.image_grid_pinpoints)" in text
+    assert "_downsample" not in text  # llava_next has no tile budget
+    patch = (result.root / "onboard.patch").read_text()
+    assert '"llava_next": ModelRegistration(LlavaNextMultiModalModel),' in patch
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("grid = op.Concat(grid, closing, axis=1)", "grid = op.Identity(grid)"),
+        (
+            "grid = self._unpad(op, grid, height, width, grid_h, grid_w)",
+            "grid = op.Identity(grid)",
+        ),
+        (
+            f"return op.Concat(base, {_FLAT}, axis=0)",
+            f"return op.Concat({_FLAT}, base, axis=0)",
+        ),
+    ],
+    ids=["newline-left-out", "unpadding-skipped", "base-tile-last"],
+)
+def test_a_wrong_tile_packing_fails_parity(tmp_path: Path, old: str, new: str) -> None:
+    checks = statuses(parity_with(_new(tmp_path, parity=False), old, new))
+    assert checks["weights"] is Status.PASS
+    assert checks["image-features"] is Status.FAIL
+    assert checks["prefill"] is Status.FAIL
+
+
+def test_mobius_own_llava_model_is_reported_with_its_tile_defects(tmp_path: Path) -> None:
+    result = _new(tmp_path, treat_as_new=False)
+    assert result.proposal.already_supported is not None
+    report = result.parity
+    assert report is not None and not report.passed
+    ids = {b.id for b in report.bugs}
+    assert ids == {"hybrid M1", "llava-next N1", "llava-next N2", "llava-next N3"}
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
