@@ -48,7 +48,7 @@ def test_llava_next_generates_into_mobius_with_zero_edits(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        ("grid = op.Concat(grid, closing, axis=1)", "grid = op.Identity(grid)"),
+        ("grid = op.Concat(grid, closing, axis=1)", "grid = op.Concat(closing, grid, axis=1)"),
         (
             "grid = self._unpad(op, grid, height, width, grid_h, grid_w)",
             "grid = op.Identity(grid)",
@@ -58,13 +58,22 @@ def test_llava_next_generates_into_mobius_with_zero_edits(tmp_path: Path) -> Non
             f"return op.Concat({_FLAT}, base, axis=0)",
         ),
     ],
-    ids=["newline-left-out", "unpadding-skipped", "base-tile-last"],
+    ids=["newline-opening-rows", "unpadding-skipped", "base-tile-last"],
 )
 def test_a_wrong_tile_packing_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     checks = statuses(parity_with(_new(tmp_path, parity=False), old, new))
     assert checks["weights"] is Status.PASS
     assert checks["image-features"] is Status.FAIL
     assert checks["prefill"] is Status.FAIL
+
+
+def test_a_newline_left_out_fails_the_weight_proof(tmp_path: Path) -> None:
+    """The checkpoint's image_newline then fills nothing: parity stops at the weights."""
+    old = "grid = op.Concat(grid, closing, axis=1)"
+    report = parity_with(_new(tmp_path, parity=False), old, "grid = op.Identity(grid)")
+    weights = next(c for c in report.checks if c.name == "weights")
+    assert weights.status is Status.FAIL
+    assert "image_newline" in weights.detail
 
 
 def test_mobius_own_llava_model_is_reported_with_its_tile_defects(tmp_path: Path) -> None:
