@@ -85,3 +85,27 @@ def test_mobius_own_llava_model_is_reported_with_its_tile_defects(tmp_path: Path
     assert ids == {"hybrid M1", "llava-next N1", "llava-next N2", "llava-next N3"}
     weights = next(c for c in report.checks if c.name == "weights")
     assert weights.status is Status.FAIL
+
+
+def test_llava_onevision_generates_with_its_downsampling(tmp_path: Path) -> None:
+    """A grid past the tile budget is resized bilinearly (the tiny budget is one tile, so the
+    second test image's two-tile grid is downsampled); leaving the resize out fails parity."""
+    result = _new(tmp_path / "ok", "llava_onevision")
+    text = passed_module(result, CHECKS)
+    assert 'max_tiles=int(top.vision_aspect_ratio.removeprefix("anyres_max_")),' in text
+    assert "self._downsample_above = 1.1" in text
+    old = "grid = self._downsample(op, grid)"
+    report = parity_with(_new(tmp_path / "bad", "llava_onevision", parity=False), old, "pass")
+    checks = statuses(report)
+    assert checks["weights"] is Status.PASS
+    assert checks["image-features"] is Status.FAIL
+
+
+def test_llava_next_video_is_refused_at_its_video_pooling(tmp_path: Path) -> None:
+    from onboard.errors import UnsupportedFeatureError
+
+    with pytest.raises(UnsupportedFeatureError) as caught:
+        _new(tmp_path, "llava_next_video")
+    (item,) = caught.value.items
+    assert "vision_resampler (LlavaNextVideoPooler) pools video frames" in item
+    assert "modeling_llava_next_video.py:" in item
