@@ -274,7 +274,7 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
         "reads VLMs that take plain image batches or rows of full tiles (Idefics 3) so far "
-        "(image sizes behind a Pixtral tower only; no tile grids)",
+        "(image sizes behind a Pixtral tower, tiles with grid pinpoints)",
     )
 
 
