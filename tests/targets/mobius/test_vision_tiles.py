@@ -109,3 +109,59 @@ def test_llava_next_video_is_refused_at_its_video_pooling(tmp_path: Path) -> Non
     (item,) = caught.value.items
     assert "vision_resampler (LlavaNextVideoPooler) pools video frames" in item
     assert "modeling_llava_next_video.py:" in item
+
+
+def _tile_grid_session(module, pinpoints, max_tiles: int, hidden: int):
+    """The generated tile grid alone as an onnxruntime session: features [tiles, 16, hidden]
+    and image_sizes [1, 2] in, the packed features out."""
+    from types import SimpleNamespace
+
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from mobius.tasks._base import _make_graph, _make_model
+
+    vision = SimpleNamespace(image_size=56, patch_size=14)
+    config = SimpleNamespace(
+        vision=vision, hidden_size=hidden, image_grid_pinpoints=pinpoints, max_tiles=max_tiles
+    )
+    grid = module.LlavaOnevisionTileGrid(config)
+    graph, builder = _make_graph(name="tiles")
+    features = builder.input("features", dtype=ir.DataType.FLOAT, shape=["tiles", 16, hidden])
+    sizes = builder.input("image_sizes", dtype=ir.DataType.INT64, shape=[1, 2])
+    newline = builder.input("newline", dtype=ir.DataType.FLOAT, shape=[hidden])
+    builder.add_output(grid(builder.op, features, sizes, newline), "packed")
+    proto = ir.to_proto(_make_model(graph)).SerializeToString()
+    return ort.InferenceSession(proto, providers=["CPUExecutionProvider"])
+
+
+def test_the_generated_tile_grid_packs_any_image_size_as_the_spec(tmp_path: Path) -> None:
+    """The grid choice (float64, as HF's Python floats), the integer unpadding and the
+    downsampling sizes of the generated graph, against the spec's packing on 200 sizes."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from onboard.analysis.vision.tiles_run import image_grid, pack_image
+    from onboard.targets.mobius import _import_file
+    from onboard.vision import TileGridSpec
+
+    result = _new(tmp_path, "llava_onevision", parity=False)
+    module = _import_file(result.root / result.plan.model_file)
+    pinpoints = tuple((h * 56, w * 56) for h in range(1, 7) for w in range(1, 7))
+    spec = TileGridSpec(pinpoints, "k", "n", max_tiles=4, max_tiles_key="v", downsample_above=1.1)
+    session = _tile_grid_session(module, pinpoints, spec.max_tiles, hidden=8)
+    rng, generator = random.Random(0), np.random.default_rng(0)
+    newline = generator.standard_normal(8).astype(np.float32)
+    kinds = set()
+    for _ in range(200):
+        size = (rng.randint(1, 400), rng.randint(1, 400))
+        grid = image_grid(spec, 56, 4, size)
+        tiles = generator.standard_normal((grid.tiles, 16, 8)).astype(np.float32)
+        want = pack_image(grid, torch.from_numpy(tiles), torch.from_numpy(newline)).numpy()
+        feeds = {"features": tiles, "image_sizes": np.array([size]), "newline": newline}
+        (got,) = session.run(None, feeds)
+        assert got.shape == want.shape, size
+        assert np.abs(got - want).max() < 1e-4, size
+        kinds.add((grid.top > 0, grid.left > 0, grid.downsampled))
+    assert len(kinds) >= 4  # cut by rows, by columns, downsampled or not
