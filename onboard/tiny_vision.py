@@ -13,6 +13,7 @@ from typing import Any
 
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.tiny import is_negative_id
+from onboard.tiny_tiles import pinpoints_key, shrink_pinpoints
 
 TINY_VISION_HIDDEN = 32
 TINY_VISION_HEADS = 4
@@ -62,6 +63,8 @@ def shrink_vlm_config(
     if factor:  # two blocks of the pixel shuffle a side
         side = square_side(hf_config.vision_config.patch_size, "patch_size") * 2 * factor
         tiny["vision_config"]["image_size"] = _sized_as(hf_config.vision_config.image_size, side)
+    if pinpoints_key(hf_config):  # tiles of any resolution: the grids in the tiny tiles
+        shrink_pinpoints(tiny, hf_config, tiny["vision_config"]["image_size"])
     if getattr(hf_config, "spatial_merge_size", None):  # images of any size up to image_size
         sides = [side for size in dynamic_image_sizes(hf_config) for side in size]
         tiny["vision_config"]["image_size"] = max(sides)

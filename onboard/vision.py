@@ -365,6 +365,38 @@ class DeepStackSpec:
 
 
 @dataclass(frozen=True)
+class TileGridSpec:
+    """LLaVA-NeXT's tiles of any resolution ("anyres"): each image comes as ``pixel_values
+    [images, tiles, C, S, S]`` (S the tower's ``image_size``, the padding tiles past an
+    image's count dropped) with its original ``image_sizes [images, 2]`` (height, width).
+
+    The tiles are the base tile (the whole image in one tile) first, then a grid of rows x
+    columns tiles in reading order. The grid is the pinpoint (height, width) in pixels that
+    fits the original size best: scaled by ``s = min(width / W, height / H)`` the image keeps
+    ``min(int(W * s) * int(H * s), W * H)`` pixels (the most wins), the pinpoint's area beyond
+    those is wasted (the least wins among equals), the first pinpoint wins a tie; its sides over
+    S are the grid. The tower and projector run on every tile; each tile's ``side x side``
+    features (side = S / patch) are laid out as one ``[rows * side, columns * side]`` feature
+    grid, which ``unpad`` cuts back to the original aspect ratio: when W / H > the grid's
+    width / height, ``(grid height - H * grid width // W) // 2`` feature rows go at the top and
+    as many at the bottom, else as many columns at each side by the same rule. ``max_tiles``
+    (LLaVA-OneVision's ``anyres_max_<n>``): when ``ratio = sqrt(h * w / (max_tiles * side**2))``
+    of the unpadded grid exceeds ``downsample_above``, the grid is resized bilinearly (half-pixel
+    centers, no antialiasing) to ``int(h // ratio) x int(w // ratio)``. Then the ``newline``
+    vector closes each row of the grid. An image's features: the base tile's ``side**2`` rows,
+    then the grid's, row by row.
+    """
+
+    pinpoints: tuple[tuple[int, int], ...]  # (height, width) in pixels, in the config's order
+    pinpoints_key: str  # image_grid_pinpoints
+    newline: str  # the base model's parameter closing each grid row (image_newline); "": none
+    unpad: bool = True
+    max_tiles: int = 0  # the grid is downsampled past this many tiles' features; 0: never
+    max_tiles_key: str | None = None  # vision_aspect_ratio ("anyres_max_9")
+    downsample_above: float = 0.0  # the ratio past which the grid is resized (HF's 1.1)
+
+
+@dataclass(frozen=True)
 class VisionSpec:
     towers: VisionTowers
     select: FeatureSelectSpec
@@ -385,6 +417,9 @@ class VisionSpec:
     # a row the model drops (Idefics 3's tiles); False: [images, channels, height, width]
     image_rows: bool = False
     deepstack: DeepStackSpec | None = None
+    # Tiles of any resolution with image_sizes (LLaVA-NeXT): the projected tile features are
+    # packed into each image's grid before the merge; None: one image is one tower input
+    tiles: TileGridSpec | None = None
 
     @property
     def tower(self) -> TowerSpec:

@@ -29,6 +29,7 @@ from onboard.parity.harness import (
 from onboard.parity.reference import cache_states
 from onboard.parity.report import Check, Metrics, Status
 from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
+from onboard.tiny_tiles import pinpoints_key
 from onboard.tiny_vision import dynamic_image_sizes, square_side
 
 IMAGES = 2  # one per row
@@ -60,12 +61,19 @@ class VisionBatch:
     images_per_row: tuple[int, ...] | None = None
     # [B, S] int64 as the processor returns them, for a model whose mask reads them
     token_type_ids: np.ndarray | None = None
+    # Tiles (LLaVA-NeXT): pixel_values is [images, tiles, channels, size, size], image i's first
+    # tiles[i] real (base tile first), the rest zero padding; image_sizes the original sizes
+    tiles: tuple[int, ...] | None = None
 
     @property
     def images(self) -> list[np.ndarray]:
         """Each image alone, ``[1, channels, height, width]``, cropped to its size; for rows of
         images, the real ones in reading order (as HF drops the padding)."""
         assert self.pixel_values is not None
+        if self.tiles is not None:  # each image's tiles, without the padding
+            return [
+                image[:count] for image, count in zip(self.pixel_values, self.tiles, strict=True)
+            ]
         if self.images_per_row is not None:
             return [
                 row[i][None]
@@ -196,6 +204,12 @@ def _scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, Visi
             side,
         )
         return batch, text_batch(text.vocab_size, hf_config.image_token_id)
+    if pinpoints_key(hf_config) and takes_image_sizes(reference):  # tiles of any resolution
+        from onboard.parity.vision_tiles import tile_batch
+
+        return tile_batch(reference, hf_config), text_batch(
+            text.vocab_size, hf_config.image_token_id
+        )
     dynamic = takes_image_sizes(reference)
     sizes = dynamic_image_sizes(hf_config) if dynamic else [(side, side)] * IMAGES
     per_image = image_tokens(reference, sizes, vision.num_channels, dynamic=dynamic)

@@ -300,7 +300,8 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
 @pytest.mark.parametrize(
     ("model_type", "what", "where"),
     [
-        ("llava_next", "does not run", "modeling_llava_next.py:"),  # tiles, needs image_sizes
+        # tiles are read; the video pooling of LLaVA-NeXT-Video is not
+        ("llava_next_video", "pools video frames", "modeling_llava_next_video.py:"),
         # get_image_features(pixel_values_images): a second, video tower beside the image one
         ("video_llava", "does not run", "modeling_video_llava.py:"),
     ],

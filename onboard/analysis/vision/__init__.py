@@ -20,6 +20,14 @@ from onboard.analysis.vision.qwen_read import read_qwen_vision
 from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
+from onboard.analysis.vision.tiles import (
+    TilesReading,
+    newline_on_disk,
+    provisional_tiles,
+    read_tiles,
+    takes_tiles,
+    video_path,
+)
 from onboard.analysis.vision.token_blocks import read_token_blocks
 from onboard.analysis.vision.tower import read_tower
 from onboard.analysis.vision.trace import trace_vlm
@@ -240,7 +248,7 @@ def _did_not_run(model: Any, exc: Exception) -> Delta:
         where,
         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}; onboard "
         "reads VLMs that take plain image batches or rows of full tiles (Idefics 3) so far "
-        "(image sizes behind a Pixtral tower only; no tile grids)",
+        "(image sizes behind a Pixtral tower, tiles with grid pinpoints)",
     )
 
 
@@ -279,13 +287,18 @@ def _read_vision(
     post = tower.spec.name_of("post_norm") if tower.spec.post_norm else None
     dynamic = isinstance(tower.spec, PixtralTowerSpec)
     vision_config = config.vision_config
+    tiles = provisional_tiles(model, config) if not dynamic and takes_tiles(model, config) else None
     try:
-        rows = not dynamic and takes_image_rows(
-            model,
-            vision_config.num_channels,
-            square_side(vision_config.image_size, "image_size"),
+        rows = (
+            not dynamic
+            and tiles is None
+            and takes_image_rows(
+                model,
+                vision_config.num_channels,
+                square_side(vision_config.image_size, "image_size"),
+            )
         )
-        trace = trace_vlm(model, parts, config, post, dynamic, rows)
+        trace = trace_vlm(model, parts, config, post, dynamic, rows, tiles)
         received = trace.projector_in
         trace = unfold_outer_shuffle(trace, config, tower.spec.class_token)
     except Exception as exc:  # the model wants inputs a plain image batch does not give
@@ -306,7 +319,10 @@ def _read_vision(
         features=trace.projector_in,
     )
     deltas = select.deltas + projector.deltas
-    if select.spec is None or projector.spec is None:
+    tiling = read_tiles(model, parts, trace, tiles) if tiles is not None else TilesReading(None)
+    videos = video_path(model, parts) if tiles is not None else None
+    deltas += tiling.deltas + ((videos,) if videos else ())
+    if select.spec is None or projector.spec is None or (tiles and tiling.spec is None):
         return None, tower.evidence, deltas
     key = image_token_key(config)
     language_model = parts.module(model, "language_model")
@@ -320,7 +336,9 @@ def _read_vision(
     )
     saved = tensors(model)
     prefixes = disk_prefixes(model, parts, saved)
-    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector"))
+    if tiling.spec is not None and tiling.spec.newline:
+        prefixes += (("newline", newline_on_disk(model, tiling.spec, saved)),)
+    vision_prefixes = tuple(p for r, p in prefixes if r in ("tower", "projector", "newline"))
     vision = VisionSpec(
         towers=VisionTowers().replace(tower.spec),
         select=select.spec,
@@ -333,10 +351,12 @@ def _read_vision(
             sorted((n, tuple(t.shape)) for n, t in saved.items() if n.startswith(vision_prefixes))
         ),
         image_rows=rows,
+        tiles=tiling.spec,
     )
     evidence = (
         *tower.evidence,
         *_rows_evidence(model, rows),
+        *tiling.evidence,
         *select.evidence,
         ("vision.projector", projector.evidence),
         (

@@ -17,6 +17,7 @@ from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.pixtral_run import PixtralRun, patch_merge
 from onboard.analysis.vision.steps import ROW_OPS, run_row_step
+from onboard.analysis.vision.tiles import tile_packer
 from onboard.analysis.vision.trace import VisionTrace
 from onboard.spec import Delta
 from onboard.vision import PixtralTowerSpec, VisionSpec, VitTowerSpec
@@ -52,9 +53,13 @@ def check_vision(
     else:
         run = VitRun(vision.tower, tower_weights)
     project = _projector(vision, model.get_submodule(paths["projector"]), grids)
+    stages = _stages(vision, run, project, trace, paths)
+    packer = tile_packer(vision, model, trace)
+    if packer is not None:
+        stages = _tile_stages(stages, packer, project, vision, run, trace, parts.base)
     deltas = []
     with torch.no_grad():
-        for stage in _stages(vision, run, project, trace, paths):
+        for stage in stages:
             try:
                 got = stage.compute()
             except Exception as exc:  # the spec does not even run on these weights here
@@ -118,6 +123,43 @@ def _stages(
         ),
     ]
     return stages
+
+
+def _tile_stages(
+    stages: list[_Stage],
+    packer: Callable[[Any], Any],
+    project: Callable[[Any], Any],
+    vision: VisionSpec,
+    run: VitRun | PixtralRun,
+    trace: VisionTrace,
+    base: str,
+) -> list[_Stage]:
+    """Tiles: the projected tiles packed into each image's grid (HF's pack_image_features),
+    the packed features merged, and the chain from the pixels through the packing."""
+    merge_at = next(i for i, s in enumerate(stages) if s.method == "get_placeholder_mask")
+    text = stages[merge_at].module
+    return [
+        *stages[:merge_at],
+        _Stage(
+            base,
+            lambda: packer(trace.projector_out),
+            trace.packed,
+            method="pack_image_features",
+        ),
+        _Stage(
+            text,
+            lambda: merge(vision, trace.text_embeddings, trace.input_ids, trace.packed),
+            trace.merged,
+            side="input",
+            method="get_placeholder_mask",
+        ),
+        _Stage(
+            base,
+            lambda: packer(project(select(vision, run, run.states(trace.pixel_values)))),
+            trace.packed,
+            method="get_image_features",
+        ),
+    ]
 
 
 class VitRun:

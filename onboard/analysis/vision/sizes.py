@@ -14,12 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from onboard.errors import InvalidConfigError
+from onboard.tiny_tiles import max_tiles
 from onboard.tiny_vision import patch_grid_side, square_side
 from onboard.vision import (
     PixtralTowerSpec,
     ProjectorSpec,
     ProjectorStep,
     ProjectorWidth,
+    TileGridSpec,
     VisionSpec,
     VitTowerSpec,
 )
@@ -37,7 +39,18 @@ def at_real_sizes(vision: VisionSpec, tiny: Any, real: Any) -> VisionSpec:
         towers=vision.towers.replace(tower),
         projector=_projector(vision.projector, widths, real),
         merge=dataclasses.replace(vision.merge, image_token_id=int(real.image_token_id)),
+        tiles=_tiles(vision.tiles, real),
     )
+
+
+def _tiles(tiles: TileGridSpec | None, real: Any) -> TileGridSpec | None:
+    """The real config's pinpoints (the tiny ones are scaled to its narrower tiles) and tile
+    budget."""
+    if tiles is None:
+        return None
+    pinpoints = tuple((int(h), int(w)) for h, w in getattr(real, tiles.pinpoints_key))
+    budget = max_tiles(real, tiles.max_tiles_key) if tiles.max_tiles_key else 0
+    return dataclasses.replace(tiles, pinpoints=pinpoints, max_tiles=budget)
 
 
 def _tower(tower: VitTowerSpec, config: Any) -> VitTowerSpec:

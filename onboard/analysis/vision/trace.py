@@ -10,6 +10,7 @@ from typing import Any
 from onboard.analysis.vision.parts import VLMParts
 from onboard.tiny_model import image_features_method
 from onboard.tiny_vision import dynamic_image_sizes, square_side
+from onboard.vision import TileGridSpec
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
 TEXT_AROUND = 3  # text tokens before and after each row's placeholders
@@ -30,11 +31,18 @@ class VisionTrace:
     image_sizes: Any = None
     projector_extra: tuple[Any, ...] = ()  # what the projector took after the features
     rows: bool = False  # the VLM takes [rows, images per row, ...]: image r alone in row r
+    # Tiles of any resolution (LLaVA-NeXT): pixel_values above are every image's tiles, image
+    # after image; the VLM took them as [images, tiles, ...] padded with zero tiles, with
+    # image_sizes the original sizes. packed: get_image_features' output, image after image
+    tile_pixels: Any = None
+    packed: Any = None
 
     @property
     def image_inputs(self) -> dict[str, Any]:
         """What the VLM takes beside the prompt: the pixels and, if any, the image sizes."""
         pixels = self.pixel_values[:, None] if self.rows else self.pixel_values
+        if self.tile_pixels is not None:
+            pixels = self.tile_pixels
         found = {"pixel_values": pixels}
         if self.image_sizes is not None:
             found["image_sizes"] = self.image_sizes
@@ -48,25 +56,34 @@ def trace_vlm(
     post_norm: str | None,
     dynamic: bool = False,
     rows: bool = False,
+    tiles: TileGridSpec | None = None,
 ) -> VisionTrace:
     """``dynamic``: the tower takes images of any size (Pixtral): the two images differ in
     size, padded into one pixel tensor, and ``image_sizes`` says each one's. ``rows``: the VLM
-    takes ``[rows, images per row, ...]`` (Idefics 3): each image is a row of its own."""
+    takes ``[rows, images per row, ...]`` (Idefics 3): each image is a row of its own.
+    ``tiles``: the VLM takes tiles of any resolution with the images' original sizes
+    (LLaVA-NeXT), laid out as this spec says (``tile_inputs``)."""
     import torch
 
     vision = hf_config.vision_config
     generator = torch.Generator().manual_seed(7)
-    if dynamic:
+    tile_pixels = None
+    if tiles is not None:
+        tile_pixels, pixel_values, image_sizes = tile_inputs(tiles, vision, generator)
+    elif dynamic:
         sizes = dynamic_image_sizes(hf_config)
         height, width = max(h for h, _ in sizes), max(w for _, w in sizes)
         image_sizes = torch.tensor(sizes)
     else:
         height = width = square_side(vision.image_size, "image_size")
         image_sizes = None
-    shape = (NUM_IMAGES, vision.num_channels, height, width)
-    pixel_values = torch.randn(*shape, generator=generator)
+    if tiles is None:
+        shape = (NUM_IMAGES, vision.num_channels, height, width)
+        pixel_values = torch.randn(*shape, generator=generator)
     sized = {} if image_sizes is None else {"image_sizes": image_sizes}
     model_pixels = pixel_values[:, None] if rows else pixel_values
+    if tile_pixels is not None:
+        model_pixels = tile_pixels
     tower = parts.module(model, "tower")
     language_model = parts.module(model, "language_model")
     captured: dict[str, Any] = {}
@@ -81,7 +98,8 @@ def trace_vlm(
         captured["merged"] = kwargs.get("inputs_embeds")
 
     with torch.no_grad():
-        states = tower(pixel_values, output_hidden_states=True, **sized).hidden_states
+        tower_sized = {} if tiles is not None else sized  # the tower takes tiles alone
+        states = tower(pixel_values, output_hidden_states=True, **tower_sized).hidden_states
         post = tower.get_submodule(post_norm)(states[-1]) if post_norm else None
         features = image_features_method(model)(pixel_values=model_pixels, **sized)
         features = features.pooler_output
@@ -110,7 +128,29 @@ def trace_vlm(
         image_sizes,
         captured["projector_extra"],
         rows,
+        tile_pixels,
+        torch.cat([f.reshape(-1, f.shape[-1]) for f in features]) if tiles is not None else None,
     )
+
+
+def tile_inputs(tiles: TileGridSpec, vision: Any, generator: Any) -> tuple[Any, Any, Any]:
+    """The two test images as tiles: ``[images, tiles, C, S, S]`` padded with zero tiles as the
+    processor pads them, every image's real tiles one after another, and their original sizes
+    (``tile_image_sizes``)."""
+    import torch
+
+    from onboard.analysis.vision.tiles_run import image_grid
+    from onboard.tiny_tiles import tile_image_sizes
+
+    size, side = vision.image_size, vision.image_size // vision.patch_size
+    sizes = tile_image_sizes(tiles, size, side)
+    counts = [image_grid(tiles, size, side, s).tiles for s in sizes]
+    shape = (NUM_IMAGES, max(counts), vision.num_channels, size, size)
+    padded = torch.zeros(shape)
+    for image, count in enumerate(counts):
+        padded[image, :count] = torch.randn(count, *shape[2:], generator=generator)
+    real = torch.cat([padded[image, :count] for image, count in enumerate(counts)])
+    return padded, real, torch.tensor(sizes)
 
 
 def _prompt(hf_config: Any, per_image: list[int]) -> Any:

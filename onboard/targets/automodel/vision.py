@@ -124,6 +124,13 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"({where or 'vision.image_rows'}): the generated VLM passes one image per row of "
             "pixel_values [images, channels, height, width]"
         )
+    if vision.tiles is not None:
+        where = defined_at(module, "pack_image_features")
+        found.append(
+            "tiles of any resolution packed into each image's grid with image_sizes "
+            f"({where or 'vision.tiles'}): the generated VLM passes one image per row of "
+            "pixel_values [images, channels, height, width]"
+        )
     if vision.merge.token_blocks:
         where = _line_in(module, BLOCKS_LINE)
         what = {

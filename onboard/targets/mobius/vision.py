@@ -21,6 +21,13 @@ from onboard.targets.mobius.vision_qwen_vl import (
     qwen_vl_blockers,
     qwen_vl_names,
 )
+from onboard.targets.mobius.vision_tiles import (
+    TileNames,
+    tile_blockers,
+    tile_changes,
+    tile_fields,
+    tile_names,
+)
 from onboard.vision import (
     PixtralTowerSpec,
     ProjectorOp,
@@ -159,6 +166,9 @@ class VisionDesign:
     # vision_config gives the image and patch sizes as (height, width) pairs (InternVL's): the
     # generated config hands the tower one side of each
     square_pairs: bool = False
+    # Tiles of any resolution (LLaVA-NeXT): the encoder takes one image's tiles with its size
+    # and packs their features into the image's grid, through a task of the module's own
+    tiles: TileNames | None = None
 
     @property
     def task(self) -> str:
@@ -172,11 +182,16 @@ class VisionDesign:
         return self.qwen_vl.deepstack if self.qwen_vl else 0
 
     @property
-    def own_task(self) -> bool:
+    def own_decoder(self) -> bool:
         """The decoder takes inputs mobius' tasks do not give it (``input_ids``,
-        ``token_type_ids``, DeepStack features), so the module builds its graphs through a task
-        class of its own."""
+        ``token_type_ids``, DeepStack features)."""
         return bool(self.token_blocks) or bool(self.deepstack)
+
+    @property
+    def own_task(self) -> bool:
+        """The module builds its graphs through a task class of its own: a decoder of its own
+        (``own_decoder``) or a vision encoder that takes tiles with ``image_sizes``."""
+        return self.own_decoder or self.tiles is not None
 
     @property
     def merge_layer(self) -> ProjectorLayer | None:
@@ -237,6 +252,7 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         return []
     found = []
     tower = vision.tower
+    found += tile_blockers(vision)
     if isinstance(tower, QwenVLTowerSpec):
         return found + qwen_vl_blockers(vision) + _text_blockers(spec)
     if isinstance(tower, PixtralTowerSpec):
@@ -325,7 +341,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
         projector_attribute=prefixes["projector"].rstrip(".").split(".")[-1],
         layers=_layers(vision, spec),
-        fields=_fields(vision) + _fields_of_pixtral(vision),
+        fields=_fields(vision) + _fields_of_pixtral(vision) + _fields_of_tiles(vision),
         text_prefix=prefixes["text"],
         head_prefix=prefixes.get("lm_head"),
         tower_prefix=prefixes["tower"],
@@ -343,7 +359,12 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         image_rows=vision.image_rows,
         several_layers=len(vision.select.layers) > 1,
         square_pairs=isinstance(tower, VitTowerSpec) and tower.sizes_as_pairs,
+        tiles=tile_names(spec),
     )
+
+
+def _fields_of_tiles(vision: VisionSpec) -> tuple[ConfigField, ...]:
+    return tuple(ConfigField(*row) for row in tile_fields(vision)) if vision.tiles else ()
 
 
 def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
@@ -824,6 +845,7 @@ def _changes(vision: VisionSpec) -> tuple[str, ...]:
     return (
         f"vision features: hidden state {select.layers[0]} of the tower, {kept}",
         f"projector: {steps}",
+        *(tile_changes(vision) if vision.tiles else ()),
         "image features fill the placeholder tokens in reading order over the whole batch",
         *rows,
     )

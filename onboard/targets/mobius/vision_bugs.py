@@ -179,3 +179,64 @@ def qwen_vl_defects(module_class: type, failed: Collection[str]) -> tuple[Target
             f"Qwen25VLEmbeddingModel.forward; {where}",
         ),
     )
+
+
+# mobius' own LLaVAModel under the tile types (llava_next, llava_next_video, llava_onevision:
+# mobius/_registry.py:588-590); each is found in the source it lives in, so a mobius that fixes
+# it is no longer blamed, and named when the config tiles (image_grid_pinpoints)
+_LLAVA = "mobius/models/llava.py"
+
+
+def llava_tile_defects(module_class: type, config: Mapping[str, Any]) -> tuple[TargetBug, ...]:
+    """The defects of mobius' LLaVAModel that every image prompt of a tiling config hits."""
+    if module_class.__name__ != "LLaVAModel" or not config.get("image_grid_pinpoints"):
+        return ()
+    from mobius.models import llava
+    from mobius.tasks import VisionLanguageTask
+
+    module = inspect.getsource(llava)
+    found = []
+    if "image_sizes" not in inspect.getsource(VisionLanguageTask._build_vision):
+        found.append(
+            TargetBug(
+                "llava-next N1",
+                "the vision encoder takes pixel_values [batch, 3, S, S] alone and returns every "
+                "tile's patch features: no image_sizes, so no grid is chosen from "
+                "image_grid_pinpoints, nothing is cut back to the aspect ratio (unpad)"
+                + (
+                    ", nothing downsampled past vision_aspect_ratio"
+                    if config.get("vision_aspect_ratio")
+                    else ""
+                )
+                + " and the base tile is not put first, as HF's pack_image_features does",
+                "mobius/tasks/_vision_language_3model.py:76-95 (pixel_values only) and "
+                f"{_LLAVA}:81-94 (tower, projector, nothing after); tiny default llava_next: "
+                "HF packs the two test images' 6 tiles into 74 feature rows (16 + 2 x 9 and "
+                "16 + 8 x 3)",
+            )
+        )
+    if "image_newline" not in module:
+        found.append(
+            TargetBug(
+                "llava-next N2",
+                "no image_newline: the vector HF appends after each row of an image's grid is "
+                "in no graph, so the checkpoint's image_newline fills no parameter",
+                f"{_LLAVA}:185-232 (LLaVAModel holds no such parameter; preprocess_weights "
+                "passes image_newline on unmapped)",
+            )
+        )
+    if _ROW_CUMSUM_LLAVA.search(inspect.getsource(llava._LLaVAEmbeddingModel.forward)):
+        found.append(
+            TargetBug(
+                "llava-next N3",
+                "the embedding graph restarts its feature count on every row, so with two rows "
+                "holding an image each, row 1 gets row 0's features (HF's masked_scatter fills "
+                "placeholders over the whole batch)",
+                f"{_LLAVA}:123 CumSum(mask, axis 1) in _LLaVAEmbeddingModel.forward (the line "
+                "pixtral P5 names for mobius' Pixtral path)",
+            )
+        )
+    return tuple(found)
+
+
+_ROW_CUMSUM_LLAVA = re.compile(r"op\.CumSum\(\s*mask_int,\s*1\s*\)")

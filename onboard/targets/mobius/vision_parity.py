@@ -42,6 +42,7 @@ from onboard.targets.mobius.parity import (
 )
 from onboard.targets.mobius.token_block_bugs import causal_decoder_defects
 from onboard.targets.mobius.vision_bugs import (
+    llava_tile_defects,
     pixtral_defects,
     qwen3_5_defects,
     qwen_vl_defects,
@@ -110,6 +111,7 @@ def run_vision_parity(
     if not generated:
         bugs.extend(causal_decoder_defects(case.module_class, case.token_blocks))
         bugs.extend(pixtral_defects(case.module_class, case.tiny_config))
+        bugs.extend(llava_tile_defects(case.module_class, case.tiny_config))
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
         bugs.extend(qwen_vl_defects(case.module_class, failed))
@@ -258,6 +260,14 @@ def _build(
 DEEPSTACK = "deepstack_features"
 
 
+def _tile_sizes(batch: VisionBatch) -> list[dict[str, np.ndarray]]:
+    """What each image's run takes beside its pixels: tiles (LLaVA-NeXT) take the image's
+    original size, ``image_sizes [1, 2]``; other images nothing."""
+    if batch.tiles is None or batch.image_sizes is None:
+        return [{} for _ in batch.images]
+    return [{"image_sizes": size[None]} for size in batch.image_sizes]
+
+
 class OnnxVisionRunner:
     """The three sessions chained as a host runs them: features, merged embeddings, decoder."""
 
@@ -288,7 +298,10 @@ class OnnxVisionRunner:
             # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
             encoder = self.sessions["vision_encoder"]
             features = np.concatenate(
-                [encoder.run(None, {"pixel_values": image})[0] for image in batch.images]
+                [
+                    encoder.run(None, {"pixel_values": image, **sized})[0]
+                    for image, sized in zip(batch.images, _tile_sizes(batch), strict=True)
+                ]
             )
         rows = batch.input_ids.shape[0]
         empty = tuple(
