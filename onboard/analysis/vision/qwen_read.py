@@ -12,16 +12,14 @@ import dataclasses
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.vision.merger import called_leaves, read_merger
+from onboard.analysis.vision.mrope_read import mrope_spec, read_mrope_layout
 from onboard.analysis.vision.parts import disk_prefixes
+from onboard.analysis.vision.qwen_check import check_qwen_vl
 from onboard.analysis.vision.qwen_vl import (
     NotQwenVL,
-    called_leaves,
-    check_qwen_vl,
-    mrope_spec,
     qwen_vl_evidence,
     qwen_vl_parts,
-    read_merger,
-    read_mrope_layout,
     read_qwen_vl_tower,
     trace_qwen_vl,
 )
