@@ -9,6 +9,7 @@ call order with another dataflow is not mistaken for it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from onboard.analysis.vision.projector import norm_eps, rms_offset
@@ -18,16 +19,25 @@ from onboard.vision import ProjectorSpec, ProjectorStep
 _TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
 
 
-def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> ProjectorSpec:
+def read_merger(
+    merger: Any,
+    hidden: int,
+    called: list[tuple[str, Any]],
+    inputs: Mapping[str, int] | None = None,
+) -> ProjectorSpec:
     """The merger's steps from the leaves its forward called, in order: an RMS norm over the
     tower's width, rows grouped where the first linear reads a multiple of it, then linears and
-    activations."""
+    activations. ``inputs`` (each leaf's input, by identity: ``called_inputs``) shows a gated
+    unit: a linear, an activation, then a linear that reads what the first one read."""
     import torch.nn as nn
     from transformers.activations import ACT2CLS
 
     steps: list[ProjectorStep] = []
     width = hidden
     for name, leaf in called:
+        if isinstance(leaf, nn.Linear) and (gated := _gated_unit(steps, name, leaf, inputs)):
+            steps[-2:] = [gated]
+            continue
         if isinstance(leaf, nn.Linear):
             if leaf.in_features != width:
                 if leaf.in_features % width:
@@ -65,6 +75,58 @@ def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> Proj
         else:
             raise NotQwenVL(f"merger step {type(leaf).__name__} at {name}")
     return ProjectorSpec(name="merger", steps=tuple(steps))
+
+
+def _gated_unit(
+    steps: list[ProjectorStep], name: str, leaf: Any, inputs: Mapping[str, int] | None
+) -> ProjectorStep | None:
+    """``activation(gate(x)) * up(x)`` when this linear (up) reads the rows the linear before
+    the last activation (gate) read, at the same widths."""
+    if inputs is None or len(steps) < 2:
+        return None
+    gate, act = steps[-2], steps[-1]
+    if gate.op != "linear" or act.op != "activation" or inputs.get(name) != inputs.get(gate.name):
+        return None
+    if (leaf.in_features, leaf.out_features, leaf.bias is not None) != (
+        gate.in_features,
+        gate.out_features,
+        gate.bias,
+    ):
+        raise NotQwenVL(f"merger linears {gate.name} and {name} read one input at other widths")
+    return ProjectorStep(
+        "gate_up",
+        gate.name,
+        gate.in_features,
+        gate.out_features,
+        gate.bias,
+        activation=act.activation,
+        up=name,
+    )
+
+
+def called_inputs(module: Any, run: Any) -> dict[str, int]:
+    """Each leaf of ``module`` -> the identity of the first tensor ``run()`` first passed it:
+    two leaves with one identity read the same rows (every input is kept alive until ``run``
+    returns, so no identity is reused)."""
+    seen: dict[str, int] = {}
+    kept: list[Any] = []
+    handles = []
+    for name, leaf in module.named_modules():
+        if any(True for _ in leaf.children()):
+            continue
+
+        def hook(_m: Any, args: tuple[Any, ...], name: str = name) -> None:
+            if args and name not in seen:
+                kept.append(args[0])
+                seen[name] = id(args[0])
+
+        handles.append(leaf.register_forward_pre_hook(hook))
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
 
 
 def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:

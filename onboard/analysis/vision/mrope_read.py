@@ -54,10 +54,10 @@ def rotary_width(config: Any) -> int:
     return int(head_dim * partial)
 
 
-def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evidence]:
-    """Which frequencies each position axis turns, from HF's text rotary module run on three
-    unequal axes: the layout whose angles it returns (chunks when neither fits: the check then
-    names the rotary module)."""
+def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, str, Evidence]:
+    """Which frequencies each position axis turns and which channel pairs each frequency turns,
+    from HF's text rotary module run on three unequal axes: the layout and pairs whose angles
+    it returns (chunks on halves when none fits: the check then names the rotary module)."""
     import torch
 
     config = rotary.config
@@ -70,12 +70,15 @@ def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evid
     with torch.no_grad():
         cos, sin = rotary(torch.zeros(1, 6, head_dim), positions)
     for layout in ("chunks", "interleaved"):
-        try:
-            want = mrope_cos_sin(sections, theta, width, positions, layout)
-        except ValueError:
-            continue
-        if all(
-            torch.allclose(a.float(), b, atol=1e-6) for a, b in zip((cos, sin), want, strict=True)
-        ):
-            return layout, Evidence("probe", where, f"rotary angles match {layout} sections")
-    return "chunks", Evidence("probe", where, "rotary angles match no known M-RoPE layout")
+        for pairs in ("halves", "adjacent"):
+            try:
+                want = mrope_cos_sin(sections, theta, width, positions, layout, pairs)
+            except ValueError:
+                continue
+            if all(
+                torch.allclose(a.float(), b, atol=1e-6)
+                for a, b in zip((cos, sin), want, strict=True)
+            ):
+                what = f"rotary angles match {layout} sections on {pairs} channel pairs"
+                return layout, pairs, Evidence("probe", where, what)
+    return "chunks", "halves", Evidence("probe", where, "rotary angles match no M-RoPE layout")

@@ -62,7 +62,7 @@ def check_qwen_vl(
         theta = float(text.config.rope_parameters["rope_theta"])
         width = rotary_width(text.config)
         return torch.stack(
-            mrope_cos_sin(mrope.sections, theta, width, trace.positions, mrope.layout)
+            mrope_cos_sin(mrope.sections, theta, width, trace.positions, mrope.layout, mrope.pairs)
         )
 
     stages = [
@@ -89,6 +89,15 @@ def check_qwen_vl(
         )
         for i in range(tower.num_layers)
     ]
+    if tower.glm is not None:
+        stages.append(
+            _Stage(
+                f"{tower_path}.{tower.name_of('downsample')}",
+                lambda: run.end(trace.layer_outputs[-1]),
+                trace.merger_in,
+                "the tower's end: its norm, then the downsample convolution over each merge block",
+            )
+        )
     stages += _deepstack_stages(deepstack, run, weights, tower_path, trace)
     stages += _injection_stages(deepstack, image_token, f"{base}.{parts.language_model}", trace)
     stages += [
@@ -101,7 +110,7 @@ def check_qwen_vl(
         _Stage(
             f"{base}.{parts.projector}",
             lambda: run.merge(
-                projector, merger_weights.__getitem__, run.states(trace.pixel_values)[-1]
+                projector, merger_weights.__getitem__, run.end(run.states(trace.pixel_values)[-1])
             ),
             trace.features,
             "the whole tower from the pixels",

@@ -32,6 +32,11 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
     }
     if len(widths) != 3:
         raise ValueError("the tiny tower, merger and text widths coincide")
+    if "merger_width" in keys:  # GLM-4V's merger: its gated unit is intermediate_size wide
+        tiny_merger = next(s.out_features for s in vision.projector.steps if s.op == "gate_up")
+        if tiny_merger in widths:
+            raise ValueError("the tiny merger's width is another width too")
+        widths[tiny_merger] = value("merger_width")
     default_scale = tower.attention.scale == tower.attention.head_dim**-0.5
     real_tower = dataclasses.replace(
         tower,
@@ -48,7 +53,7 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         if "fullatt_layers" in keys
         else tuple(range(value("num_layers"))),
         out_hidden_size=value("out_hidden_size"),
-        position_embeddings=value("position_embeddings") if tower.position_embeddings else 0,
+        position_embeddings=_positions(tower, keys, value),
         attention=dataclasses.replace(
             tower.attention,
             num_heads=heads,
@@ -65,7 +70,9 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         ),
     )
     steps = _real_steps(vision.projector.steps, widths, value)
-    mrope = mrope_spec(real.text_config, vision.merge.mrope.layout)
+    mrope = dataclasses.replace(
+        mrope_spec(real.text_config, vision.merge.mrope.layout), pairs=vision.merge.mrope.pairs
+    )
     deepstack = vision.deepstack
     if deepstack is not None:
         deepstack = dataclasses.replace(
@@ -84,6 +91,15 @@ def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
         ),
         deepstack=deepstack,
     )
+
+
+def _positions(tower: QwenVLTowerSpec, keys: dict[str, str], value: Any) -> int:
+    """The real table's rows: num_position_embeddings, or GLM-4V's (image_size / patch) ** 2."""
+    if not tower.position_embeddings:
+        return 0
+    if "position_side" in keys:
+        return (value("position_side") // value("patch_size")) ** 2
+    return value("position_embeddings")
 
 
 def _real_steps(steps: Any, widths: dict[int, int], value: Any) -> tuple[ProjectorStep, ...]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.vision.encoder import encoder_layers, rope_tower_evidence
+from onboard.analysis.vision.glm import NotGlm, glm_keys, read_glm_parts
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.projector import norm_eps, rms_offset
 from onboard.analysis.vision.qwen_vl_run import Grid
@@ -113,8 +114,10 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         n: {c: m for c, m in child.named_children() if isinstance(m, nn.Linear)}
         for n, child in layer.named_children()
     }
-    fused = [
-        n for n, ls in holders.items() if any(m.out_features == 3 * width for m in ls.values())
+    fused = [  # two linears: a gated MLP as wide as 3 x width (GLM-4V's tiny one) is not it
+        n
+        for n, ls in holders.items()
+        if len(ls) == 2 and any(m.out_features == 3 * width for m in ls.values())
     ]
     others = [n for n, ls in holders.items() if ls and n not in fused]
     if len(fused) != 1 or len(others) != 1 or len(holders[fused[0]]) != 2:
@@ -128,9 +131,17 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
     head_dim = width // heads
     biased = linears[qkv].bias is not None
     norm_module = layer.get_submodule(norms[0])
-    extra = _learned_positions(tower, width)
+    extra = _learned_positions(tower, width, layers_name)
     if deepstack := deepstack_name(tower, config):
         extra["deepstack"] = deepstack
+    merger = _merger_name(tower)
+    try:
+        glm, glm_names = read_glm_parts(tower, config, layers_name, merger, width)
+    except NotGlm as exc:
+        raise NotQwenVL(str(exc)) from None
+    mlp_spec = _mlp(mlp, config, width)
+    if glm is not None:
+        keys = glm_keys(config, keys, mlp_spec.intermediate_size)
     return QwenVLTowerSpec(
         hidden_size=width,
         num_layers=config.depth,
@@ -161,14 +172,14 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
             qk_norm="none",
             scale=float(getattr(attention, "scaling", head_dim**-0.5)),
         ),
-        mlp=_mlp(mlp, config, width),
+        mlp=mlp_spec,
         norm=NormSpec(
             kind="rms" if rms else "layer",
             eps=float(norm_eps(norm_module) or 0.0),
             weight_offset=0.0,
             placement="pre",
             names=(("attn_in", norms[0]), ("mlp_in", norms[1])),
-            eps_key=None,  # HF fixes it (1e-6), no config key
+            eps_key=keys.get("norm_eps"),  # Qwen-VL's: HF fixes it (1e-6), no config key
             bias=getattr(norm_module, "bias", None) is not None,
         ),
         names=tuple(
@@ -181,8 +192,9 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
                     "qkv": qkv,
                     "o_proj": o_name,
                     "mlp": mlp_name,
-                    "merger": _merger_name(tower),
+                    "merger": merger,
                     **extra,
+                    **glm_names,
                 }.items()
             )
         ),
@@ -191,18 +203,22 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         position_embeddings=tower.get_submodule(extra["positions"]).num_embeddings
         if "positions" in extra
         else 0,
+        glm=glm,
     )
 
 
-def _learned_positions(tower: Any, width: int) -> dict[str, str]:
-    """role positions -> the tower's one embedding table of its width (Qwen3-VL's pos_embed),
-    whose rows must make a square grid; none for Qwen2(.5)-VL."""
+def _learned_positions(tower: Any, width: int, layers: str) -> dict[str, str]:
+    """role positions -> the tower's one embedding table of its width outside the layers
+    (Qwen3-VL's pos_embed, GLM-4V's embeddings.position_embedding), whose rows must make a
+    square grid; none for Qwen2(.5)-VL."""
     import torch.nn as nn
 
     tables = [
         (n, m)
-        for n, m in tower.named_children()
-        if isinstance(m, nn.Embedding) and m.embedding_dim == width
+        for n, m in tower.named_modules()
+        if isinstance(m, nn.Embedding)
+        and m.embedding_dim == width
+        and not n.startswith(f"{layers}.")
     ]
     if not tables:
         return {}
