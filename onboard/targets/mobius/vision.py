@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
+from onboard.targets.mobius.vision_glm import glm_norm_field
 from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
 from onboard.targets.mobius.vision_qwen_vl import (
     QWEN_VL_TASK,
@@ -371,6 +372,8 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
                 "the tower layers that attend over the whole image",
             ),
         ]
+    if names.glm is not None:  # mobius reads layer_norm_eps or norm_eps, GLM-4V rms_norm_eps
+        rows.append(glm_norm_field(tower))
     if names.positions:
         rows.append(
             (
