@@ -41,6 +41,7 @@ from onboard.targets.mobius.parity import (
     weights_check,
 )
 from onboard.targets.mobius.vision_bugs import (
+    grid_tower_defects,
     pixtral_defects,
     qwen3_5_defects,
     qwen_vl_defects,
@@ -110,6 +111,7 @@ def run_vision_parity(
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
         bugs.extend(qwen_vl_defects(case.module_class, failed))
+        bugs.extend(grid_tower_defects(model_type, case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,

@@ -85,3 +85,27 @@ def test_a_wrong_glm4v_tower_fails_parity(tmp_path: Path, old: str, new: str, fa
     if failing != "weights":
         assert checks["weights"] is Status.PASS
         assert checks["text-only"] is Status.PASS  # no image: the tower is not run
+
+
+def test_mobius_own_glm4v_is_reported_for_its_square_image_registration(tmp_path: Path) -> None:
+    result = _new(tmp_path)
+    report = result.parity
+    assert result.proposal.already_supported is not None
+    assert report is not None and not report.passed
+    (bug,) = [b for b in report.bugs if b.id == "glm4v G1"]
+    assert "registers glm4v to LLaVAModel with the vision-language task" in bug.title
+    assert "mobius/_registry.py:573 'glm4v'" in bug.evidence
+
+
+def test_glm4v_moe_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    """GLM-4.5V's MoE text model (GLM-4.5V's 128-wide heads, half of each turned) under the
+    same tower."""
+    import tempfile
+
+    from tests.published_vlms import published_vlm_dir
+
+    source = published_vlm_dir("glm4v_moe", Path(tempfile.mkdtemp(prefix="glm4v-moe-hub-")))
+    result = onboard_new(NewOptions(model=str(source), out=tmp_path / "out", treat_as_new=True))
+    text = passed_module(result, CHECKS)
+    assert result.parity.weights.unread == ()
+    assert "class Glm4vMoeVisionTransformer(nn.Module):" in text
