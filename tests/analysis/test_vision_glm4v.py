@@ -197,3 +197,16 @@ def test_a_tower_end_without_the_downsample_fails_the_check(monkeypatch) -> None
     monkeypatch.setattr(qwen_vl_run, "downsample", lambda _parts, _spec, _weight, x: x)
     whats = [d.what for d in _check(_tiny()[0])]
     assert any("tower's end" in w for w in whats) and any("whole tower" in w for w in whats)
+
+
+def test_sections_that_do_not_cover_the_turned_half_are_refused(tmp_path) -> None:
+    """transformers' default glm4v config turns whole 128-wide heads (64 frequencies) against
+    HF's fallback sections [8, 12, 12] (32): HF's split fails at the real sizes."""
+    from onboard.errors import InvalidConfigError
+    from tests.new_types import default_config_dir
+
+    root = default_config_dir("glm4v", tmp_path)
+    with pytest.raises(
+        InvalidConfigError, match=r"\[8, 12, 12\] cover 32 frequencies, but its heads turn 64"
+    ):
+        analyse(load_source(str(root)))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.mrope_read import require_sections_cover
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
 from onboard.analysis.vision.qwen_read import read_qwen_vision
@@ -57,6 +58,8 @@ def analyse_vlm(
         )
     _require_causal_backbone(source, hf_config)
     _require_mrope_sections(source, hf_config)
+    if is_qwen_vl_tower(hf_config.vision_config):
+        require_sections_cover(source.model_type, hf_config.text_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)

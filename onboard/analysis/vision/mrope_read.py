@@ -82,3 +82,27 @@ def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, str,
                 what = f"rotary angles match {layout} sections on {pairs} channel pairs"
                 return layout, pairs, Evidence("probe", where, what)
     return "chunks", "halves", Evidence("probe", where, "rotary angles match no M-RoPE layout")
+
+
+def require_sections_cover(model_type: str, text_config: Any) -> None:
+    """Chunked M-RoPE sections split the rotated frequencies exactly (HF's ``split`` over
+    them fails otherwise): sections that cover another count are bad input, named at their key
+    (GLM-4V's default config turns whole heads against its fallback's half)."""
+    from onboard.errors import InvalidConfigError
+
+    rope = getattr(text_config, "rope_parameters", None) or {}
+    if rope.get("mrope_interleaved"):
+        return  # interleaved sections index the frequencies, they do not split them
+    found = rope.get("mrope_section")
+    where = f"config.json:text_config.{MROPE_KEY}"
+    if not found:
+        default = hf_mrope_default(text_config.model_type)
+        if default is None:
+            return
+        found, where = default
+    half = rotary_width(text_config) // 2
+    if sum(found) != half:
+        raise InvalidConfigError(
+            f"{where}: {model_type}'s M-RoPE sections {list(found)} cover {sum(found)} "
+            f"frequencies, but its heads turn {half} (head_dim x partial_rotary_factor / 2)"
+        )
