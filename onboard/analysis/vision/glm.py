@@ -26,7 +26,7 @@ class NotGlm(Exception):
 
 
 def read_glm_parts(
-    tower: Any, config: Any, layers: str, merger: str, width: int
+    tower: Any, config: Any, layers: str, merger: str
 ) -> tuple[GlmTowerParts | None, dict[str, str]]:
     """The tower's GLM-4V parts and their names (patch_norm, end_norm, downsample), or None
     when it holds no 2-D convolution (a plain Qwen-VL tower)."""
@@ -46,12 +46,14 @@ def read_glm_parts(
             f"{down_name} is a {tuple(down.kernel_size)} convolution at stride "
             f"{tuple(down.stride)}, not one merge block ({m} x {m}) to one row"
         )
+    order = _call_order(tower, config)
     norms = [
         n
         for n, c in tower.named_children()
-        if isinstance(c, nn.LayerNorm) or rms_offset(c) is not None
+        if (isinstance(c, nn.LayerNorm) or rms_offset(c) is not None) and n in order
     ]
-    order = _call_order(tower, config)
+    if down_name not in order or merger not in order:
+        raise NotGlm(f"{down_name} or {merger} is never called: {order}")
     first = order.index(f"{layers}.0")
     last = max(i for i, n in enumerate(order) if n.startswith(f"{layers}."))
     before = [n for n in norms if order.index(n) < first]

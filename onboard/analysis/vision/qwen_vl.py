@@ -136,7 +136,7 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         extra["deepstack"] = deepstack
     merger = _merger_name(tower)
     try:
-        glm, glm_names = read_glm_parts(tower, config, layers_name, merger, width)
+        glm, glm_names = read_glm_parts(tower, config, layers_name, merger)
     except NotGlm as exc:
         raise NotQwenVL(str(exc)) from None
     mlp_spec = _mlp(mlp, config, width)
