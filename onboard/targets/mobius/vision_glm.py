@@ -20,6 +20,11 @@ from onboard.vision import GlmTowerParts, ProjectorStep, QwenVLTowerSpec, Vision
 _MOBIUS_THETA = 10000.0
 _ATTENTION_NAMES = {"patch": "patch_embed.proj", "qkv": "qkv", "o_proj": "proj"}
 _NORMS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
+GLM_TOWER_CHANGE = (
+    "vision encoder: a generated GLM-4V ViT over flattened patches and image_grid_thw (mobius' "
+    "Qwen3-VL patches, RoPE and attention; the patch norm, learned positions resampled "
+    "bicubically, the end norm and the downsample convolution), every layer attending per image"
+)
 
 
 @dataclass(frozen=True)
