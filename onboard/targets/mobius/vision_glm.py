@@ -1,5 +1,6 @@
 """GLM-4V's tower for mobius: generated, since mobius 0.1.0 has none (it registers glm4v and
-glm4v_moe to ``LLaVAModel``, a SigLIP-style ViT over square images: ``vision_bugs.glm4v``).
+glm4v_moe to ``LLaVAModel``, a SigLIP-style ViT over square images, which
+``vision_bugs.grid_tower_defects`` reports).
 
 The generated tower reuses what mobius' Qwen3-VL ViT computes as HF's GLM-4V does, proved by
 parity: the Conv3d patch embedding (``Qwen3VLPatchEmbed``), the 2-D RoPE table and each patch's
