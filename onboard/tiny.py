@@ -441,8 +441,11 @@ def _int(value: Any, default: int) -> int:
 
 def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
     """M-RoPE (Qwen2.5-VL) splits each head's rotated half into temporal, height and width
-    sections that sum to head_dim / 2: the tiny head keeps their proportions (16, 24, 24 ->
-    2, 3, 3), each at least 1, so a sabotage that swaps or resizes them still shows."""
+    sections that sum to the rotated half (head_dim / 2, or head_dim * partial_rotary_factor / 2
+    where only part of each head turns: GLM-4V turns half of it): the tiny head keeps their
+    proportions (16, 24, 24 -> 2, 3, 3; 8, 12, 12 at a factor of 0.5 -> 1, 2, 1), each at least
+    1 while the rotated half has room for one each, so a sabotage that swaps or resizes them
+    still shows. HF splits the frequencies by the sections exactly (``split_with_sizes``)."""
     rope = rope_parameters(tiny)
     sections = rope.get("mrope_section")
     if (
@@ -451,10 +454,23 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
         or not all(isinstance(s, int) for s in sections)
     ):
         return
-    half, total = TINY_HEAD_DIM // 2, sum(sections)
-    tiny_sections = [max(1, round(s * half / total)) for s in sections]
+    half, total = tiny_rotary_half(tiny), sum(sections)
+    least = 1 if half >= len(sections) else 0
+    tiny_sections = [max(least, round(s * half / total)) for s in sections]
     tiny_sections[-1] += half - sum(tiny_sections)
+    while tiny_sections[-1] < least:  # rounding up overshot: take from the largest
+        tiny_sections[tiny_sections.index(max(tiny_sections))] -= 1
+        tiny_sections[-1] += 1
     rope["mrope_section"] = tiny_sections
+
+
+def tiny_rotary_half(tiny: Mapping[str, Any]) -> int:
+    """How many frequencies the tiny head turns: half its rotated channels (TINY_HEAD_DIM times
+    the config's ``partial_rotary_factor``, in its RoPE dict or at the top, as HF reads it)."""
+    factor = rope_parameters(tiny).get("partial_rotary_factor", tiny.get("partial_rotary_factor"))
+    if not isinstance(factor, int | float) or isinstance(factor, bool) or not 0 < factor <= 1:
+        factor = 1.0
+    return int(TINY_HEAD_DIM * factor) // 2
 
 
 def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:

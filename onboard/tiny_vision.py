@@ -264,6 +264,10 @@ def _shrink_qwen_vl(tiny: dict[str, Any], hf_config: Any) -> dict[str, Any]:
         ]
     if getattr(real, "window_size", None):
         tiny["window_size"] = TINY_WINDOW_BLOCKS * real.spatial_merge_size * real.patch_size
+    if isinstance(getattr(real, "image_size", None), int) and "num_position_embeddings" not in tiny:
+        # GLM-4V's learned positions: (image_size / patch_size) ** 2, resampled to each grid; a
+        # small table makes every test image larger than it, so its border is read too
+        tiny["image_size"] = real.patch_size * TINY_PATCHES_PER_SIDE
     deepstack = getattr(real, "deepstack_visual_indexes", None) or ()
     if deepstack:
         tiny.update(_tiny_deepstack(hf_config, list(deepstack)))

@@ -161,6 +161,11 @@ class QwenVLTowerSpec:
     # bilinearly (corners aligned) to each image's row x column grid and added to the patch
     # embedding, before the 2-D RoPE layers; 0: no learned positions (Qwen2-VL, Qwen2.5-VL)
     position_embeddings: int = 0
+    # GLM-4V (see ``glm.py`` beside this module): the table resampled bicubically at pixel
+    # centres (grid_sample, border padding) instead; a norm over each patch after the
+    # convolution; the tower's end, a norm and a convolution over each merge block into
+    # out_hidden_size (its bias; None: no downsample), which the merger then reads
+    glm: GlmTowerParts | None = None
 
     class_token = False
     pre_norm = False
@@ -179,6 +184,23 @@ class QwenVLTowerSpec:
 
     def name_of(self, role: str) -> str:
         return dict(self.names)[role]
+
+
+@dataclass(frozen=True)
+class GlmTowerParts:
+    """What GLM-4V's tower adds to a Qwen-VL one, each proved by the check: ``patch_norm``
+    (role patch_norm) over the convolution's output before the positions are added; learned
+    positions (``QwenVLTowerSpec.position_embeddings``) resampled by ``resample``; after the
+    layers ``end_norm`` (role end_norm) and a ``spatial_merge_size``-square, -strided
+    convolution (role downsample) from each merge block's patches to one row of
+    ``out_hidden_size``."""
+
+    patch_norm: ProjectorStep  # rms_norm or layer_norm, named by its tower attribute
+    end_norm: ProjectorStep
+    downsample_bias: bool
+    # bicubic: F.grid_sample(mode bicubic, align_corners False, padding border) at each patch's
+    # centre; bilinear: F.interpolate with corners aligned (Qwen3-VL's)
+    resample: Literal["bicubic", "bilinear"] = "bicubic"
 
 
 TowerSpec = VitTowerSpec | PixtralTowerSpec | QwenVLTowerSpec
@@ -238,6 +260,7 @@ ProjectorOp = Literal[
     "group_rows",
     "pixel_shuffle",
     "glu",
+    "gate_up",
 ]
 
 
@@ -282,6 +305,10 @@ class ProjectorStep:
         value = getattr(config, self.kernel_key)
         return round(1 / value) if self.kernel_from_ratio else int(value)
 
+    # op gate_up: ``activation(name(x)) * up(x)``, two linears over the same rows (GLM-4V's
+    # merger); ``up`` is the second linear's attribute
+    up: str = ""
+
 
 @dataclass(frozen=True)
 class ProjectorWidth:
@@ -323,6 +350,9 @@ class MRopeSpec:
     # interleaved: frequency f turns by the row when f % 3 == 1 and f < 3 * sections[1], by the
     # column when f % 3 == 2 and f < 3 * sections[2], else by the temporal axis (Qwen3-VL)
     layout: Literal["chunks", "interleaved"] = "chunks"
+    # halves: frequency f turns channels f and f + rotated / 2 (Qwen's rotate_half); adjacent:
+    # channels 2f and 2f + 1 (GLM-4V's, the text RoPE's interleaved pairs)
+    pairs: Literal["halves", "adjacent"] = "halves"
     # Where HF's rotary module falls back to its own sections when the config sets none (the
     # sections above are that fallback); "" when the config sets them
     default_at: str = ""

@@ -43,6 +43,12 @@ _QWEN3_5_ROPE = {
     "mrope_section": [11, 11, 10],
     "mrope_interleaved": True,
 }
+_GLM4V_ROPE = {
+    "rope_type": "default",
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.5,
+    "mrope_section": [8, 12, 12],
+}
 # Text-config keys of the published checkpoints that go with a tower above: the M-RoPE
 # sections, which the default configs leave to the rotary module's fallback
 VISION_TEXT_OVERRIDES = {
@@ -67,6 +73,11 @@ VISION_TEXT_OVERRIDES = {
     "qwen3_5_moe": {"rope_parameters": _QWEN3_5_ROPE},
     # google/paligemma-3b-pt-224: Gemma 2B with 64 more rows than the tokenizer's 257152
     "paligemma": {"vocab_size": 257216},
+    # GLM-4.1V-9B-Thinking turns half of each 128-wide head; the default config turns all of it
+    # against HF's fallback sections [8, 12, 12], which cover half (HF's split_with_sizes fails)
+    "glm4v": {"rope_parameters": {**_GLM4V_ROPE}},
+    # GLM-4.5V: 128-wide heads (the default's 4096 / 96 is not a width HF can run)
+    "glm4v_moe": {"head_dim": 128, "rope_parameters": {**_GLM4V_ROPE}},
 }
 # Composite-config keys that go with a tower above (the published model's)
 VISION_TOP_OVERRIDES = {

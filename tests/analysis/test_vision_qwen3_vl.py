@@ -37,7 +37,7 @@ def _tiny():
 
 
 def _check(vision):
-    from onboard.analysis.vision.qwen_vl import check_qwen_vl
+    from onboard.analysis.vision.qwen_check import check_qwen_vl
 
     _, model, parts, trace, config = _tiny()
     return check_qwen_vl(

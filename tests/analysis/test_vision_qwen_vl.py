@@ -28,14 +28,9 @@ def _analysis():
 @cache
 def _tiny():
     """The tiny VLM the analysis reads (its spec at tiny sizes), its parts and its trace."""
-    from onboard.analysis.vision.qwen_vl import (
-        called_leaves,
-        mrope_spec,
-        qwen_vl_parts,
-        read_merger,
-        read_qwen_vl_tower,
-        trace_qwen_vl,
-    )
+    from onboard.analysis.vision.merger import called_leaves, read_merger
+    from onboard.analysis.vision.mrope_read import mrope_spec
+    from onboard.analysis.vision.qwen_vl import qwen_vl_parts, read_qwen_vl_tower, trace_qwen_vl
 
     config, model = tiny_vlm(MODEL)
     parts = qwen_vl_parts(model)
@@ -128,7 +123,7 @@ def test_the_host_rule_gives_hfs_mrope_positions() -> None:
     ids=["full-layers-as-window", "windows-too-wide", "rope-base"],
 )
 def test_a_wrong_tower_spec_fails_the_check(change, stage: str) -> None:
-    from onboard.analysis.vision.qwen_vl import check_qwen_vl
+    from onboard.analysis.vision.qwen_check import check_qwen_vl
 
     tower, projector, mrope, model, parts, trace, token = _tiny()
     deltas = check_qwen_vl(change(tower), projector, mrope, token, model, parts, trace)
@@ -136,7 +131,7 @@ def test_a_wrong_tower_spec_fails_the_check(change, stage: str) -> None:
 
 
 def test_wrong_mrope_sections_or_merger_fail_the_check() -> None:
-    from onboard.analysis.vision.qwen_vl import check_qwen_vl
+    from onboard.analysis.vision.qwen_check import check_qwen_vl
 
     tower, projector, mrope, model, parts, trace, token = _tiny()
     swapped = dataclasses.replace(mrope, sections=tuple(reversed(mrope.sections)))
@@ -178,11 +173,11 @@ def test_sections_left_to_hfs_fallback_are_read_from_its_line(tmp_path) -> None:
 
 
 def test_sections_without_a_fallback_hf_names_are_refused(tmp_path, monkeypatch) -> None:
-    from onboard.analysis.vision import qwen_vl
+    from onboard.analysis.vision import mrope_read
     from onboard.errors import UnsupportedFeatureError
     from tests.new_types import default_config_dir
 
-    monkeypatch.setattr(qwen_vl, "hf_mrope_default", lambda _model_type: None)
+    monkeypatch.setattr(mrope_read, "hf_mrope_default", lambda _model_type: None)
     root = default_config_dir("qwen3_vl", tmp_path, vision_config={"out_hidden_size": 4096})
     with pytest.raises(UnsupportedFeatureError, match="no mrope_section and HF's qwen3_vl_text"):
         analyse(load_source(str(root)))

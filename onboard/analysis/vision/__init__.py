@@ -13,11 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.mrope_read import require_sections_cover
 from onboard.analysis.vision.outer_shuffle import unfold_outer_shuffle
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
 from onboard.analysis.vision.qwen_read import read_qwen_vision
-from onboard.analysis.vision.qwen_vl import qwen_vl_at_real_sizes
+from onboard.analysis.vision.qwen_sizes import qwen_vl_at_real_sizes
 from onboard.analysis.vision.select import read_select
 from onboard.analysis.vision.sizes import at_real_sizes
 from onboard.analysis.vision.tiles import (
@@ -72,6 +73,8 @@ def analyse_vlm(
         )
     _require_causal_backbone(source, hf_config)
     _require_mrope_sections(source, hf_config)
+    if is_qwen_vl_tower(hf_config.vision_config):
+        require_sections_cover(source.model_type, hf_config.text_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
@@ -180,7 +183,7 @@ def _require_mrope_sections(source: ModelSource, hf_config: Any) -> None:
     rope = getattr(hf_config.text_config, "rope_parameters", None) or {}
     if rope.get("mrope_section"):
         return
-    from onboard.analysis.vision.qwen_vl import hf_mrope_default
+    from onboard.analysis.vision.mrope_read import hf_mrope_default
 
     if hf_mrope_default(hf_config.text_config.model_type) is not None:
         return
@@ -213,7 +216,7 @@ def _fill_mrope_fallback(text: dict[str, Any], hf_config: Any) -> None:
     still says they are HF's fallback (``MRopeSpec.default_at``)."""
     if not is_qwen_vl_tower(hf_config.vision_config):
         return
-    from onboard.analysis.vision.qwen_vl import hf_mrope_default
+    from onboard.analysis.vision.mrope_read import hf_mrope_default
     from onboard.tiny import rope_parameters
 
     rope = rope_parameters(text)

@@ -12,16 +12,15 @@ import dataclasses
 from typing import Any
 
 from onboard.analysis.probe import source_location
+from onboard.analysis.vision.glm_read import glm_evidence, glm_resample
+from onboard.analysis.vision.merger import called_inputs, called_leaves, read_merger
+from onboard.analysis.vision.mrope_read import mrope_spec, read_mrope_layout
 from onboard.analysis.vision.parts import disk_prefixes
+from onboard.analysis.vision.qwen_check import check_qwen_vl
 from onboard.analysis.vision.qwen_vl import (
     NotQwenVL,
-    called_leaves,
-    check_qwen_vl,
-    mrope_spec,
     qwen_vl_evidence,
     qwen_vl_parts,
-    read_merger,
-    read_mrope_layout,
     read_qwen_vl_tower,
     trace_qwen_vl,
 )
@@ -47,18 +46,23 @@ def read_qwen_vision(
         tower = read_qwen_vl_tower(tower_module, config.vision_config)
         mrope = mrope_spec(config.text_config)
         rotary = parts.module(model, "language_model").rotary_emb
-        layout, layout_evidence = read_mrope_layout(rotary, mrope.sections)
-        mrope = dataclasses.replace(mrope, layout=layout)
+        layout, pairs, layout_evidence = read_mrope_layout(rotary, mrope.sections)
+        mrope = dataclasses.replace(mrope, layout=layout, pairs=pairs)
         merger = parts.module(model, "projector")
-        probe = torch.zeros(4, tower.hidden_size)
+        merger_width = tower.out_hidden_size if tower.glm else tower.hidden_size
+        probe = torch.zeros(4, merger_width)
         leaves = called_leaves(merger, lambda: merger(probe))
-        projector = read_merger(merger, tower.hidden_size, leaves)
+        inputs = called_inputs(merger, lambda: merger(probe))
+        projector = read_merger(merger, merger_width, leaves, inputs)
         deepstack = _deepstack(tower_module, tower, config.vision_config)
     except NotQwenVL as exc:
         where = source_location(type(tower_module).forward) or type(tower_module).__name__
         what = f"vision tower {type(tower_module).__name__} is not a Qwen-VL tower onboard reads"
         return None, (), (Delta(f"{what} ({exc})", where, _SUPPORTED),)
     trace = trace_qwen_vl(model, parts, config)
+    resample_evidence = None
+    if tower.glm is not None:
+        tower, resample_evidence = glm_resample(model, parts, tower, trace)
     key = image_token_key(config)
     merge = MergeSpec(
         image_token_id=config.image_token_id,
@@ -94,6 +98,7 @@ def read_qwen_vision(
         ),
         ("vision.merge.mrope.layout", (layout_evidence,)),
         *_deepstack_evidence(tower_module, deepstack, config.vision_config),
+        *glm_evidence(tower_module, tower, config.vision_config, resample_evidence),
     )
     deltas = check_qwen_vl(
         tower, projector, mrope, config.image_token_id, model, parts, trace, deepstack

@@ -12,28 +12,19 @@ grids, against what HF's modules received and returned.
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.probe import source_location
 from onboard.analysis.vision.encoder import encoder_layers, rope_tower_evidence
+from onboard.analysis.vision.glm import NotGlm, glm_keys, read_glm_parts
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.projector import norm_eps, rms_offset
-from onboard.analysis.vision.qwen_vl_run import Grid, QwenVLRun, mrope_cos_sin
+from onboard.analysis.vision.qwen_vl_run import Grid
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
-from onboard.spec import Delta, Evidence
-from onboard.vision import (
-    DeepStackSpec,
-    MRopeSpec,
-    ProjectorSpec,
-    ProjectorStep,
-    QwenVLTowerSpec,
-)
+from onboard.spec import Evidence
+from onboard.vision import MRopeSpec, QwenVLTowerSpec
 
-TOLERANCE = 1e-5
 _SIZE_KEYS = {
     "hidden_size": "hidden_size",
     "num_layers": "depth",
@@ -49,8 +40,6 @@ _SIZE_KEYS = {
     "out_hidden_size": "out_hidden_size",
     "position_embeddings": "num_position_embeddings",
 }
-MROPE_KEY = "rope_parameters.mrope_section"
-_TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
 
 
 class NotQwenVL(Exception):
@@ -125,8 +114,10 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         n: {c: m for c, m in child.named_children() if isinstance(m, nn.Linear)}
         for n, child in layer.named_children()
     }
-    fused = [
-        n for n, ls in holders.items() if any(m.out_features == 3 * width for m in ls.values())
+    fused = [  # two linears: a gated MLP as wide as 3 x width (GLM-4V's tiny one) is not it
+        n
+        for n, ls in holders.items()
+        if len(ls) == 2 and any(m.out_features == 3 * width for m in ls.values())
     ]
     others = [n for n, ls in holders.items() if ls and n not in fused]
     if len(fused) != 1 or len(others) != 1 or len(holders[fused[0]]) != 2:
@@ -140,9 +131,17 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
     head_dim = width // heads
     biased = linears[qkv].bias is not None
     norm_module = layer.get_submodule(norms[0])
-    extra = _learned_positions(tower, width)
+    extra = _learned_positions(tower, width, layers_name)
     if deepstack := deepstack_name(tower, config):
         extra["deepstack"] = deepstack
+    merger = _merger_name(tower)
+    try:
+        glm, glm_names = read_glm_parts(tower, config, layers_name, merger)
+    except NotGlm as exc:
+        raise NotQwenVL(str(exc)) from None
+    mlp_spec = _mlp(mlp, config, width)
+    if glm is not None:
+        keys = glm_keys(config, keys, mlp_spec.intermediate_size)
     return QwenVLTowerSpec(
         hidden_size=width,
         num_layers=config.depth,
@@ -173,14 +172,14 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
             qk_norm="none",
             scale=float(getattr(attention, "scaling", head_dim**-0.5)),
         ),
-        mlp=_mlp(mlp, config, width),
+        mlp=mlp_spec,
         norm=NormSpec(
             kind="rms" if rms else "layer",
             eps=float(norm_eps(norm_module) or 0.0),
             weight_offset=0.0,
             placement="pre",
             names=(("attn_in", norms[0]), ("mlp_in", norms[1])),
-            eps_key=None,  # HF fixes it (1e-6), no config key
+            eps_key=keys.get("norm_eps"),  # Qwen-VL's: HF fixes it (1e-6), no config key
             bias=getattr(norm_module, "bias", None) is not None,
         ),
         names=tuple(
@@ -193,8 +192,9 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
                     "qkv": qkv,
                     "o_proj": o_name,
                     "mlp": mlp_name,
-                    "merger": _merger_name(tower),
+                    "merger": merger,
                     **extra,
+                    **glm_names,
                 }.items()
             )
         ),
@@ -203,18 +203,22 @@ def read_qwen_vl_tower(tower: Any, config: Any) -> QwenVLTowerSpec:
         position_embeddings=tower.get_submodule(extra["positions"]).num_embeddings
         if "positions" in extra
         else 0,
+        glm=glm,
     )
 
 
-def _learned_positions(tower: Any, width: int) -> dict[str, str]:
-    """role positions -> the tower's one embedding table of its width (Qwen3-VL's pos_embed),
-    whose rows must make a square grid; none for Qwen2(.5)-VL."""
+def _learned_positions(tower: Any, width: int, layers: str) -> dict[str, str]:
+    """role positions -> the tower's one embedding table of its width outside the layers
+    (Qwen3-VL's pos_embed, GLM-4V's embeddings.position_embedding), whose rows must make a
+    square grid; none for Qwen2(.5)-VL."""
     import torch.nn as nn
 
     tables = [
         (n, m)
-        for n, m in tower.named_children()
-        if isinstance(m, nn.Embedding) and m.embedding_dim == width
+        for n, m in tower.named_modules()
+        if isinstance(m, nn.Embedding)
+        and m.embedding_dim == width
+        and not n.startswith(f"{layers}.")
     ]
     if not tables:
         return {}
@@ -284,55 +288,6 @@ def _gated(mlp: Any, width: int) -> tuple[str, str, str]:
         raise NotQwenVL(f"a three-linear MLP {sorted(linears)} without one gate and one down")
     (up,) = [n for n in linears if n not in down + gate]
     return gate[0], up, down[0]
-
-
-def read_merger(merger: Any, hidden: int, called: list[tuple[str, Any]]) -> ProjectorSpec:
-    """The merger's steps from the leaves its forward called, in order: an RMS norm over the
-    tower's width, rows grouped where the first linear reads a multiple of it, then linears and
-    activations."""
-    import torch.nn as nn
-    from transformers.activations import ACT2CLS
-
-    steps: list[ProjectorStep] = []
-    width = hidden
-    for name, leaf in called:
-        if isinstance(leaf, nn.Linear):
-            if leaf.in_features != width:
-                if leaf.in_features % width:
-                    raise NotQwenVL(
-                        f"merger linear {name} reads {leaf.in_features}, not k x {width}"
-                    )
-                steps.append(ProjectorStep("group_rows", "", kernel=leaf.in_features // width))
-            steps.append(
-                ProjectorStep(
-                    "linear", name, leaf.in_features, leaf.out_features, leaf.bias is not None
-                )
-            )
-            width = leaf.out_features
-        elif isinstance(leaf, nn.LayerNorm):
-            normed = int(leaf.normalized_shape[-1])
-            if normed != width:  # the norm after the rows are grouped (DeepStack's mergers)
-                if normed % width:
-                    raise NotQwenVL(f"merger norm {name} over {normed}, not k x {width}")
-                steps.append(ProjectorStep("group_rows", "", kernel=normed // width))
-                width = normed
-            steps.append(ProjectorStep("layer_norm", name, eps=float(leaf.eps)))
-        elif (offset := rms_offset(leaf)) is not None:
-            steps.append(
-                ProjectorStep("rms_norm", name, eps=float(norm_eps(leaf)), weight_offset=offset)
-            )
-        elif isinstance(leaf, nn.GELU):
-            steps.append(
-                ProjectorStep("activation", name, activation=_TORCH_GELU[leaf.approximate])
-            )
-        elif not any(True for _ in leaf.parameters()):
-            found = [k for k, c in ACT2CLS.items() if isinstance(c, type) and type(leaf) is c]
-            if not found:
-                raise NotQwenVL(f"merger step {type(leaf).__name__} at {name}")
-            steps.append(ProjectorStep("activation", name, activation=found[0]))
-        else:
-            raise NotQwenVL(f"merger step {type(leaf).__name__} at {name}")
-    return ProjectorSpec(name="merger", steps=tuple(steps))
 
 
 @dataclass(frozen=True)
@@ -467,312 +422,6 @@ def trace_qwen_vl(model: Any, parts: VLMParts, hf_config: Any) -> QwenVLTrace:
     )
 
 
-def mrope_spec(text_config: Any, layout: str = "chunks") -> MRopeSpec:
-    """The sections from the config, else HF's own fallback (named where HF holds it)."""
-    sections = (getattr(text_config, "rope_parameters", None) or {}).get("mrope_section")
-    if sections:
-        return MRopeSpec(sections=tuple(int(s) for s in sections), key=MROPE_KEY, layout=layout)
-    default = hf_mrope_default(text_config.model_type)
-    if default is None:
-        raise NotQwenVL("text_config.rope_parameters has no mrope_section")
-    sections, where = default
-    return MRopeSpec(sections=sections, key=MROPE_KEY, layout=layout, default_at=where)
-
-
-_DEFAULT_SECTIONS = re.compile(r"""get\(\s*["']mrope_section["']\s*,\s*(\[[\d,\s]+\])\s*\)""")
-
-
-def hf_mrope_default(text_model_type: str) -> tuple[tuple[int, ...], str] | None:
-    """The sections HF's text rotary module falls back to when the config sets none, and the
-    line that says so (``rope_parameters.get("mrope_section", [...])``)."""
-    from onboard.source import transformers_source_files
-
-    for file in transformers_source_files(text_model_type):
-        if not file.name.startswith("modeling_"):
-            continue
-        for number, line in enumerate(file.text.splitlines(), 1):
-            if found := _DEFAULT_SECTIONS.search(line):
-                sections = ast.literal_eval(found.group(1))
-                return tuple(int(x) for x in sections), f"{file.name}:{number}"
-    return None
-
-
-def rotary_width(config: Any) -> int:
-    """How many of a head's channels turn: all of ``head_dim``, or its
-    ``partial_rotary_factor`` (Qwen3.5 turns a quarter; HF's inv_freq spans only those)."""
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    partial = (getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
-    return int(head_dim * partial)
-
-
-def read_mrope_layout(rotary: Any, sections: tuple[int, ...]) -> tuple[str, Evidence]:
-    """Which frequencies each position axis turns, from HF's text rotary module run on three
-    unequal axes: the layout whose angles it returns (chunks when neither fits: the check then
-    names the rotary module)."""
-    import torch
-
-    config = rotary.config
-    theta = float(config.rope_parameters["rope_theta"])
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    width = rotary_width(config)
-    steps = torch.arange(6)
-    positions = torch.stack([steps, 2 * steps + 1, 3 * steps + 2])[:, None]  # [3, 1, 6]
-    where = source_location(type(rotary).forward) or type(rotary).__name__
-    with torch.no_grad():
-        cos, sin = rotary(torch.zeros(1, 6, head_dim), positions)
-    for layout in ("chunks", "interleaved"):
-        try:
-            want = mrope_cos_sin(sections, theta, width, positions, layout)
-        except ValueError:
-            continue
-        if all(
-            torch.allclose(a.float(), b, atol=1e-6) for a, b in zip((cos, sin), want, strict=True)
-        ):
-            return layout, Evidence("probe", where, f"rotary angles match {layout} sections")
-    return "chunks", Evidence("probe", where, "rotary angles match no known M-RoPE layout")
-
-
-def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:
-    """The leaf modules of ``module`` in the order ``run()`` first calls them."""
-    order: list[tuple[str, Any]] = []
-    handles = []
-    for name, leaf in module.named_modules():
-        if any(True for _ in leaf.children()):
-            continue
-
-        def hook(_m: Any, _a: Any, name: str = name, leaf: Any = leaf) -> None:
-            if all(n != name for n, _ in order):
-                order.append((name, leaf))
-
-        handles.append(leaf.register_forward_pre_hook(hook))
-    try:
-        run()
-    finally:
-        for handle in handles:
-            handle.remove()
-    return order
-
-
-@dataclass(frozen=True)
-class _Stage:
-    module: str
-    compute: Any
-    expected: Any
-    what: str
-
-
-def check_qwen_vl(
-    tower: QwenVLTowerSpec,
-    projector: ProjectorSpec,
-    mrope: MRopeSpec,
-    image_token: int,
-    model: Any,
-    parts: VLMParts,
-    trace: QwenVLTrace,
-    deepstack: DeepStackSpec | None = None,
-) -> tuple[Delta, ...]:
-    """Each stage computed from the spec on what HF's module received, compared with what it
-    returned; then the whole tower from the pixels; then the merge, the host's M-RoPE positions
-    and the rotary angles they give."""
-    import torch
-
-    from onboard.analysis.vision.check import merge as merge_rows
-    from onboard.parity.mrope import mrope_positions
-
-    base = parts.base
-    tower_path = f"{base}.{parts.tower}"
-    weights = dict(model.get_submodule(tower_path).named_parameters())
-    merger_weights = dict(model.get_submodule(f"{base}.{parts.projector}").named_parameters())
-    run = QwenVLRun(tower, weights.__getitem__, [tuple(g) for g in trace.grids.tolist()])
-    layers = f"{tower_path}.{tower.name_of('layers')}"
-    text = model.get_submodule(f"{base}.{parts.language_model}")
-
-    def host_positions() -> Any:
-        positions, _ = mrope_positions(
-            trace.input_ids.numpy(), image_token, trace.grids.tolist(), tower.spatial_merge_size
-        )
-        return torch.from_numpy(positions)
-
-    def host_angles() -> Any:
-        theta = float(text.config.rope_parameters["rope_theta"])
-        width = rotary_width(text.config)
-        return torch.stack(
-            mrope_cos_sin(mrope.sections, theta, width, trace.positions, mrope.layout)
-        )
-
-    stages = [
-        _Stage(
-            f"{tower_path}.{tower.name_of('patch').rpartition('.')[0]}",
-            lambda: run.patches(trace.pixel_values),
-            trace.embedded[run.order],
-            "the patch embedding, in window order",
-        ),
-        _Stage(
-            f"{layers}.0",
-            lambda: run.embed(trace.pixel_values),
-            trace.layer_inputs[0],
-            "the first layer's input (patches regrouped by window"
-            + (", learned positions added)" if tower.position_embeddings else ")"),
-        ),
-    ]
-    stages += [
-        _Stage(
-            f"{layers}.{i}",
-            lambda i=i: run.layer(i, trace.layer_inputs[i]),
-            trace.layer_outputs[i],
-            f"layer {i} ({'full' if i in tower.fullatt_layers else 'window'} attention)",
-        )
-        for i in range(tower.num_layers)
-    ]
-    stages += _deepstack_stages(deepstack, run, weights, tower_path, trace)
-    stages += _injection_stages(deepstack, image_token, f"{base}.{parts.language_model}", trace)
-    stages += [
-        _Stage(
-            f"{base}.{parts.projector}",
-            lambda: run.merge(projector, merger_weights.__getitem__, trace.merger_in),
-            trace.features,
-            "the merger, rows back in merge-block order",
-        ),
-        _Stage(
-            f"{base}.{parts.projector}",
-            lambda: run.merge(
-                projector, merger_weights.__getitem__, run.states(trace.pixel_values)[-1]
-            ),
-            trace.features,
-            "the whole tower from the pixels",
-        ),
-        _Stage(
-            f"{base}.{parts.language_model}",
-            lambda: merge_rows_of(merge_rows, image_token, trace),
-            trace.merged,
-            "the merged embeddings",
-        ),
-        _Stage(
-            f"{base}.{parts.language_model}",
-            host_positions,
-            trace.positions,
-            "the M-RoPE positions (the host's rule against HF's get_rope_index)",
-        ),
-        _Stage(
-            f"{base}.{parts.language_model}.rotary_emb",
-            host_angles,
-            torch.stack(trace.cos_sin),
-            "the M-RoPE angles from the sections",
-        ),
-    ]
-    deltas = []
-    with torch.no_grad():
-        for stage in stages:
-            try:
-                got = stage.compute()
-            except Exception as exc:
-                deltas.append(_delta(model, stage, f"{type(exc).__name__}: {exc}"))
-                continue
-            if detail := _difference(got, stage.expected):
-                deltas.append(_delta(model, stage, detail))
-    return tuple(deltas)
-
-
-def _deepstack_stages(
-    deepstack: DeepStackSpec | None,
-    run: QwenVLRun,
-    weights: dict[str, Any],
-    tower_path: str,
-    trace: QwenVLTrace,
-) -> list[_Stage]:
-    """Each DeepStack merger over what its tower layer returned, against HF's features; a
-    tower that returned features the spec does not have is a stage with nothing to compute."""
-    if deepstack is None:
-        if not trace.deepstack:
-            return []
-        return [
-            _Stage(tower_path, _missing_deepstack, trace.deepstack[0], "the DeepStack features")
-        ]
-    stages = []
-    for k, layer in enumerate(deepstack.layers):
-
-        def compute(k: int = k, layer: int = layer) -> Any:
-            def weight(name: str) -> Any:
-                return weights[f"{deepstack.name}.{k}.{name}"]
-
-            if k >= len(trace.deepstack):
-                raise ValueError(f"HF returned {len(trace.deepstack)} DeepStack features")
-            return run.merge(deepstack.projector, weight, trace.layer_outputs[layer])
-
-        expected = trace.deepstack[k] if k < len(trace.deepstack) else trace.features
-        stages.append(
-            _Stage(
-                f"{tower_path}.{deepstack.name}.{k}",
-                compute,
-                expected,
-                f"DeepStack merger {k} over tower layer {layer}'s output",
-            )
-        )
-    return stages
-
-
-def _missing_deepstack() -> Any:
-    raise ValueError("HF's tower returned DeepStack features the spec does not describe")
-
-
-def _injection_stages(
-    deepstack: DeepStackSpec | None, image_token: int, text_path: str, trace: QwenVLTrace
-) -> list[_Stage]:
-    """What follows each text layer receives its output, plus the k-th DeepStack features at
-    the image placeholders after text layer k (k below the number of DeepStack layers)."""
-    features = trace.deepstack if deepstack is not None else ()
-    placeholders = trace.input_ids == image_token
-
-    def compute(j: int) -> Any:
-        out = trace.text_outputs[j].clone()
-        if j < len(features):
-            out[placeholders] = out[placeholders] + features[j]
-        return out
-
-    return [
-        _Stage(
-            text_path,
-            lambda j=j: compute(j),
-            trace.text_inputs[j],
-            f"text layer {j}'s output"
-            + (
-                f" with DeepStack features {j} at the image placeholders"
-                if j < len(features)
-                else ""
-            ),
-        )
-        for j in range(len(trace.text_outputs))
-    ]
-
-
-def merge_rows_of(merge_rows: Any, image_token: int, trace: QwenVLTrace) -> Any:
-    placeholders = trace.input_ids == image_token
-    merged = trace.text_embeddings.clone()
-    if int(placeholders.sum()) != trace.features.shape[0]:
-        raise ValueError(
-            f"{int(placeholders.sum())} placeholders for {trace.features.shape[0]} rows"
-        )
-    merged[placeholders] = trace.features
-    return merged
-
-
-def _difference(got: Any, expected: Any) -> str | None:
-    if tuple(got.shape) != tuple(expected.shape):
-        return f"shape {tuple(got.shape)} against HF's {tuple(expected.shape)}"
-    worst = float((got.double() - expected.double()).abs().max())
-    return f"max abs {worst:.2g}" if worst > TOLERANCE else None
-
-
-def _delta(model: Any, stage: _Stage, detail: str) -> Delta:
-    module = model.get_submodule(stage.module)
-    where = source_location(type(module).forward) or stage.module
-    return Delta(
-        f"{type(module).__name__}: {stage.what} is not what the vision spec describes",
-        where,
-        f"{stage.module}: {detail}",
-    )
-
-
 def qwen_vl_evidence(
     tower_module: Any, spec: QwenVLTowerSpec, config: Any, mrope: MRopeSpec
 ) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
@@ -790,95 +439,3 @@ def qwen_vl_evidence(
         )
     )
     return tuple(found)
-
-
-def qwen_vl_at_real_sizes(vision: Any, real: Any) -> Any:
-    """The Qwen-VL vision spec at the real config's sizes: the tower's through its keys, the
-    merger's widths (the tower's, merge-size-squared times, and the text's), the real
-    M-RoPE sections and image token."""
-    import dataclasses
-
-    tower: QwenVLTowerSpec = vision.tower
-    config = real.vision_config
-    keys = dict(tower.keys)
-
-    def value(field: str) -> Any:
-        return getattr(config, keys[field])
-
-    hidden, heads = value("hidden_size"), value("num_heads")
-    head_dim = hidden // heads
-    tiny_group = tower.hidden_size * tower.spatial_merge_size**2
-    real_group = hidden * value("spatial_merge_size") ** 2
-    widths = {
-        tower.hidden_size: hidden,
-        tiny_group: real_group,
-        tower.out_hidden_size: value("out_hidden_size"),
-    }
-    if len(widths) != 3:
-        raise ValueError("the tiny tower, merger and text widths coincide")
-    default_scale = tower.attention.scale == tower.attention.head_dim**-0.5
-    real_tower = dataclasses.replace(
-        tower,
-        hidden_size=hidden,
-        num_layers=value("num_layers"),
-        patch_size=value("patch_size"),
-        temporal_patch_size=value("temporal_patch_size"),
-        num_channels=value("num_channels"),
-        head_dim=head_dim,
-        rope_theta=float(config.rope_parameters["rope_theta"]),
-        spatial_merge_size=value("spatial_merge_size"),
-        window_size=int(value("window_size")) if "window_size" in keys else 0,
-        fullatt_layers=tuple(int(i) for i in value("fullatt_layers"))
-        if "fullatt_layers" in keys
-        else tuple(range(value("num_layers"))),
-        out_hidden_size=value("out_hidden_size"),
-        position_embeddings=value("position_embeddings") if tower.position_embeddings else 0,
-        attention=dataclasses.replace(
-            tower.attention,
-            num_heads=heads,
-            num_kv_heads=heads,
-            head_dim=head_dim,
-            scale=head_dim**-0.5 if default_scale else tower.attention.scale,
-        ),
-        mlp=dataclasses.replace(
-            tower.mlp,
-            intermediate_size=value("intermediate_size")
-            if "intermediate_size" in keys
-            else int(hidden * config.mlp_ratio),
-            activation=value("activation"),
-        ),
-    )
-    steps = _real_steps(vision.projector.steps, widths, value)
-    mrope = mrope_spec(real.text_config, vision.merge.mrope.layout)
-    deepstack = vision.deepstack
-    if deepstack is not None:
-        deepstack = dataclasses.replace(
-            deepstack,
-            layers=tuple(int(i) for i in getattr(config, deepstack.key)),
-            projector=dataclasses.replace(
-                deepstack.projector, steps=_real_steps(deepstack.projector.steps, widths, value)
-            ),
-        )
-    return dataclasses.replace(
-        vision,
-        towers=vision.towers.replace(real_tower),
-        projector=dataclasses.replace(vision.projector, steps=steps),
-        merge=dataclasses.replace(
-            vision.merge, image_token_id=int(real.image_token_id), mrope=mrope
-        ),
-        deepstack=deepstack,
-    )
-
-
-def _real_steps(steps: Any, widths: dict[int, int], value: Any) -> tuple[ProjectorStep, ...]:
-    import dataclasses
-
-    return tuple(
-        dataclasses.replace(
-            step,
-            in_features=widths.get(step.in_features, step.in_features),
-            out_features=widths.get(step.out_features, step.out_features),
-            kernel=value("spatial_merge_size") ** 2 if step.op == "group_rows" else step.kernel,
-        )
-        for step in steps
-    )

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from onboard.analysis.vision.glm import downsample, resampled_positions
 from onboard.analysis.vision.steps import ROW_OPS, run_row_step
 from onboard.vision import ProjectorSpec, QwenVLTowerSpec
 
@@ -110,10 +111,23 @@ class QwenVLRun:
         where the tower has them)."""
         s = self.spec
         x = self._convolve(pixels)
-        if s.position_embeddings:
+        if s.glm is not None:  # GLM-4V norms the patches, then resamples bicubically
+            x = run_row_step(s.glm.patch_norm, self.weight, x)
+            table = self.weight(f"{s.name_of('positions')}.weight")
+            positions = resampled_positions(s.glm.resample, table, self.grids, s.spatial_merge_size)
+            x = x + positions
+        elif s.position_embeddings:
             table = self.weight(f"{s.name_of('positions')}.weight")
             x = x + learned_positions(s, table, self.grids)
         return x[self.order]
+
+    def end(self, x: Any) -> Any:
+        """What the merger reads: the last state, or GLM-4V's end norm and downsample over it
+        (one row per merge block)."""
+        glm = self.spec.glm
+        if glm is None:
+            return x
+        return downsample(glm, self.spec, self.weight, run_row_step(glm.end_norm, self.weight, x))
 
     def _convolve(self, pixels: Any) -> Any:
         import torch.nn.functional as F
@@ -221,16 +235,21 @@ def mrope_cos_sin(
     head_dim: int,
     positions: Any,
     layout: str = "chunks",
+    pairs: str = "halves",
 ) -> Any:
     """cos, sin [B, S, head_dim] for ``positions [3, B, S]``: each frequency of the rotated half
-    turns by the axis ``MRopeSpec.layout`` gives it (section i by axis i % 3 for chunks)."""
+    turns by the axis ``MRopeSpec.layout`` gives it (section i by axis i % 3 for chunks), on the
+    channels ``MRopeSpec.pairs`` gives it."""
     import torch
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
     angles = positions[..., None].float() * inv_freq  # [3, B, S, head_dim / 2]
     axis = mrope_axes(sections, head_dim // 2, layout)
     chosen = angles.gather(0, axis.expand(1, *angles.shape[1:]))[0]
-    both = torch.cat([chosen, chosen], dim=-1)
+    if pairs == "adjacent":
+        both = chosen.repeat_interleave(2, dim=-1)
+    else:
+        both = torch.cat([chosen, chosen], dim=-1)
     return both.cos(), both.sin()
 
 

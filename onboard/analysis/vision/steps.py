@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-ROW_OPS = frozenset({"linear", "layer_norm", "rms_norm", "activation"})
+ROW_OPS = frozenset({"linear", "layer_norm", "rms_norm", "activation", "gate_up"})
 
 
 def run_row_step(step: Any, weight: Callable[[str], Any], x: Any) -> Any:
@@ -28,4 +28,10 @@ def run_row_step(step: Any, weight: Callable[[str], Any], x: Any) -> Any:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + step.eps) * scale
     if step.op == "activation":
         return ACT2FN[step.activation](x)
+    if step.op == "gate_up":
+        bias = (
+            (weight(f"{step.name}.bias"), weight(f"{step.up}.bias")) if step.bias else (None,) * 2
+        )
+        gate = F.linear(x, weight(f"{step.name}.weight"), bias[0])
+        return ACT2FN[step.activation](gate) * F.linear(x, weight(f"{step.up}.weight"), bias[1])
     raise ValueError(f"{step.op} is not a row step")

@@ -58,6 +58,11 @@ def qwen_vl_blockers(vision: VisionSpec, module: Any) -> list[str]:
             "a Qwen-VL tower without M-RoPE positions (vision.merge.mrope): the generated "
             "text model rotates by three-axis positions"
         )
+    elif vision.merge.mrope.pairs != "halves":
+        found.append(
+            f"M-RoPE on {vision.merge.mrope.pairs} channel pairs (vision.merge.mrope.pairs, "
+            "GLM-4V's): the generated MRopeRotaryEmbedding repeats the angles over halves"
+        )
     return found
 
 

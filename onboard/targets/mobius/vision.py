@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec
+from onboard.targets.mobius.vision_glm import GLM_TOWER_CHANGE, glm_norm_field
 from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
 from onboard.targets.mobius.vision_qwen_vl import (
     QWEN_VL_TASK,
@@ -410,6 +411,8 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
                 "the tower layers that attend over the whole image",
             ),
         ]
+    if names.glm is not None:  # mobius reads layer_norm_eps or norm_eps, GLM-4V rms_norm_eps
+        rows.append(glm_norm_field(tower))
     if names.positions:
         rows.append(
             (
@@ -472,7 +475,9 @@ def _design_qwen_vl(vision: VisionSpec, prefix: str) -> VisionDesign:
 def _qwen_vl_changes(vision: VisionSpec, names: QwenVLNames) -> tuple[str, ...]:
     mrope = vision.merge.mrope
     assert mrope is not None
-    if names.own_merger:
+    if names.glm is not None:
+        tower = GLM_TOWER_CHANGE
+    elif names.own_merger:
         tower = (
             "vision encoder: mobius' Qwen3-VL ViT over flattened patches and image_grid_thw, "
             "learned positions resampled to each grid, every layer attending per image"
@@ -492,8 +497,9 @@ def _qwen_vl_changes(vision: VisionSpec, names: QwenVLNames) -> tuple[str, ...]:
         tower,
         f"merger: {steps}" + (" (mobius' own, under HF's names)" if names.own_merger else ""),
         "image features fill the placeholder tokens in reading order over the whole batch",
-        f"positions: M-RoPE sections ({mrope.layout}) from text_config.{mrope.key}, computed "
-        "by the host",
+        f"positions: M-RoPE sections ({mrope.layout}"
+        + (", on adjacent channel pairs" if mrope.pairs == "adjacent" else "")
+        + f") from text_config.{mrope.key}, computed by the host",
     ]
     if vision.deepstack is not None:
         changes.append(

@@ -240,3 +240,51 @@ def llava_tile_defects(module_class: type, config: Mapping[str, Any]) -> tuple[T
 
 
 _ROW_CUMSUM_LLAVA = re.compile(r"op\.CumSum\(\s*mask_int,\s*1\s*\)")
+
+
+# Tower config keys of a tower over flattened patches with image_grid_thw (Qwen-VL's, GLM-4V's)
+_GRID_TOWER_KEYS = ("depth", "num_heads", "temporal_patch_size", "spatial_merge_size")
+
+
+def grid_tower_defects(
+    model_type: str, module_class: type, config: Mapping[str, Any]
+) -> tuple[TargetBug, ...]:
+    """mobius registers GLM-4V's types (and others whose tower takes flattened patches with
+    ``image_grid_thw``) to its LLaVA family's ``vision-language`` task, whose vision encoder
+    takes square ``pixel_values [B, 3, S, S]`` and whose decoder takes 1-D positions: no graph
+    it builds takes what HF's model does. Named from the registry entry, so a mobius that gives
+    the type a class of its own is no longer blamed."""
+    vision = _vision(config)
+    if not all(isinstance(vision.get(k), int) for k in _GRID_TOWER_KEYS):
+        return ()
+    from mobius._registry import registry
+
+    try:
+        registration = registry.get_registration(model_type)
+    except KeyError:
+        return ()
+    if registration.module_class is not module_class or registration.task != "vision-language":
+        return ()
+    return (
+        TargetBug(
+            "glm4v G1",
+            f"mobius registers {model_type} to {module_class.__name__} with the "
+            "vision-language task: a ViT over square pixel_values [batch, 3, size, size] and a "
+            "decoder on 1-D positions, while HF's model takes flattened patches with "
+            "image_grid_thw (a Conv3d patch embedding, learned positions resampled to each "
+            "grid, a downsample convolution and a gated merger) and M-RoPE positions "
+            "[3, batch, sequence]",
+            f"mobius/_registry.py:{_registry_line(model_type)} {model_type!r}: "
+            "ModelRegistration(LLaVAModel, task='vision-language'); mobius/tasks/"
+            "_vision_language_3model.py:34-95 (static vision.image_size); tiny glm4v with "
+            "GLM-4.1V's RoPE: 70 checkpoint tensors, 0 placed in 94 parameters (hybrid M1 too)",
+        ),
+    )
+
+
+def _registry_line(model_type: str) -> int | str:
+    import mobius._registry as source
+
+    lines = inspect.getsource(source).splitlines()
+    entry = f'"{model_type}": ModelRegistration('
+    return next((n for n, line in enumerate(lines, 1) if entry in line), "?")

@@ -42,6 +42,7 @@ from onboard.targets.mobius.parity import (
 )
 from onboard.targets.mobius.token_block_bugs import causal_decoder_defects
 from onboard.targets.mobius.vision_bugs import (
+    grid_tower_defects,
     llava_tile_defects,
     pixtral_defects,
     qwen3_5_defects,
@@ -115,6 +116,7 @@ def run_vision_parity(
         failed = {c.name for c in checks if c.status is Status.FAIL}
         bugs.extend(qwen3_5_defects(case.module_class, failed))
         bugs.extend(qwen_vl_defects(case.module_class, failed))
+        bugs.extend(grid_tower_defects(model_type, case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.targets.mobius.vision_glm import GlmNames, glm_blockers, glm_imports, glm_names
 from onboard.vision import ProjectorSpec, QwenVLTowerSpec, VisionSpec
 
 QWEN_VL_TASK = "qwen-vl"
@@ -125,9 +126,12 @@ class QwenVLNames:
     own_merger: bool = False  # mobius' class builds the merger under HF's names
     positions: bool = False  # learned positions (num_position_embeddings)
     deepstack: int = 0  # DeepStack mergers: features added to the first this many text layers
+    glm: GlmNames | None = None  # GLM-4V's tower, generated (vision_glm.py)
 
     @property
     def imports(self) -> str:
+        if self.glm is not None:
+            return glm_imports(self.glm)
         if self.own_merger:
             return self.base_class
         return ", ".join([*sorted({self.base_class, self.norm_class, "Linear"}), "get_activation"])
@@ -136,6 +140,8 @@ class QwenVLNames:
 def qwen_vl_blockers(vision: VisionSpec) -> list[str]:
     tower = vision.tower
     assert isinstance(tower, QwenVLTowerSpec)
+    if tower.glm is not None:
+        return glm_blockers(vision) + _position_blockers(vision)
     found = []
     names = dict(tower.names)
     expected = dict(_NAMES)
@@ -257,6 +263,10 @@ def _position_blockers(vision: VisionSpec) -> list[str]:
 def qwen_vl_names(vision: VisionSpec) -> QwenVLNames:
     tower = vision.tower
     assert isinstance(tower, QwenVLTowerSpec)
+    if tower.glm is not None:
+        return QwenVLNames(
+            "", False, tower.name_of("merger"), "", "", 0.0, "", (), glm=glm_names(vision)
+        )
     mobius = mobius_tower(tower)
     assert mobius is not None
     plain = tower.mlp.kind == "plain"
