@@ -297,6 +297,12 @@ class ProjectorStep:
     kernel_key: str | None = None
     # the key holds the kernel's inverse (InternVL's downsample_ratio 0.5 for 2 x 2 blocks)
     kernel_from_ratio: bool = False
+    # op pixel_shuffle: the model runs it before calling its projector module (InternVL's
+    # get_image_features), not inside it (Idefics 3's connector)
+    outside: bool = False
+    # op gate_up: ``activation(name(x)) * up(x)``, two linears over the same rows (GLM-4V's
+    # merger); ``up`` is the second linear's attribute
+    up: str = ""
 
     def kernel_at(self, config: object) -> int:
         """The kernel ``config`` sets (the step's own where it has no key)."""
@@ -304,10 +310,6 @@ class ProjectorStep:
             return self.kernel
         value = getattr(config, self.kernel_key)
         return round(1 / value) if self.kernel_from_ratio else int(value)
-
-    # op gate_up: ``activation(name(x)) * up(x)``, two linears over the same rows (GLM-4V's
-    # merger); ``up`` is the second linear's attribute
-    up: str = ""
 
 
 @dataclass(frozen=True)

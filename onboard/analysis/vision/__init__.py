@@ -319,7 +319,7 @@ def _read_vision(
         (received, *trace.projector_extra),
         config,
         files,
-        features=trace.projector_in,
+        features=None if trace.projector_in is received else trace.projector_in,
     )
     deltas = select.deltas + projector.deltas
     tiling = read_tiles(model, parts, trace, tiles) if tiles is not None else TilesReading(None)

@@ -4,6 +4,7 @@ compute the projector is proved by the check."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -55,10 +56,11 @@ def read_projector(
     activation_key = None
     bias_key = None
     leaves = _called_leaves(projector, inputs)
+    outside = features is not None
     features = inputs[0] if features is None else features
     shuffle = _pixel_shuffle(features, tuple(leaves[0][2].shape), config) if leaves else None
     if shuffle is not None:
-        steps.append(shuffle)
+        steps.append(dataclasses.replace(shuffle, outside=outside))
     previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
     for leaf_name, leaf, received in leaves:
         if _takes_image_sizes(leaf):

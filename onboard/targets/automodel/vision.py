@@ -124,6 +124,13 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"({where or 'vision.image_rows'}): the generated VLM passes one image per row of "
             "pixel_values [images, channels, height, width]"
         )
+    if any(step.outside for step in vision.projector.steps):
+        where = defined_at(module, "get_image_features")
+        found.append(
+            "a pixel shuffle between the tower and the projector module "
+            f"({where or 'vision.projector'}): the generated VLM hands the tower's features to "
+            "HF's projector as they are"
+        )
     if vision.tiles is not None:
         where = defined_at(module, "pack_image_features")
         found.append(
