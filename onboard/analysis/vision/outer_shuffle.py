@@ -27,7 +27,8 @@ def unfold_outer_shuffle(trace: VisionTrace, config: Any, class_token: bool) -> 
     received = trace.projector_in
     if not kernel or received.dim() != 3:
         return trace
-    for state in reversed(trace.hidden_states):
+    states = (*reversed(trace.hidden_states), trace.post_normed)
+    for state in (s for s in states if s is not None):
         for candidate in (state[:, 1:], state) if class_token else (state,):
             if not _folds(candidate, kernel, received):
                 continue

@@ -95,3 +95,16 @@ def test_a_downsample_ratio_is_the_pixel_shuffle_factor_inverted() -> None:
     assert pixel_shuffle_factor(Config()) == 2
     Config.downsample_ratio = 0.3  # 1 / 0.3 folds no whole block
     assert pixel_shuffle_factor(Config()) is None
+
+
+@pytest.mark.slow
+def test_internvl_with_its_optional_flags_on_generates_with_zero_edits(tmp_path) -> None:
+    """Biased q/k/v and the tower's post norm (use_mean_pooling false: HF reads the normed last
+    state, folded by the pixel shuffle) are followed from the config."""
+    from tests.new_types import default_config_dir
+
+    flags = {"attention_bias": True, "use_mean_pooling": False}
+    model = default_config_dir("internvl", tmp_path / "hub", vision_config=flags)
+    result = onboard_new(NewOptions(model=str(model), out=tmp_path / "out", treat_as_new=True))
+    text = passed_module(result, CHECKS)
+    assert "hidden_states = self.layernorm(op, hidden_states)" in text
