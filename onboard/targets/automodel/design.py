@@ -158,6 +158,7 @@ class ModelDesign:
     qk_norm: str  # none, per_head, full_width
     layer_rule: str  # config (config.layer_types), sliding_window (all slide when set), full
     layer_kinds: tuple[str, ...]
+    # One RoPE table per attention kind (rope_utils.py), asked for by kind as HF's rotary is
     per_kind_rope: bool
     embedding_scale: bool
     attention_softcap: bool
@@ -292,7 +293,10 @@ def design_model(
         qk_norm=text.attention.qk_norm,
         layer_rule=_layer_rule(tiny_config, kinds),
         layer_kinds=kinds,
-        per_kind_rope=len(distinct_ropes(text)) > 1,
+        # HF's rotary asked for a kind's table reads config.rope_parameters[kind], also where
+        # every kind rotates alike (Olmo3) or only one kind is in use (Mellum)
+        per_kind_rope=len(distinct_ropes(text)) > 1
+        or _takes("layer_type", hf, hf.rotary, "forward"),
         embedding_scale=text.embedding_scale == "sqrt_hidden",
         attention_softcap=bool(text.attention.softcap),
         final_softcap=bool(text.final_logit_softcap) or "final_softcap" in reasons,
@@ -362,8 +366,14 @@ def _attention_dropout(hf: HFNames) -> str | None:
 
 
 def _layer_takes(parameter: str, hf: HFNames) -> bool:
-    init = _hf_class(hf, hf.decoder_layer).__init__
-    return parameter in inspect.signature(init).parameters
+    return _takes(parameter, hf, hf.decoder_layer, "__init__")
+
+
+def _takes(parameter: str, hf: HFNames, class_name: str, method: str) -> bool:
+    """Whether HF's ``class_name.method`` has the parameter (False without such a class)."""
+    if not class_name:
+        return False
+    return parameter in inspect.signature(getattr(_hf_class(hf, class_name), method)).parameters
 
 
 def _hf_source(hf: HFNames, class_name: str) -> str:

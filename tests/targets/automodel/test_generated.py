@@ -107,14 +107,26 @@ def test_treat_as_new_generated_tests_pass(automodel_target, tmp_path: Path, rep
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_type",
-    ["granite", "cohere", "cohere2", "exaone4", "glm4", "helium", "phi", "phi3", "persimmon"],
+    [
+        "granite",
+        "cohere",
+        "cohere2",
+        "exaone4",
+        "glm4",
+        "helium",
+        "phi",
+        "phi3",
+        "persimmon",
+        "olmo3",
+    ],
 )
 def test_multipliers_and_interleaved_rope_generated_tests_pass(
     automodel_target, tmp_path: Path, model_type
 ) -> None:
     """transformers' default configs: config multipliers (granite, cohere), interleaved RoPE,
     layers without RoPE beside layers with it (cohere2, exaone4), Phi's own names and biases,
-    fused q/k/v projections (phi3: concatenated rows, persimmon: head by head, with q/k norms)."""
+    fused q/k/v projections (phi3: concatenated rows, persimmon: head by head, with q/k norms),
+    RoPE parameters per layer kind, all alike (olmo3)."""
     from tests.new_types import default_config_dir
 
     folder = default_config_dir(model_type, tmp_path / "models")

@@ -343,3 +343,18 @@ def test_sigmoid_router_maps_onto_automodels_gate(tmp_path: Path) -> None:
     assert (
         '"shared_expert_inter_dim": config.moe_intermediate_size * config.n_shared_experts' in model
     )
+
+
+@pytest.mark.parametrize("model_type", ["olmo3", "mellum"])
+def test_rope_read_per_kind_gets_a_table_per_kind(tmp_path: Path, model_type: str) -> None:
+    """HF's rotary is asked for a kind's table (forward(x, position_ids, layer_type)) and reads
+    config.rope_parameters[kind], though Olmo3's kinds rotate alike and Mellum's layers are all
+    of one kind: NeMo's LlamaRotaryEmbedding would read the default theta from that dict."""
+    plan = _plan_default(model_type, tmp_path)
+    package = f"nemo_automodel/components/models/{model_type}"
+    model = plan.content_of(f"{package}/model.py")
+    assert "self.rotary_emb = LayerTypeRotaryEmbedding(config, layer_types(config))" in model
+    assert "LlamaRotaryEmbedding" not in model
+    assert f"{package}/rope_utils.py" in plan.paths()
+    tests = plan.content_of(f"tests/unit_tests/models/{model_type}/test_{model_type}_model.py")
+    assert "theirs = hf.model.rotary_emb(x, position_ids, kind)" in tests
