@@ -820,6 +820,8 @@ def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason,
 NATIVE_LEAVES = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 MOE_ATTRIBUTE = "mlp"  # where AutoModel's MoE parallelizer and FSDP mixin look for the block
 SHARED_ATTRIBUTE = "shared_experts"  # AutoModel's MoE keeps its shared expert MLP here
+CORRECTION_BIAS = "e_score_correction_bias"  # the router's choice bias, in HF and AutoModel
+_LAYER_CORRECTION = re.compile(rf"\.layers\.\d+\.([\w.]+\.{CORRECTION_BIAS})$")
 
 
 def _sparse_block(modules: dict[str, str]) -> tuple[str, str] | None:
@@ -899,7 +901,7 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         softmax_before_topk=before,
         # a softmax over the top k logits already sums to 1
         norm_topk_prob=norm if before else "False",
-        renames=_renames(moe),
+        renames=_renames(moe, {name for name, _ in spec.weights.tensors}),
         hf_router=router.split(".")[0] if router else "gate",
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
@@ -933,8 +935,9 @@ def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
     }
 
 
-def _renames(moe: MoESpec) -> tuple[Rename, ...]:
-    """Checkpoint <-> native rules for the expert and router tensors whose names differ."""
+def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
+    """Checkpoint <-> native rules for the expert and router tensors whose names differ
+    (``checkpoint``: the tensor names a checkpoint of the architecture holds)."""
     rules = []
     for role, leaf in moe.expert_leaves:
         native = NATIVE_LEAVES[role]
@@ -960,6 +963,11 @@ def _renames(moe: MoESpec) -> tuple[Rename, ...]:
         rules.append(
             _rename(f".{moe.block_name}.{moe.router_name}.weight", f".{MOE_ATTRIBUTE}.gate.weight")
         )
+    # AutoModel's Gate holds the choice bias; a checkpoint may keep it elsewhere in the layer
+    # (EXAONE-MoE: mlp.e_score_correction_bias, which transformers renames on load)
+    native = f"{MOE_ATTRIBUTE}.gate.{CORRECTION_BIAS}"
+    on_disk = {m.group(1) for key in checkpoint if (m := _LAYER_CORRECTION.search(key))}
+    rules += [_rename(f".{name}", f".{native}") for name in sorted(on_disk) if name != native]
     return tuple(rules)
 
 

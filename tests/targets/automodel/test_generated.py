@@ -159,6 +159,19 @@ def test_sigmoid_router_generated_tests_pass(automodel_target, tmp_path: Path, h
     assert not report.passed and "test_router_matches_hf" in failed
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["exaone_moe", "mellum"])
+def test_backlog_moe_generated_tests_pass(automodel_target, tmp_path: Path, model_type) -> None:
+    """transformers' default configs: EXAONE-MoE's choice bias saved beside its router, Mellum's
+    RoPE parameters per layer kind with one kind in use."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir(model_type, tmp_path / "models")
+    result = _new(str(folder), out=tmp_path / "out")
+    _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+    _lint(tmp_path / "out", result)
+
+
 # What Cohere adds to Llama: its logit scale and RoPE over adjacent pairs.
 COHERE_SABOTAGE = {
     "no-logit-scale": (

@@ -358,3 +358,13 @@ def test_rope_read_per_kind_gets_a_table_per_kind(tmp_path: Path, model_type: st
     assert f"{package}/rope_utils.py" in plan.paths()
     tests = plan.content_of(f"tests/unit_tests/models/{model_type}/test_{model_type}_model.py")
     assert "theirs = hf.model.rotary_emb(x, position_ids, kind)" in tests
+
+
+def test_correction_bias_beside_the_router_is_renamed_onto_the_gate(tmp_path: Path) -> None:
+    """EXAONE-MoE's checkpoint keeps mlp.e_score_correction_bias (transformers renames it to
+    mlp.gate.e_score_correction_bias on load); AutoModel's Gate holds it under that name."""
+    adapter = _plan_default("exaone_moe", tmp_path).content_of(
+        "nemo_automodel/components/models/exaone_moe/state_dict_adapter.py"
+    )
+    assert r'(r"\.mlp\.e_score_correction_bias$", r".mlp.gate.e_score_correction_bias")' in adapter
+    assert r'(r"\.mlp\.gate\.e_score_correction_bias$", r".mlp.e_score_correction_bias")' in adapter
