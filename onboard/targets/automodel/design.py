@@ -124,6 +124,10 @@ class MoEDesign:
     route_scale: str = "1.0"
     # A config edit that makes the tiny model's first layer dense, for the generated tests.
     dense_override: tuple[tuple[str, Any], ...] = ()
+    # Where HF's experts scale each expert's down-projection output by its routing weight
+    # (MoEConfig.apply_router_weight_after_down); "" leaves AutoModel's default, which scales
+    # the activation before the down projection: equal in exact arithmetic, not in fp32
+    weighted_after_down: str = ""
 
 
 @dataclass(frozen=True)
@@ -906,8 +910,28 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
+        weighted_after_down=_weighted_after_down(hf, dict(probe.modules).get(f"{path}.experts")),
         **_router_fields(spec, router_spec),
     )
+
+
+def _weighted_after_down(hf: HFNames, experts: str | None) -> str:
+    """``modeling_x.py:N`` where HF's experts multiply each expert's down-projection output by
+    its routing weight (the third argument of their forward), "" where they weight elsewhere."""
+    cls = getattr(importlib.import_module(hf.module), experts or "", None)
+    if cls is None:
+        return ""
+    forward = inspect.unwrap(cls.forward)
+    arguments = list(inspect.signature(forward).parameters)
+    if len(arguments) < 4:  # self, hidden states, expert indices, routing weights
+        return ""
+    lines, start = inspect.getsourcelines(forward)
+    down = False
+    for offset, line in enumerate(lines):
+        down = down or "down_proj" in line
+        if re.search(rf"\*\s*{arguments[3]}\b", line):
+            return f"{hf.source_file}:{start + offset}" if down else ""
+    return ""
 
 
 def _over_config(expression: str) -> str:
@@ -1006,6 +1030,12 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
             f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
         ),
     }
+    if moe.weighted_after_down:
+        reasons["weighted_after_down"] = Reason(
+            "each expert's down-projection output is scaled by its routing weight, as HF's "
+            "experts scale it",
+            moe.weighted_after_down,
+        )
     if spec_moe.shared is not None:
         reasons["shared_expert"] = Reason(
             f"one shared expert of width {moe.shared_width} beside the routed ones"

@@ -368,3 +368,13 @@ def test_correction_bias_beside_the_router_is_renamed_onto_the_gate(tmp_path: Pa
     )
     assert r'(r"\.mlp\.e_score_correction_bias$", r".mlp.gate.e_score_correction_bias")' in adapter
     assert r'(r"\.mlp\.gate\.e_score_correction_bias$", r".mlp.e_score_correction_bias")' in adapter
+
+
+def test_experts_weight_their_down_projection_output_as_hf(tmp_path: Path) -> None:
+    """HF's experts scale each expert's output after the down projection; AutoModel's default
+    scales the activation before it, which rounds differently in fp32."""
+    model = _plan("Qwen/Qwen3-30B-A3B", tmp_path).content_of(
+        "nemo_automodel/components/models/qwen3_moe/model.py"
+    )
+    assert '"apply_router_weight_after_down": True,' in model
+    assert "scale it (modeling_qwen3_moe.py:" in model
