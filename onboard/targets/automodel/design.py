@@ -323,7 +323,7 @@ def design_model(
         hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
         embedding_multiplier=_multiplier(text, "embedding"),
         lm_head_bias=text.lm_head_bias,
-        layer_type_argument=_layer_takes("layer_type", hf),
+        layer_type_argument=_takes("layer_type", hf, hf.decoder_layer, "__init__"),
         layer_returns_tuple="return hidden_states, " in _hf_source(hf, hf.decoder_layer),
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
@@ -367,10 +367,6 @@ def _attention_dropout(hf: HFNames) -> str | None:
     if "config.attention_dropout" in source:  # Persimmon keeps an nn.Dropout under that name
         return "self.config.attention_dropout"
     return None
-
-
-def _layer_takes(parameter: str, hf: HFNames) -> bool:
-    return _takes(parameter, hf, hf.decoder_layer, "__init__")
 
 
 def _takes(parameter: str, hf: HFNames, class_name: str, method: str) -> bool:
