@@ -124,6 +124,10 @@ class MoEDesign:
     route_scale: str = "1.0"
     # A config edit that makes the tiny model's first layer dense, for the generated tests.
     dense_override: tuple[tuple[str, Any], ...] = ()
+    # Where HF's experts scale each expert's down-projection output by its routing weight
+    # (MoEConfig.apply_router_weight_after_down); "" leaves AutoModel's default, which scales
+    # the activation before the down projection: equal in exact arithmetic, not in fp32
+    weighted_after_down: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class ModelDesign:
     qk_norm: str  # none, per_head, full_width
     layer_rule: str  # config (config.layer_types), sliding_window (all slide when set), full
     layer_kinds: tuple[str, ...]
+    # One RoPE table per attention kind (rope_utils.py), asked for by kind as HF's rotary is
     per_kind_rope: bool
     embedding_scale: bool
     attention_softcap: bool
@@ -292,7 +297,10 @@ def design_model(
         qk_norm=text.attention.qk_norm,
         layer_rule=_layer_rule(tiny_config, kinds),
         layer_kinds=kinds,
-        per_kind_rope=len(distinct_ropes(text)) > 1,
+        # HF's rotary asked for a kind's table reads config.rope_parameters[kind], also where
+        # every kind rotates alike (Olmo3) or only one kind is in use (Mellum)
+        per_kind_rope=len(distinct_ropes(text)) > 1
+        or _takes("layer_type", hf, hf.rotary, "forward"),
         embedding_scale=text.embedding_scale == "sqrt_hidden",
         attention_softcap=bool(text.attention.softcap),
         final_softcap=bool(text.final_logit_softcap) or "final_softcap" in reasons,
@@ -315,7 +323,7 @@ def design_model(
         hf_tables_interleaved=bool(hf.rotary) and "repeat_interleave" in _hf_source(hf, hf.rotary),
         embedding_multiplier=_multiplier(text, "embedding"),
         lm_head_bias=text.lm_head_bias,
-        layer_type_argument=_layer_takes("layer_type", hf),
+        layer_type_argument=_takes("layer_type", hf, hf.decoder_layer, "__init__"),
         layer_returns_tuple="return hidden_states, " in _hf_source(hf, hf.decoder_layer),
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
@@ -361,9 +369,11 @@ def _attention_dropout(hf: HFNames) -> str | None:
     return None
 
 
-def _layer_takes(parameter: str, hf: HFNames) -> bool:
-    init = _hf_class(hf, hf.decoder_layer).__init__
-    return parameter in inspect.signature(init).parameters
+def _takes(parameter: str, hf: HFNames, class_name: str, method: str) -> bool:
+    """Whether HF's ``class_name.method`` has the parameter (False without such a class)."""
+    if not class_name:
+        return False
+    return parameter in inspect.signature(getattr(_hf_class(hf, class_name), method)).parameters
 
 
 def _hf_source(hf: HFNames, class_name: str) -> str:
@@ -810,6 +820,8 @@ def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason,
 NATIVE_LEAVES = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 MOE_ATTRIBUTE = "mlp"  # where AutoModel's MoE parallelizer and FSDP mixin look for the block
 SHARED_ATTRIBUTE = "shared_experts"  # AutoModel's MoE keeps its shared expert MLP here
+CORRECTION_BIAS = "e_score_correction_bias"  # the router's choice bias, in HF and AutoModel
+_LAYER_CORRECTION = re.compile(rf"\.layers\.\d+\.([\w.]+\.{CORRECTION_BIAS})$")
 
 
 def _sparse_block(modules: dict[str, str]) -> tuple[str, str] | None:
@@ -889,13 +901,33 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         softmax_before_topk=before,
         # a softmax over the top k logits already sums to 1
         norm_topk_prob=norm if before else "False",
-        renames=_renames(moe),
+        renames=_renames(moe, {name for name, _ in spec.weights.tensors}),
         hf_router=router.split(".")[0] if router else "gate",
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
+        weighted_after_down=_weighted_after_down(hf, dict(probe.modules).get(f"{path}.experts")),
         **_router_fields(spec, router_spec),
     )
+
+
+def _weighted_after_down(hf: HFNames, experts: str | None) -> str:
+    """``modeling_x.py:N`` where HF's experts multiply each expert's down-projection output by
+    its routing weight (the third argument of their forward), "" where they weight elsewhere."""
+    cls = getattr(importlib.import_module(hf.module), experts or "", None)
+    if cls is None:
+        return ""
+    forward = inspect.unwrap(cls.forward)
+    arguments = list(inspect.signature(forward).parameters)
+    if len(arguments) < 4:  # self, hidden states, expert indices, routing weights
+        return ""
+    lines, start = inspect.getsourcelines(forward)
+    down = False
+    for offset, line in enumerate(lines):
+        down = down or "down_proj" in line
+        if re.search(rf"\*\s*{arguments[3]}\b", line):
+            return f"{hf.source_file}:{start + offset}" if down else ""
+    return ""
 
 
 def _over_config(expression: str) -> str:
@@ -923,8 +955,9 @@ def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
     }
 
 
-def _renames(moe: MoESpec) -> tuple[Rename, ...]:
-    """Checkpoint <-> native rules for the expert and router tensors whose names differ."""
+def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
+    """Checkpoint <-> native rules for the expert and router tensors whose names differ
+    (``checkpoint``: the tensor names a checkpoint of the architecture holds)."""
     rules = []
     for role, leaf in moe.expert_leaves:
         native = NATIVE_LEAVES[role]
@@ -950,6 +983,11 @@ def _renames(moe: MoESpec) -> tuple[Rename, ...]:
         rules.append(
             _rename(f".{moe.block_name}.{moe.router_name}.weight", f".{MOE_ATTRIBUTE}.gate.weight")
         )
+    # AutoModel's Gate holds the choice bias; a checkpoint may keep it elsewhere in the layer
+    # (EXAONE-MoE: mlp.e_score_correction_bias, which transformers renames on load)
+    native = f"{MOE_ATTRIBUTE}.gate.{CORRECTION_BIAS}"
+    on_disk = {m.group(1) for key in checkpoint if (m := _LAYER_CORRECTION.search(key))}
+    rules += [_rename(f".{name}", f".{native}") for name in sorted(on_disk) if name != native]
     return tuple(rules)
 
 
@@ -988,6 +1026,12 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
             f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
         ),
     }
+    if moe.weighted_after_down:
+        reasons["weighted_after_down"] = Reason(
+            "each expert's down-projection output is scaled by its routing weight, as HF's "
+            "experts scale it",
+            moe.weighted_after_down,
+        )
     if spec_moe.shared is not None:
         reasons["shared_expert"] = Reason(
             f"one shared expert of width {moe.shared_width} beside the routed ones"

@@ -107,14 +107,26 @@ def test_treat_as_new_generated_tests_pass(automodel_target, tmp_path: Path, rep
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_type",
-    ["granite", "cohere", "cohere2", "exaone4", "glm4", "helium", "phi", "phi3", "persimmon"],
+    [
+        "granite",
+        "cohere",
+        "cohere2",
+        "exaone4",
+        "glm4",
+        "helium",
+        "phi",
+        "phi3",
+        "persimmon",
+        "olmo3",
+    ],
 )
 def test_multipliers_and_interleaved_rope_generated_tests_pass(
     automodel_target, tmp_path: Path, model_type
 ) -> None:
     """transformers' default configs: config multipliers (granite, cohere), interleaved RoPE,
     layers without RoPE beside layers with it (cohere2, exaone4), Phi's own names and biases,
-    fused q/k/v projections (phi3: concatenated rows, persimmon: head by head, with q/k norms)."""
+    fused q/k/v projections (phi3: concatenated rows, persimmon: head by head, with q/k norms),
+    RoPE parameters per layer kind, all alike (olmo3)."""
     from tests.new_types import default_config_dir
 
     folder = default_config_dir(model_type, tmp_path / "models")
@@ -145,6 +157,19 @@ def test_sigmoid_router_generated_tests_pass(automodel_target, tmp_path: Path, h
     )
     failed = {c.name.split("(")[0] for c in report.failures}
     assert not report.passed and "test_router_matches_hf" in failed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["exaone_moe", "mellum"])
+def test_backlog_moe_generated_tests_pass(automodel_target, tmp_path: Path, model_type) -> None:
+    """transformers' default configs: EXAONE-MoE's choice bias saved beside its router, Mellum's
+    RoPE parameters per layer kind with one kind in use."""
+    from tests.new_types import default_config_dir
+
+    folder = default_config_dir(model_type, tmp_path / "models")
+    result = _new(str(folder), out=tmp_path / "out")
+    _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+    _lint(tmp_path / "out", result)
 
 
 # What Cohere adds to Llama: its logit scale and RoPE over adjacent pairs.

@@ -343,3 +343,38 @@ def test_sigmoid_router_maps_onto_automodels_gate(tmp_path: Path) -> None:
     assert (
         '"shared_expert_inter_dim": config.moe_intermediate_size * config.n_shared_experts' in model
     )
+
+
+@pytest.mark.parametrize("model_type", ["olmo3", "mellum"])
+def test_rope_read_per_kind_gets_a_table_per_kind(tmp_path: Path, model_type: str) -> None:
+    """HF's rotary is asked for a kind's table (forward(x, position_ids, layer_type)) and reads
+    config.rope_parameters[kind], though Olmo3's kinds rotate alike and Mellum's layers are all
+    of one kind: NeMo's LlamaRotaryEmbedding would read the default theta from that dict."""
+    plan = _plan_default(model_type, tmp_path)
+    package = f"nemo_automodel/components/models/{model_type}"
+    model = plan.content_of(f"{package}/model.py")
+    assert "self.rotary_emb = LayerTypeRotaryEmbedding(config, layer_types(config))" in model
+    assert "LlamaRotaryEmbedding" not in model
+    assert f"{package}/rope_utils.py" in plan.paths()
+    tests = plan.content_of(f"tests/unit_tests/models/{model_type}/test_{model_type}_model.py")
+    assert "theirs = hf.model.rotary_emb(x, position_ids, kind)" in tests
+
+
+def test_correction_bias_beside_the_router_is_renamed_onto_the_gate(tmp_path: Path) -> None:
+    """EXAONE-MoE's checkpoint keeps mlp.e_score_correction_bias (transformers renames it to
+    mlp.gate.e_score_correction_bias on load); AutoModel's Gate holds it under that name."""
+    adapter = _plan_default("exaone_moe", tmp_path).content_of(
+        "nemo_automodel/components/models/exaone_moe/state_dict_adapter.py"
+    )
+    assert r'(r"\.mlp\.e_score_correction_bias$", r".mlp.gate.e_score_correction_bias")' in adapter
+    assert r'(r"\.mlp\.gate\.e_score_correction_bias$", r".mlp.e_score_correction_bias")' in adapter
+
+
+def test_experts_weight_their_down_projection_output_as_hf(tmp_path: Path) -> None:
+    """HF's experts scale each expert's output after the down projection; AutoModel's default
+    scales the activation before it, which rounds differently in fp32."""
+    model = _plan("Qwen/Qwen3-30B-A3B", tmp_path).content_of(
+        "nemo_automodel/components/models/qwen3_moe/model.py"
+    )
+    assert '"apply_router_weight_after_down": True,' in model
+    assert "scale it (modeling_qwen3_moe.py:" in model

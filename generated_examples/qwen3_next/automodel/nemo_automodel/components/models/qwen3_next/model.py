@@ -138,6 +138,9 @@ def build_moe_config(
         "router_bias": False,
         "expert_bias": False,
         "expert_activation": "swiglu",  # silu(gate) * up, as HF's experts with hidden_act silu
+        # each expert's down-projection output is scaled by its routing weight, as HF's experts
+        # scale it (modeling_qwen3_next.py:820)
+        "apply_router_weight_after_down": True,
         "train_gate": True,
         "gate_bias_update_factor": 0.0,
         # HF adds a load-balancing loss only with output_router_logits, which this model refuses.
