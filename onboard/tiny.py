@@ -454,7 +454,13 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
         or not all(isinstance(s, int) for s in sections)
     ):
         return
-    half, total = tiny_rotary_half(tiny), sum(sections)
+    # Interleaved sections (Qwen3-VL, Qwen3.5) pick frequencies by index and are not split, so
+    # they keep the whole tiny head's proportions: over a partial rotary's few frequencies,
+    # sections that sum to them would lay the axes out as chunks do, and the layout could not
+    # be told apart
+    interleaved = rope.get("mrope_interleaved") is True
+    half = TINY_HEAD_DIM // 2 if interleaved else tiny_rotary_half(tiny)
+    total = sum(sections)
     least = 1 if half >= len(sections) else 0
     tiny_sections = [max(least, round(s * half / total)) for s in sections]
     tiny_sections[-1] += half - sum(tiny_sections)
