@@ -16,6 +16,7 @@ from onboard.analysis import analyse
 from onboard.source import load_source
 from onboard.tiny import shrink_config
 from onboard.vision import QwenVLTowerSpec
+from tests.analysis.qwen_vl_stages import stage_check
 
 
 @pytest.mark.parametrize(
@@ -79,19 +80,7 @@ def _tiny():
 
 
 def _check(vision):
-    from onboard.analysis.vision.qwen_check import check_qwen_vl
-
-    _, model, parts, trace, config = _tiny()
-    return check_qwen_vl(
-        vision.tower,
-        vision.projector,
-        vision.merge.mrope,
-        config.image_token_id,
-        model,
-        parts,
-        trace,
-        vision.deepstack,
-    )
+    return stage_check(vision, _tiny())
 
 
 def test_glm4v_reads_its_tower_parts_merger_and_adjacent_mrope() -> None:

@@ -13,6 +13,7 @@ from onboard.analysis import analyse
 from onboard.source import load_source
 from onboard.vision import QwenVLTowerSpec
 from tests.analyses import tiny_vlm
+from tests.analysis.qwen_vl_stages import stage_check
 from tests.hub_cache import fixture_config
 
 MODEL = "Qwen/Qwen3-VL-2B-Instruct"
@@ -37,19 +38,7 @@ def _tiny():
 
 
 def _check(vision):
-    from onboard.analysis.vision.qwen_check import check_qwen_vl
-
-    _, model, parts, trace, config = _tiny()
-    return check_qwen_vl(
-        vision.tower,
-        vision.projector,
-        vision.merge.mrope,
-        config.image_token_id,
-        model,
-        parts,
-        trace,
-        vision.deepstack,
-    )
+    return stage_check(vision, _tiny())
 
 
 def test_qwen3_vl_reads_positions_deepstack_and_interleaved_mrope() -> None:
