@@ -108,38 +108,26 @@ def called_inputs(module: Any, run: Any) -> dict[str, int]:
     """Each leaf of ``module`` -> the identity of the first tensor ``run()`` first passed it:
     two leaves with one identity read the same rows (every input is kept alive until ``run``
     returns, so no identity is reused)."""
-    seen: dict[str, int] = {}
-    kept: list[Any] = []
-    handles = []
-    for name, leaf in module.named_modules():
-        if any(True for _ in leaf.children()):
-            continue
-
-        def hook(_m: Any, args: tuple[Any, ...], name: str = name) -> None:
-            if args and name not in seen:
-                kept.append(args[0])
-                seen[name] = id(args[0])
-
-        handles.append(leaf.register_forward_pre_hook(hook))
-    try:
-        run()
-    finally:
-        for handle in handles:
-            handle.remove()
-    return seen
+    return {name: id(first) for name, _, first in _first_calls(module, run) if first is not None}
 
 
 def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:
     """The leaf modules of ``module`` in the order ``run()`` first calls them."""
-    order: list[tuple[str, Any]] = []
+    return [(name, leaf) for name, leaf, _ in _first_calls(module, run)]
+
+
+def _first_calls(module: Any, run: Any) -> list[tuple[str, Any, Any]]:
+    """The leaves of ``module`` in the order ``run()`` first calls them, each with the first
+    tensor it was passed (None: no positional input), kept alive in the list."""
+    calls: list[tuple[str, Any, Any]] = []
     handles = []
     for name, leaf in module.named_modules():
         if any(True for _ in leaf.children()):
             continue
 
-        def hook(_m: Any, _a: Any, name: str = name, leaf: Any = leaf) -> None:
-            if all(n != name for n, _ in order):
-                order.append((name, leaf))
+        def hook(_m: Any, args: tuple[Any, ...], name: str = name, leaf: Any = leaf) -> None:
+            if all(n != name for n, _, _ in calls):
+                calls.append((name, leaf, args[0] if args else None))
 
         handles.append(leaf.register_forward_pre_hook(hook))
     try:
@@ -147,4 +135,4 @@ def called_leaves(module: Any, run: Any) -> list[tuple[str, Any]]:
     finally:
         for handle in handles:
             handle.remove()
-    return order
+    return calls
