@@ -70,13 +70,24 @@ def _failed(report, check: str) -> bool:
     ("old", "new", "fails"),
     [
         # the selection left out: every key the causal mask allows is attended
-        (KEPT_BIAS, "bias = attention_bias", ("prefill", "decode")),
+        pytest.param(KEPT_BIAS, "bias = attention_bias", ("prefill", "decode"), id="mask-left-out"),
         # one key more than index_topk kept per row
-        (TOP_K, TOP_K.replace("[self.topk]", "[self.topk + 1]"), ("prefill", "decode")),
+        pytest.param(
+            TOP_K,
+            TOP_K.replace("[self.topk]", "[self.topk + 1]"),
+            ("prefill", "decode"),
+            id="top-k-off-by-one",
+            marks=pytest.mark.slow,
+        ),
         # the indexer's keys without RoPE: other keys are kept, and the cached keys differ
-        (KEY_ROTATED, "key = op.Concat(k_rot, k_pass, axis=-1)", ("prefill", "states")),
+        pytest.param(
+            KEY_ROTATED,
+            "key = op.Concat(k_rot, k_pass, axis=-1)",
+            ("prefill", "states"),
+            id="keys-without-rope",
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["mask-left-out", "top-k-off-by-one", "keys-without-rope"],
 )
 def test_a_wrong_selection_fails_parity(
     deepseek_v32: NewResult, old: str, new: str, fails: tuple[str, ...]

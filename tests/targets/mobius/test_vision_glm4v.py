@@ -62,23 +62,35 @@ def test_glm4v_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     ("old", "new", "failing"),
     [
         # the table then fills no parameter: the weight proof fails before the features
-        (POSITIONS, "x = x", "weights"),
-        (CUBIC, CUBIC.replace("cubic", "linear"), "image-features"),
+        pytest.param(
+            POSITIONS, "x = x", "weights", id="positions-not-added", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            CUBIC, CUBIC.replace("cubic", "linear"), "image-features", id="positions-bilinear"
+        ),
         # the convolution skipped (each block's mean in its place): its weights fill nothing
-        (DOWNSAMPLE, AVERAGED, "weights"),
+        pytest.param(
+            DOWNSAMPLE, AVERAGED, "weights", id="downsample-skipped", marks=pytest.mark.slow
+        ),
         # each block's patches read column-major: the convolution sees the block transposed
-        (BLOCK_ORDER, BLOCK_ORDER.replace("[0, 3, 1, 2]", "[0, 3, 2, 1]"), "image-features"),
-        (MERGER_GELU, MERGER_GELU.replace("gelu", "silu"), "image-features"),
+        pytest.param(
+            BLOCK_ORDER,
+            BLOCK_ORDER.replace("[0, 3, 1, 2]", "[0, 3, 2, 1]"),
+            "image-features",
+            id="downsample-block-transposed",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            MERGER_GELU,
+            MERGER_GELU.replace("gelu", "silu"),
+            "image-features",
+            id="merger-silu",
+            marks=pytest.mark.slow,
+        ),
         # the M-RoPE angles on halves of the turned channels, not on adjacent pairs
-        ("rope_interleave=True", "rope_interleave=False", "prefill"),
-    ],
-    ids=[
-        "positions-not-added",
-        "positions-bilinear",
-        "downsample-skipped",
-        "downsample-block-transposed",
-        "merger-silu",
-        "mrope-on-halves",
+        pytest.param(
+            "rope_interleave=True", "rope_interleave=False", "prefill", id="mrope-on-halves"
+        ),
     ],
 )
 def test_a_wrong_glm4v_tower_fails_parity(tmp_path: Path, old: str, new: str, failing: str) -> None:

@@ -48,17 +48,24 @@ def test_llava_next_generates_into_mobius_with_zero_edits(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        ("grid = op.Concat(grid, closing, axis=1)", "grid = op.Concat(closing, grid, axis=1)"),
-        (
+        pytest.param(
+            "grid = op.Concat(grid, closing, axis=1)",
+            "grid = op.Concat(closing, grid, axis=1)",
+            id="newline-opening-rows",
+        ),
+        pytest.param(
             "grid = self._unpad(op, grid, height, width, grid_h, grid_w)",
             "grid = op.Identity(grid)",
+            id="unpadding-skipped",
+            marks=pytest.mark.slow,
         ),
-        (
+        pytest.param(
             f"return op.Concat(base, {_FLAT}, axis=0)",
             f"return op.Concat({_FLAT}, base, axis=0)",
+            id="base-tile-last",
+            marks=pytest.mark.slow,
         ),
     ],
-    ids=["newline-opening-rows", "unpadding-skipped", "base-tile-last"],
 )
 def test_a_wrong_tile_packing_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     checks = statuses(parity_with(_new(tmp_path, parity=False), old, new))
