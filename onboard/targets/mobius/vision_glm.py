@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.targets.mobius.merger import MergerLayer
 from onboard.vision import GlmTowerParts, ProjectorStep, QwenVLTowerSpec, VisionSpec
 
 # mobius' Qwen3-VL rotary table and its attention's projection names
@@ -26,20 +27,6 @@ GLM_TOWER_CHANGE = (
     "Qwen3-VL patches, RoPE and attention; the patch norm, learned positions resampled "
     "bicubically, the end norm and the downsample convolution), every layer attending per image"
 )
-
-
-@dataclass(frozen=True)
-class GlmStep:
-    """One merger step as the generated merger writes it."""
-
-    op: str  # linear, layer_norm, rms_norm, activation, gate_up
-    name: str
-    in_expr: str = ""
-    out_expr: str = ""
-    bias: bool = False
-    activation: str = ""
-    eps: float = 0.0
-    up: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,7 +51,7 @@ class GlmNames:
     o_bias: bool
     mlp_bias: bool
     merger: str
-    steps: tuple[GlmStep, ...]
+    steps: tuple[MergerLayer, ...]
 
 
 def glm_blockers(vision: VisionSpec) -> list[str]:
@@ -143,7 +130,7 @@ def glm_names(vision: VisionSpec) -> GlmNames:
     )
 
 
-def _step(step: ProjectorStep, tower: QwenVLTowerSpec) -> GlmStep:
+def _step(step: ProjectorStep, tower: QwenVLTowerSpec) -> MergerLayer:
     """Widths as config expressions: the tower's out_hidden_size (the text's) or the merger's
     own width (vision_config.intermediate_size, mobius' config.vision.intermediate_size)."""
 
@@ -152,9 +139,9 @@ def _step(step: ProjectorStep, tower: QwenVLTowerSpec) -> GlmStep:
             return "config.vision.out_hidden_size"
         return "config.vision.intermediate_size"
 
-    return GlmStep(
-        op=step.op,
+    return MergerLayer(
         name=step.name,
+        op=step.op,
         in_expr=width(step.in_features) if step.in_features else "",
         out_expr=width(step.out_features) if step.out_features else "",
         bias=step.bias,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.targets.mobius.merger import MergerLayer
 from onboard.targets.mobius.vision_glm import GlmNames, glm_blockers, glm_imports, glm_names
 from onboard.vision import ProjectorSpec, QwenVLTowerSpec, VisionSpec
 
@@ -95,17 +96,6 @@ def mobius_tower(tower: QwenVLTowerSpec) -> MobiusQwenTower | None:
 
 # mobius' FCMLP names the plain MLP's linears so
 _FCMLP = ("up_proj", "down_proj")
-
-
-@dataclass(frozen=True)
-class MergerLayer:
-    name: str  # HF's attribute under the merger: ln_q, mlp.0, mlp.1, mlp.2
-    op: str
-    in_expr: str = ""
-    out_expr: str = ""
-    bias: bool = False
-    activation: str = ""
-    eps: float = 0.0
 
 
 @dataclass(frozen=True)
