@@ -32,6 +32,9 @@ def find_line(files: Iterable[SourceFile], pattern: str) -> Evidence | None:
     return None
 
 
+_CONFIG_KEY = re.compile(r"config\.(\w+)$")
+
+
 @dataclass(frozen=True)
 class Assignment:
     """``self.<attr> = <call>`` found in a class's ``__init__``."""
@@ -42,6 +45,12 @@ class Assignment:
 
     def keyword(self, name: str) -> str | None:
         return dict(self.keywords).get(name)
+
+    def config_key(self, name: str) -> str | None:
+        """The config key keyword ``name`` reads (``bias=config.attention_bias``:
+        attention_bias); None for a literal or another expression."""
+        match = _CONFIG_KEY.search(self.keyword(name) or "")
+        return match.group(1) if match else None
 
 
 def init_assignment(files: Iterable[SourceFile], class_name: str, attr: str) -> Assignment | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,6 @@ _ACTIVATION_KEYS = ("projector_hidden_act",)
 _MERGE_KEY = "spatial_merge_size"
 # torch.nn.GELU's approximations as the HF activation names that compute the same
 _TORCH_GELU = {"none": "gelu", "tanh": "gelu_pytorch_tanh"}
-_CONFIG_KEY = re.compile(r"config\.(\w+)$")
 
 
 @dataclass(frozen=True)
@@ -299,8 +297,7 @@ def _is_activation(module: Any, entry: Any) -> bool:
 
 def _keyword_key(files: Sequence[SourceFile], cls: str, attribute: str) -> str | None:
     found = init_assignment(files, cls, attribute)
-    match = _CONFIG_KEY.search((found.keyword("bias") or "") if found else "")
-    return match.group(1) if match else None
+    return found.config_key("bias") if found else None
 
 
 def _refused(projector: Any, what: str) -> ProjectorReading:

@@ -11,7 +11,6 @@ would get wrong.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -257,8 +256,7 @@ def _bias_key(files: Sequence[SourceFile], attention: str) -> str | None:
     """The vision_config key q_proj's bias follows (InternViT's ``bias=config.attention_bias``);
     None where it is a literal (CLIP's, SigLIP's)."""
     found = init_assignment(files, attention, "q_proj")
-    match = re.search(r"config\.(\w+)$", (found.keyword("bias") or "") if found else "")
-    return match.group(1) if match else None
+    return found.config_key("bias") if found else None
 
 
 def _has_weights(module: Any) -> bool:

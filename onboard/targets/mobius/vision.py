@@ -527,12 +527,13 @@ def _clip_shaped(tower: VitTowerSpec) -> bool:
 
 
 def _plain_vit(tower: VitTowerSpec) -> bool:
-    """What the generated ViT computes: biased q/k/v/o at head_dim ** -0.5, a biased two-linear
-    MLP, biased LayerNorms."""
+    """What the generated ViT computes: q/k/v biased (always, or by a config key), a biased
+    output projection, head_dim ** -0.5, a biased two-linear MLP, biased LayerNorms."""
     a = tower.attention
-    qkv = a.q_bias and a.k_bias and a.v_bias
+    qkv = {a.q_bias, a.k_bias, a.v_bias}  # one bias for the three: always, or by its key
     return (
-        (qkv or (tower.qkv_bias_key is not None and not (a.q_bias or a.k_bias or a.v_bias)))
+        len(qkv) == 1
+        and (a.q_bias or tower.qkv_bias_key is not None)
         and a.o_bias
         and a.scale == a.head_dim**-0.5
         and tower.mlp.kind == "plain"
