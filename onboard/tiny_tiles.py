@@ -75,6 +75,16 @@ def shrink_pinpoints(tiny: dict[str, Any], hf_config: Any, tile_size: int) -> No
         tiny[budget] = f"{_MAX_TILES_PREFIX}{TINY_MAX_TILES}"
 
 
+def tile_test_images(spec: Any, vision: Any) -> tuple[list[tuple[int, int]], list[int]]:
+    """The two test images of the tiny tower ``vision`` (a vision config): their original
+    (height, width) sizes (``tile_image_sizes``) and how many tiles each takes, base included."""
+    from onboard.analysis.vision.tiles_run import image_grid
+
+    size, side = vision.image_size, vision.image_size // vision.patch_size
+    sizes = tile_image_sizes(spec, size, side)
+    return sizes, [image_grid(spec, size, side, s).tiles for s in sizes]
+
+
 def tile_image_sizes(spec: Any, tile_size: int, side: int) -> list[tuple[int, int]]:
     """Two original (height, width) sizes for the tiny model's test images: different grids,
     the first cut by rows, the second by columns, and with a tile budget one of them

@@ -21,15 +21,12 @@ def tile_batch(reference: Any, hf_config: Any, seed: int = 3) -> VisionBatch:
     import torch
 
     from onboard.analysis.vision.tiles import provisional_tiles
-    from onboard.analysis.vision.tiles_run import image_grid
     from onboard.tiny_model import image_features_method
-    from onboard.tiny_tiles import tile_image_sizes
+    from onboard.tiny_tiles import tile_test_images
 
     vision, text = hf_config.vision_config, hf_config.text_config
-    size, side = vision.image_size, vision.image_size // vision.patch_size
-    spec = provisional_tiles(reference, hf_config)
-    sizes = tile_image_sizes(spec, size, side)
-    counts = [image_grid(spec, size, side, s).tiles for s in sizes]
+    size = vision.image_size
+    sizes, counts = tile_test_images(provisional_tiles(reference, hf_config), vision)
     rng = np.random.default_rng(seed)
     shape = (len(sizes), max(counts), vision.num_channels, size, size)
     pixels = np.zeros(shape, dtype=np.float32)

@@ -14,10 +14,8 @@ import dataclasses
 from typing import Any
 
 from onboard.analysis.vision.check import pixel_shuffle
-from onboard.analysis.vision.trace import VisionTrace
+from onboard.analysis.vision.trace import VisionTrace, same_values
 from onboard.tiny_vision import pixel_shuffle_factor
-
-_MATCH = 1e-6
 
 
 def unfold_outer_shuffle(trace: VisionTrace, config: Any, class_token: bool) -> VisionTrace:
@@ -43,4 +41,4 @@ def _folds(state: Any, kernel: int, received: Any) -> bool:
     if side * side != state.shape[1] or side % kernel:
         return False
     folded = pixel_shuffle(state, kernel)
-    return folded.shape == received.shape and float((folded - received).abs().max()) <= _MATCH
+    return same_values(folded, received)

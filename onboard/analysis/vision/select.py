@@ -8,14 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.vision.trace import VisionTrace
+from onboard.analysis.vision.trace import VisionTrace, same_values
 from onboard.spec import Delta, Evidence
 from onboard.vision import FeatureSelectSpec
 
 # VipLlava names it in the plural
 _LAYER_KEYS = ("vision_feature_layer", "vision_feature_layers")
 _STRATEGY_KEY = "vision_feature_select_strategy"
-_MATCH = 1e-6
 
 
 @dataclass(frozen=True)
@@ -42,11 +41,11 @@ def read_select(
     for layers in layer_lists:
         for drop in drops:
             candidate = _select(states, layers, drop)
-            if _same(candidate, trace.projector_in):
+            if same_values(candidate, trace.projector_in):
                 return _found(FeatureSelectSpec(layers, drop, post_norm=False), config)
     for drop in drops:
         post = trace.post_normed
-        if post is not None and _same(post[:, 1:] if drop else post, trace.projector_in):
+        if post is not None and same_values(post[:, 1:] if drop else post, trace.projector_in):
             return _found(FeatureSelectSpec((-1,), drop, post_norm=True), config)
     return SelectReading(
         None,
@@ -76,10 +75,6 @@ def _select(states: tuple[Any, ...], layers: tuple[int, ...], drop: bool) -> Any
 
     picked = [states[i][:, 1:] if drop else states[i] for i in layers]
     return torch.cat(picked, dim=-1)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a.shape == b.shape and float((a - b).abs().max()) <= _MATCH
 
 
 def _found(spec: FeatureSelectSpec, config: Any) -> SelectReading:

@@ -185,7 +185,7 @@ def _halved(steps: tuple[ProjectorStep, ...]) -> tuple[ProjectorStep, ...]:
 
 def _real_merge(step: ProjectorStep, real: Any) -> ProjectorStep:
     """A patch merge at the real sizes: the tower's width, merge size squared times, to it."""
-    size = getattr(real, step.kernel_key) if step.kernel_key else step.kernel
+    size = step.kernel_at(real)
     width = real.vision_config.hidden_size
     return dataclasses.replace(step, in_features=width * size**2, out_features=width, kernel=size)
 

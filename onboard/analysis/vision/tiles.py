@@ -21,12 +21,12 @@ from typing import Any
 from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.tiles_run import pack
+from onboard.analysis.vision.trace import same_values
 from onboard.spec import Delta, Evidence
 from onboard.tiny_model import takes_image_sizes
 from onboard.tiny_tiles import max_tiles, max_tiles_key, pinpoints_key
 from onboard.vision import TileGridSpec
 
-_MATCH = 1e-6
 _PACKS = "pack_image_features"
 # The ratio past which HF resizes a grid, in its packing method's source
 _THRESHOLD = re.compile(r"ratio\s*>\s*([0-9]*\.?[0-9]+)")
@@ -88,9 +88,7 @@ def read_tiles(model: Any, parts: VLMParts, trace: Any, provisional: TileGridSpe
                 packed = pack(spec, size, trace.projector_out, trace.image_sizes.tolist(), newline)
         except (ValueError, RuntimeError):  # this reading does not even fit the tiles
             continue
-        if packed.shape == trace.packed.shape and float((packed - trace.packed).abs().max()) <= (
-            _MATCH
-        ):
+        if same_values(packed, trace.packed):
             return TilesReading(spec, _evidence(model, spec, trace, packs))
     return TilesReading(
         None,

@@ -13,6 +13,8 @@ from onboard.tiny_vision import dynamic_image_sizes, square_side
 from onboard.vision import TileGridSpec
 
 NUM_IMAGES = 2  # one per row: each row's features must land in that row
+# How close a reading's value must come to a captured one to be the model's own
+MATCH = 1e-6
 TEXT_AROUND = 3  # text tokens before and after each row's placeholders
 
 
@@ -133,18 +135,21 @@ def trace_vlm(
     )
 
 
+def same_values(a: Any, b: Any) -> bool:
+    """Whether a reading's value ``a`` is the captured ``b``: same shape, within ``MATCH``."""
+    return a.shape == b.shape and float((a - b).abs().max()) <= MATCH
+
+
 def tile_inputs(tiles: TileGridSpec, vision: Any, generator: Any) -> tuple[Any, Any, Any]:
     """The two test images as tiles: ``[images, tiles, C, S, S]`` padded with zero tiles as the
     processor pads them, every image's real tiles one after another, and their original sizes
     (``tile_image_sizes``)."""
     import torch
 
-    from onboard.analysis.vision.tiles_run import image_grid
-    from onboard.tiny_tiles import tile_image_sizes
+    from onboard.tiny_tiles import tile_test_images
 
-    size, side = vision.image_size, vision.image_size // vision.patch_size
-    sizes = tile_image_sizes(tiles, size, side)
-    counts = [image_grid(tiles, size, side, s).tiles for s in sizes]
+    sizes, counts = tile_test_images(tiles, vision)
+    size = vision.image_size
     shape = (NUM_IMAGES, max(counts), vision.num_channels, size, size)
     padded = torch.zeros(shape)
     for image, count in enumerate(counts):
