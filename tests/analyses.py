@@ -24,10 +24,16 @@ def analysis_of(repo_id: str) -> Analysis:
     return analyse(load_source(str(fixture_config(repo_id))))
 
 
-@cache
 def tiny_vlm(repo_id: str):
-    """The tiny config and perturbed model the analysis reads for a VLM fixture (the steps of
-    ``onboard.analysis.vision.analyse_vlm`` up to the model), built once per process."""
+    """The tiny config and perturbed model the analysis reads for a VLM fixture."""
+    return tiny_vlm_at(str(fixture_config(repo_id).parent))
+
+
+@cache
+def tiny_vlm_at(config_dir: str):
+    """The tiny config and perturbed model the analysis reads for the VLM config in
+    ``config_dir`` (the steps of ``onboard.analysis.vision.analyse_vlm`` up to the model), built
+    once per process."""
     from onboard.analysis import _analyse_decoder
     from onboard.analysis.vision import text_source
     from onboard.analysis.vision.backbone import register_causal_view
@@ -36,7 +42,7 @@ def tiny_vlm(repo_id: str):
     from onboard.tiny_model import build_tiny_model, perturb
     from onboard.tiny_vision import shrink_vlm_config
 
-    source = load_source(str(fixture_config(repo_id).parent))
+    source = load_source(config_dir)
     real = make_hf_config(source.config)
     register_causal_view(real.text_config)
     text = _analyse_decoder(text_source(source, real), Classification(Kind.DENSE, ()))

@@ -16,7 +16,8 @@ from onboard.analysis import analyse
 from onboard.source import load_source
 from onboard.tiny import shrink_config
 from onboard.vision import QwenVLTowerSpec
-from tests.analysis.qwen_vl_stages import stage_check
+from tests.analyses import tiny_vlm_at
+from tests.analysis.qwen_vl_stages import stage_check, tiny_qwen_vl
 
 
 @pytest.mark.parametrize(
@@ -57,26 +58,7 @@ def _analysis(model_type: str = "glm4v"):
 @cache
 def _tiny():
     """The tiny GLM-4V the analysis reads, its vision spec at tiny sizes, parts and trace."""
-    from onboard.analysis import _analyse_decoder
-    from onboard.analysis.vision import text_source
-    from onboard.analysis.vision.backbone import register_causal_view
-    from onboard.analysis.vision.qwen_read import read_qwen_vision
-    from onboard.analysis.vision.qwen_vl import qwen_vl_parts, trace_qwen_vl
-    from onboard.classify import Classification, Kind
-    from onboard.hf_config import make_hf_config
-    from onboard.tiny_model import build_tiny_model, perturb
-    from onboard.tiny_vision import shrink_vlm_config
-
-    source = load_source(_config_dir())
-    real = make_hf_config(source.config)
-    register_causal_view(real.text_config)
-    text = _analyse_decoder(text_source(source, real), Classification(Kind.DENSE, ()))
-    config = make_hf_config(shrink_vlm_config(source.config, text.tiny.config, real))
-    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
-    vision, _evidence, deltas = read_qwen_vision(model, config)
-    assert deltas == ()
-    parts = qwen_vl_parts(model)
-    return vision, model, parts, trace_qwen_vl(model, parts, config), config
+    return tiny_qwen_vl(*tiny_vlm_at(_config_dir()))
 
 
 def _check(vision):

@@ -13,7 +13,7 @@ from onboard.analysis import analyse
 from onboard.source import load_source
 from onboard.vision import QwenVLTowerSpec
 from tests.analyses import tiny_vlm
-from tests.analysis.qwen_vl_stages import stage_check
+from tests.analysis.qwen_vl_stages import stage_check, tiny_qwen_vl
 from tests.hub_cache import fixture_config
 
 MODEL = "Qwen/Qwen3-VL-2B-Instruct"
@@ -27,14 +27,7 @@ def _analysis():
 @cache
 def _tiny():
     """The tiny VLM the analysis reads, with its vision spec at tiny sizes and its trace."""
-    from onboard.analysis.vision.qwen_read import read_qwen_vision
-    from onboard.analysis.vision.qwen_vl import qwen_vl_parts, trace_qwen_vl
-
-    config, model = tiny_vlm(MODEL)
-    vision, _evidence, deltas = read_qwen_vision(model, config)
-    assert deltas == ()
-    parts = qwen_vl_parts(model)
-    return vision, model, parts, trace_qwen_vl(model, parts, config), config
+    return tiny_qwen_vl(*tiny_vlm(MODEL))
 
 
 def _check(vision):
