@@ -16,7 +16,7 @@ from typing import Any
 from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.pixtral_run import PixtralRun, patch_merge
-from onboard.analysis.vision.steps import ROW_OPS, run_row_step
+from onboard.analysis.vision.steps import ROW_OPS, run_row_step, stage_deltas
 from onboard.analysis.vision.tiles import tile_packer
 from onboard.analysis.vision.trace import VisionTrace
 from onboard.spec import Delta
@@ -37,7 +37,6 @@ class _Stage:
 def check_vision(
     vision: VisionSpec, model: Any, parts: VLMParts, trace: VisionTrace
 ) -> tuple[Delta, ...]:
-    import torch
 
     paths = {
         "tower": f"{parts.base}.{parts.tower}",
@@ -57,17 +56,7 @@ def check_vision(
     packer = tile_packer(vision, model, trace)
     if packer is not None:
         stages = _tile_stages(stages, packer, project, vision, run, trace, parts.base)
-    deltas = []
-    with torch.no_grad():
-        for stage in stages:
-            try:
-                got = stage.compute()
-            except Exception as exc:  # the spec does not even run on these weights here
-                deltas.append(_delta(model, stage, f"{type(exc).__name__}: {exc}"))
-                continue
-            if detail := _difference(got, stage.expected):
-                deltas.append(_delta(model, stage, detail))
-    return tuple(deltas)
+    return stage_deltas(stages, _difference, lambda stage, detail: _delta(model, stage, detail))
 
 
 def _stages(

@@ -12,6 +12,7 @@ from onboard.analysis.vision.mrope_read import rotary_width
 from onboard.analysis.vision.parts import VLMParts
 from onboard.analysis.vision.qwen_vl import QwenVLTrace
 from onboard.analysis.vision.qwen_vl_run import QwenVLRun, mrope_cos_sin
+from onboard.analysis.vision.steps import stage_deltas
 from onboard.spec import Delta
 from onboard.vision import DeepStackSpec, MRopeSpec, ProjectorSpec, QwenVLTowerSpec
 
@@ -134,17 +135,7 @@ def check_qwen_vl(
             "the M-RoPE angles from the sections",
         ),
     ]
-    deltas = []
-    with torch.no_grad():
-        for stage in stages:
-            try:
-                got = stage.compute()
-            except Exception as exc:
-                deltas.append(_delta(model, stage, f"{type(exc).__name__}: {exc}"))
-                continue
-            if detail := _difference(got, stage.expected):
-                deltas.append(_delta(model, stage, detail))
-    return tuple(deltas)
+    return stage_deltas(stages, _difference, lambda stage, detail: _delta(model, stage, detail))
 
 
 def _deepstack_stages(

@@ -1,9 +1,33 @@
-"""The projector steps that act on each feature row alone, run in torch by both spec checks."""
+"""What both vision spec checks run in torch: the projector steps that act on each feature row
+alone, and the stages, each compared with what HF's module received or returned."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+
+def stage_deltas(
+    stages: Iterable[Any],
+    difference: Callable[[Any, Any], str | None],
+    delta: Callable[[Any, str], Any],
+) -> tuple[Any, ...]:
+    """``delta(stage, detail)`` for each stage (``compute()`` against ``expected``) whose value
+    ``difference`` tells apart from HF's, or that does not even run on these weights."""
+    import torch
+
+    deltas = []
+    with torch.no_grad():
+        for stage in stages:
+            try:
+                got = stage.compute()
+            except Exception as exc:  # the spec does not even run on these weights here
+                deltas.append(delta(stage, f"{type(exc).__name__}: {exc}"))
+                continue
+            if detail := difference(got, stage.expected):
+                deltas.append(delta(stage, detail))
+    return tuple(deltas)
+
 
 ROW_OPS = frozenset({"linear", "layer_norm", "rms_norm", "activation", "gate_up"})
 
