@@ -98,10 +98,25 @@ def image_tokens(
 
 
 def image_features_method(model: Any) -> Any:
-    """HF's ``get_image_features`` of a VLM: on the generation class, else on its base model
-    (DeepSeek-VL defines it there only)."""
+    """HF's ``get_image_features`` of a VLM (on the generation class, else on its base model,
+    where DeepSeek-VL defines it only), called with ``pixel_values=`` whatever its keyword."""
     method = getattr(model, "get_image_features", None)
-    return method if method is not None else model.base_model.get_image_features
+    method = method if method is not None else model.base_model.get_image_features
+    keyword = pixels_keyword(model)
+    if keyword == "pixel_values":
+        return method
+    return lambda pixel_values, **kwargs: method(**{keyword: pixel_values}, **kwargs)
+
+
+def pixels_keyword(model: Any) -> str:
+    """The keyword a VLM takes its images under: ``pixel_values``, or Video-LLaVA's
+    ``pixel_values_images`` beside its videos'."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    if "pixel_values" in params:
+        return "pixel_values"
+    return next((name for name in params if name.startswith("pixel_values_image")), "pixel_values")
 
 
 def takes_image_rows(model: Any, channels: int, size: int) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.tiny import is_negative_id
+from onboard.tiny_generation import shrink_generation_configs
 from onboard.tiny_tiles import pinpoints_key, shrink_pinpoints
 
 TINY_VISION_HIDDEN = 32
@@ -78,6 +79,7 @@ def shrink_vlm_config(
         del tiny[key]  # none, as in tiny.py: transformers will not save a model holding one
     key = image_token_key(hf_config)
     tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
+    shrink_generation_configs(tiny, hf_config, tiny_text)
     return tiny
 
 
@@ -107,9 +109,10 @@ def shrink_vision_config(vision: Mapping[str, Any], hf_config: Any) -> dict[str,
             f"{', '.join(_VIT_KEYS)} so far"
         )
     patch_grid_side(real)  # square images and patches only
+    if hasattr(real, "intermediate_size"):  # else a ratio of the width (Janus' mlp_ratio)
+        tiny["intermediate_size"] = TINY_VISION_INTERMEDIATE
     tiny.update(
         hidden_size=TINY_VISION_HIDDEN,
-        intermediate_size=TINY_VISION_INTERMEDIATE,
         num_attention_heads=TINY_VISION_HEADS,
         image_size=_sized_as(
             real.image_size, square_side(real.patch_size, "patch_size") * TINY_PATCHES_PER_SIDE

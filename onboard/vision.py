@@ -429,6 +429,16 @@ class TileGridSpec:
 
 
 @dataclass(frozen=True)
+class PathPartSpec:
+    """A part only another path than image understanding reads."""
+
+    part: str  # VideoLlavaModel.video_tower (CLIPVisionModel)
+    path: str  # videos, image generation
+    prefix: str  # on disk, as save_pretrained writes it
+    tensors: tuple[str, ...]  # its on-disk names
+
+
+@dataclass(frozen=True)
 class VisionSpec:
     towers: VisionTowers
     select: FeatureSelectSpec
@@ -452,6 +462,9 @@ class VisionSpec:
     # Tiles of any resolution with image_sizes (LLaVA-NeXT): the projected tile features are
     # packed into each image's grid before the merge; None: one image is one tower input
     tiles: TileGridSpec | None = None
+    # The parts only videos or image generation read (Video-LLaVA's second tower, Janus' VQ-VAE):
+    # the generated graphs take images and give text, so their tensors are left out, by name
+    other_paths: tuple[PathPartSpec, ...] = ()
 
     @property
     def tower(self) -> TowerSpec:

@@ -55,7 +55,7 @@ class WeightMapProof:
     def summary(self) -> str:
         zeros = f" ({len(self.zeros)} set to zero)" if self.zeros else ""
         unread = (
-            f"; {len(self.unread)} left out that HF's model never reads either"
+            f"; {len(self.unread)} left out that HF's image-to-text path does not read either"
             if self.unread
             else ""
         )

@@ -35,6 +35,9 @@ VISION_OVERRIDES = {
     "qwen3_5_moe": {"out_hidden_size": 2048},
     # google/paligemma-3b-pt-224's SigLIP So400m tower: 4304 wide MLPs (the default's 4096)
     "paligemma": {"intermediate_size": 4304},
+    # the aligner projects to the text's width in every published checkpoint (the default's
+    # 2048 against 4096 cannot run); Janus-Pro-7B's projects to 4096
+    "janus": {"projection_dim": 4096},
 }
 _QWEN3_5_ROPE = {
     "rope_type": "default",
@@ -88,6 +91,8 @@ VISION_TOP_OVERRIDES = {
     "qwen3_5_moe": {"architectures": ["Qwen3_5MoeForConditionalGeneration"]},
     # google/paligemma-3b-pt-224's placeholder, the first id past the tokenizer's text tokens
     "paligemma": {"image_token_index": 257152},
+    # Janus-Pro-7B's image-generation heads, at the text's width as the aligner above
+    "janus": {"vq_config": {"projection_dim": 4096, "image_token_embed_dim": 4096}},
 }
 
 

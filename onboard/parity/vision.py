@@ -28,7 +28,7 @@ from onboard.parity.harness import (
 )
 from onboard.parity.reference import cache_states
 from onboard.parity.report import Check, Metrics, Status
-from onboard.tiny_model import image_tokens, takes_image_rows, takes_image_sizes
+from onboard.tiny_model import image_tokens, pixels_keyword, takes_image_rows, takes_image_sizes
 from onboard.tiny_tiles import pinpoints_key
 from onboard.tiny_vision import dynamic_image_sizes, square_side
 
@@ -374,7 +374,7 @@ class TorchVisionRunner:
                     types["token_type_ids"] = self._tensor(batch.token_type_ids)
                 out = self.model(
                     input_ids=self._tensor(batch.input_ids),
-                    pixel_values=pixels,
+                    **{pixels_keyword(self.model): pixels},
                     **sized,
                     attention_mask=self._tensor(batch.attention_mask),
                     position_ids=self._tensor(batch.position_ids),

@@ -21,6 +21,7 @@ from onboard.source import load_source
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.analyses import analysis_of
 from tests.hub_cache import fixture_config
+from tests.new_types import default_config_dir
 
 LLAVA = "llava-hf/llava-1.5-7b-hf"
 
@@ -297,22 +298,24 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
     assert _blockers("mobius", spec) == ()
 
 
-@pytest.mark.parametrize(
-    ("model_type", "what", "where"),
-    [
-        # tiles are read; the video pooling of LLaVA-NeXT-Video is not
-        ("llava_next_video", "pools video frames", "modeling_llava_next_video.py:"),
-        # get_image_features(pixel_values_images): a second, video tower beside the image one
-        ("video_llava", "does not run", "modeling_video_llava.py:"),
-    ],
-)
-def test_what_is_not_read_yet_is_named_at_its_line(
-    tmp_path: Path, model_type: str, what: str, where: str
-) -> None:
-    spec = analyse(_default(tmp_path, model_type)).spec
-    assert spec.unresolved
-    assert what in spec.unresolved[0].what
-    assert spec.unresolved[0].where.startswith(where)
+def test_parts_read_for_videos_only_are_named_with_their_tensors(tmp_path: Path) -> None:
+    """LLaVA-NeXT-Video's frame pooler in its conv mode has weights only videos use: they are
+    named, with the prefix the generated weight map skips; the average mode has none."""
+    (tmp_path / "conv").mkdir()
+    conv = default_config_dir("llava_next_video", tmp_path / "conv", spatial_pool_mode="conv")
+    spec = analyse(load_source(str(conv))).spec
+    (pooler,) = spec.vision.other_paths
+    assert pooler.part == "LlavaNextVideoModel.vision_resampler (LlavaNextVideoPooler)"
+    assert (pooler.path, pooler.prefix) == ("videos", "model.vision_resampler.")
+    assert pooler.tensors == tuple(f"model.vision_resampler.pool.{n}" for n in ("bias", "weight"))
+    (cited,) = dict(spec.evidence)["vision.other_paths"]
+    assert cited.where.startswith("modeling_llava_next_video.py:")
+    assert cited.detail.endswith("2 weight tensor(s): read for videos only")
+    average = default_config_dir("llava_next_video", tmp_path / "average")
+    spec = analyse(load_source(str(average))).spec
+    assert spec.vision.other_paths == () and spec.unresolved == ()
+    (cited,) = dict(spec.evidence)["vision.other_paths"]
+    assert cited.detail.endswith("0 weight tensor(s): read for videos only")
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
 from onboard.analysis.vision.mrope_read import require_sections_cover
+from onboard.analysis.vision.other_paths import read_other_paths
 from onboard.analysis.vision.outer_shuffle import unfold_outer_shuffle
 from onboard.analysis.vision.parts import disk_prefixes, find_parts, published_aliases
 from onboard.analysis.vision.projector import read_projector
@@ -27,7 +28,6 @@ from onboard.analysis.vision.tiles import (
     provisional_tiles,
     read_tiles,
     takes_tiles,
-    video_path,
 )
 from onboard.analysis.vision.token_blocks import read_token_blocks
 from onboard.analysis.vision.tower import read_tower
@@ -323,8 +323,7 @@ def _read_vision(
     )
     deltas = select.deltas + projector.deltas
     tiling = read_tiles(model, parts, trace, tiles) if tiles is not None else TilesReading(None)
-    videos = video_path(model, parts) if tiles is not None else None
-    deltas += tiling.deltas + ((videos,) if videos else ())
+    deltas += tiling.deltas
     if select.spec is None or projector.spec is None or (tiles and tiling.spec is None):
         return None, tower.evidence, deltas
     key = image_token_key(config)
@@ -338,6 +337,8 @@ def _read_vision(
         token_blocks=blocks.rule,
     )
     saved = tensors(model)
+    others = read_other_paths(model, parts, saved)
+    deltas += others.deltas
     prefixes = disk_prefixes(model, parts, saved)
     if tiling.spec is not None and tiling.spec.newline:
         prefixes += (("newline", newline_on_disk(model, tiling.spec, saved)),)
@@ -355,11 +356,13 @@ def _read_vision(
         ),
         image_rows=rows,
         tiles=tiling.spec,
+        other_paths=others.parts,
     )
     evidence = (
         *tower.evidence,
         *_rows_evidence(model, rows),
         *tiling.evidence,
+        *others.evidence,
         *select.evidence,
         ("vision.projector", projector.evidence),
         (

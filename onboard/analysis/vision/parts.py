@@ -38,24 +38,42 @@ def find_parts(model: Any, hf_config: Any) -> VLMParts:
             f"{base_name!r}: onboard reads VLMs with a base model (LLaVA's layout) so far"
         )
     by_config = {"tower": hf_config.vision_config, "language_model": hf_config.text_config}
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {role: [] for role in by_config}
     others = []
     for name, child in base.named_children():
         role = next((r for r, c in by_config.items() if getattr(child, "config", None) is c), None)
         if role:
-            found[role] = name
+            found[role].append(name)
         elif any(True for _ in child.parameters()):
             others.append(name)
-    missing = [r for r in by_config if r not in found]
-    if missing or len(others) != 1:
+    # a part other paths read (a second tower, image generation) is not the image path's
+    found["tower"] = _image_path(base, found["tower"])
+    others = _image_path(base, others)
+    if any(len(names) != 1 for names in found.values()) or len(others) != 1:
         raise UnsupportedFeatureError(
             f"{type(base).__name__} is not a tower, one projector and a language model "
             f"(children {', '.join(n for n, _ in base.named_children())}): onboard reads "
             "vision-language models of that shape so far"
         )
+    tower, language_model = found["tower"][0], found["language_model"][0]
     head = model.get_output_embeddings()
     head_name = next(n for n, m in model.named_modules() if m is head)
-    return VLMParts(base_name, found["tower"], others[0], found["language_model"], head_name)
+    return VLMParts(base_name, tower, others[0], language_model, head_name)
+
+
+def _image_path(base: Any, names: list[str]) -> list[str]:
+    """Of several candidate children, those ``get_image_features`` names (``self.<name>``):
+    the others are read by other paths (a video tower, image generation)."""
+    if len(names) < 2:
+        return names
+    import inspect
+
+    try:
+        source = inspect.getsource(type(base).get_image_features)
+    except (AttributeError, OSError, TypeError):
+        return names
+    read = set(re.findall(r"self\.(\w+)", source))
+    return [n for n in names if n in read] or names
 
 
 def disk_prefixes(

@@ -12,6 +12,7 @@ from typing import Any
 
 from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.vision.projector_activation import sub_config_activation_key
 from onboard.analysis.vision.projector_width import read_projector_width
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
@@ -89,6 +90,8 @@ def read_projector(
             )
         elif not any(True for _ in leaf.parameters()):
             activation, activation_key = _activation(leaf, config)
+            if activation is not None and activation_key is None:
+                activation_key = sub_config_activation_key(projector, config, activation)
             if activation is None:
                 return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
             half = _gated_half(previous, received)
@@ -109,7 +112,9 @@ def read_projector(
     where = source_location(type(projector).forward) or type(projector).__name__
     evidence.append(Evidence("probe", where, " -> ".join(s.name for s in steps)))
     if activation_key:
-        value = getattr(config, activation_key)
+        value = config
+        for part in activation_key.split("."):
+            value = getattr(value, part)
         evidence.append(Evidence("config", f"config.json:{activation_key}", repr(value)))
     width, found = read_projector_width(projector, config)
     spec = ProjectorSpec(
@@ -287,7 +292,22 @@ def _activation(module: Any, config: Any) -> tuple[str | None, str | None]:
     names = [n for n, c in ACT2CLS.items() if _is_activation(module, c)]
     if not names and type(module).__name__ == "GELU":  # torch's own (LightOnOCR's projector)
         names = [_TORCH_GELU.get(getattr(module, "approximate", ""), "")]
+    if len(names) > 1:  # one class under several names (gelu, gelu_python): what it computes
+        names = _computing_the_same(module, names)
     return (names[0], None) if len(names) == 1 and names[0] else (None, None)
+
+
+def _computing_the_same(module: Any, names: list[str]) -> list[str]:
+    """Of ``names``, the first whose activation computes what ``module`` does, if all those that
+    do compute the same (GELU's erf form in torch or in Python)."""
+    import torch
+    from transformers.activations import ACT2FN
+
+    x = torch.linspace(-6.0, 6.0, 97)
+    with torch.no_grad():
+        out = module(x)
+        same = [n for n in names if torch.allclose(ACT2FN[n](x), out, atol=1e-6)]
+    return same[:1]
 
 
 def _is_activation(module: Any, entry: Any) -> bool:

@@ -74,6 +74,8 @@ def _real_fields(
     keys = dict(tower.keys)
 
     def real(field: str) -> Any:
+        if keys[field] == "mlp_ratio":  # the MLP's width as a ratio of the hidden size
+            return int(config.hidden_size * config.mlp_ratio)
         return getattr(config, keys[field])
 
     heads = real("num_heads")

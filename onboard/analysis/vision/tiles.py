@@ -105,26 +105,6 @@ def read_tiles(model: Any, parts: VLMParts, trace: Any, provisional: TileGridSpe
     )
 
 
-def video_path(model: Any, parts: VLMParts) -> Delta | None:
-    """A base-model child beside the tower, projector and language model that only videos go
-    through (LLaVA-NeXT-Video's ``vision_resampler``, which pools frames): onboard reads the
-    image path only, so the type is refused at HF's video features."""
-    base = model.base_model
-    known = {parts.tower, parts.projector, parts.language_model}
-    extra = [(n, c) for n, c in base.named_children() if n not in known]
-    if not extra:
-        return None
-    name, child = extra[0]
-    where = source_location(getattr(type(base), "get_video_features", None))
-    return Delta(
-        f"{type(base).__name__}.{name} ({type(child).__name__}) pools video frames before the "
-        "projector's features reach the prompt",
-        where or source_location(type(child).forward) or type(child).__name__,
-        "onboard reads the image path of tiled VLMs (tiles packed into each image's grid) so "
-        "far; the video pooling path is not read or generated",
-    )
-
-
 def tile_packer(vision: Any, model: Any, trace: Any) -> Callable[[Any], Any] | None:
     """The spec's packing of projected tiles ``[tiles, side**2, hidden]`` for the trace's images,
     with the tiny model's newline vector; None: the VLM does not tile."""

@@ -175,13 +175,23 @@ def _read(tower: Any, config: Any, files: Sequence[SourceFile]) -> TowerReading:
         mlp=mlp_spec,
         norm=norm_spec,
         names=tuple(sorted(names.items())),
-        keys=tuple((f, k) for f, k in _SIZE_KEYS.items() if hasattr(config, k)),
+        keys=_size_keys(config, mlp_spec.intermediate_size),
         table_parameters=table_parameters,
         layer_scale=bool(scales),
         qkv_bias_key=_bias_key(files, type(attention).__name__),
         sizes_as_pairs=isinstance(config.image_size, list | tuple),
     )
     return TowerReading(spec, _evidence(tower, spec, config, files))
+
+
+def _size_keys(config: Any, mlp_width: int) -> tuple[tuple[str, str], ...]:
+    """Field -> the config key that sizes it; an MLP width the config gives as a ratio of the
+    hidden size (Janus' ``mlp_ratio``, which mobius' config resolver reads too) is keyed so."""
+    keys = {f: k for f, k in _SIZE_KEYS.items() if hasattr(config, k)}
+    ratio = getattr(config, "mlp_ratio", None)
+    if "intermediate_size" not in keys and ratio and int(config.hidden_size * ratio) == mlp_width:
+        keys["intermediate_size"] = "mlp_ratio"
+    return tuple(keys.items())
 
 
 def _pooling_head(

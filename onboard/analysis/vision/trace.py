@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
-from onboard.tiny_model import image_features_method
+from onboard.tiny_model import image_features_method, pixels_keyword
 from onboard.tiny_vision import dynamic_image_sizes, square_side
 from onboard.vision import TileGridSpec
 
@@ -113,7 +113,7 @@ def trace_vlm(
             language_model.register_forward_pre_hook(keep_merged, with_kwargs=True),
         ]
         try:
-            model(input_ids=input_ids, pixel_values=model_pixels, **sized)
+            model(input_ids=input_ids, **{pixels_keyword(model): model_pixels}, **sized)
         finally:
             for handle in handles:
                 handle.remove()

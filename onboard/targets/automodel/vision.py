@@ -164,10 +164,16 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"features read after the tower's post norm ({where or 'vision.select.post_norm'}): "
             "the generated selection reads hidden_states[layer]"
         )
+    for other in vision.other_paths:
+        found.append(
+            f"{other.part}, read for {other.path} only (vision.other_paths): the generated VLM "
+            "holds the image path and its adapter maps that path's tensors"
+        )
     if module is not None and _tower_line(module) is None:
         found.append(
-            f"a vision tower not built by AutoModel.from_config(config.vision_config) in "
-            f"{_file(module)}: the generated VLM reuses HF's tower that way"
+            f"a vision tower not built as self.{TOWER} = AutoModel.from_config("
+            f"config.vision_config) in {_file(module)}: the generated VLM reuses HF's tower that "
+            "way"
         )
     if module is not None and _projector(module, vision.projector.name) is None:
         found.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onboard.errors import UnsupportedFeatureError
 from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.vision_glm import GLM_TOWER_CHANGE, glm_norm_field
 from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
@@ -75,6 +76,12 @@ class ProjectorLayer:
         """patch_merge: the merger's linear (merging_layer); a linear HF nests one level down
         (Idefics 3's modality_projection.proj): its name in the holder module."""
         return self.name.partition(".")[2]
+
+    @property
+    def numbered(self) -> bool:
+        """A linear HF keeps in a list (Janus' hidden_layers.0): the generated projector keeps
+        it in an ``nn.ModuleList`` under the same name, so checkpoint names map as they are."""
+        return self.inner.isdigit()
 
     @property
     def holder_class(self) -> str:
@@ -170,6 +177,16 @@ class VisionDesign:
     # Tiles of any resolution (LLaVA-NeXT): the encoder takes one image's tiles with its size
     # and packs their features into the image's grid, through a task of the module's own
     tiles: TileNames | None = None
+    # On-disk prefixes of the parts only videos or image generation read (Video-LLaVA's video
+    # tower): the graphs take images and give text, so their tensors are skipped by name
+    other_prefixes: tuple[str, ...] = ()
+    other_paths: str = ""  # what reads them: videos, image generation
+
+    @property
+    def other_prefixes_expr(self) -> str:
+        """What ``str.startswith`` takes: one prefix, or a tuple of them."""
+        prefixes = self.other_prefixes
+        return repr(prefixes[0]) if len(prefixes) == 1 else repr(prefixes)
 
     @property
     def task(self) -> str:
@@ -358,6 +375,8 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         token_blocks=vision.merge.token_blocks,
         pixtral=pixtral,
         image_rows=vision.image_rows,
+        other_prefixes=tuple(other.prefix for other in vision.other_paths),
+        other_paths=" or ".join(dict.fromkeys(other.path for other in vision.other_paths)),
         several_layers=len(vision.select.layers) > 1,
         square_pairs=isinstance(tower, VitTowerSpec) and tower.sizes_as_pairs,
         tiles=tile_names(spec),
@@ -636,6 +655,7 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
     layers = []
     for step in vision.projector.steps:
         layers.append(_layer(vision, spec, step, width))
+        _require_in_list_order(layers)
         if step.op in ("linear", "matmul"):
             width = _out_expr(vision, text_hidden, step)
         elif step.op == "pixel_shuffle":
@@ -643,6 +663,20 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
         elif step.op == "glu":
             width = f"{width} // 2"
     return tuple(layers)
+
+
+def _require_in_list_order(layers: list[ProjectorLayer]) -> None:
+    """The generated projector appends a list's linears as the forward calls them, so the
+    forward must call them in their list order (hidden_layers.0, then .1, ...)."""
+    last = layers[-1]
+    if not last.numbered:
+        return
+    before = sum(1 for layer in layers[:-1] if layer.numbered and layer.attribute == last.attribute)
+    if int(last.inner) != before:
+        raise UnsupportedFeatureError(
+            f"the projector calls {last.name} after {before} linears of {last.attribute}: the "
+            "generated projector calls a list's linears in their order"
+        )
 
 
 def _out_expr(vision: VisionSpec, text_hidden: int, step: ProjectorStep) -> str:
@@ -855,6 +889,11 @@ def _changes(vision: VisionSpec) -> tuple[str, ...]:
         *(tile_changes(vision) if vision.tiles else ()),
         "image features fill the placeholder tokens in reading order over the whole batch",
         *rows,
+        *(
+            f"{other.path} not generated: {other.part}, read for {other.path} only, is left "
+            f"out ({len(other.tensors)} checkpoint tensors)"
+            for other in vision.other_paths
+        ),
     )
 
 
@@ -875,7 +914,8 @@ def _blocks_change(spec: ArchitectureSpec) -> tuple[str, ...]:
 def unread_tensors(spec: ArchitectureSpec) -> dict[str, str]:
     """Checkpoint tensors HF's VLM computes with but never reads the result of, each with why:
     tower layers past the selected hidden state, a post norm the selection skips, a pooling
-    head. The generated graph leaves them out; the weight proof lists them by name."""
+    head, the parts only videos or image generation read. The generated graph leaves them out;
+    the weight proof lists them by name."""
     vision = spec.vision
     if vision is None:
         return {}
@@ -896,4 +936,7 @@ def unread_tensors(spec: ArchitectureSpec) -> dict[str, str]:
                 unread[name] = "the post norm: the projector reads a hidden state before it"
         elif "head" in dict(tower.names) and relative.startswith(f"{tower.name_of('head')}."):
             unread[name] = "the tower's pooling head, whose output no VLM reads"
+    for other in vision.other_paths:
+        for name in other.tensors:
+            unread[name] = f"{other.part} is read for {other.path} only"
     return unread

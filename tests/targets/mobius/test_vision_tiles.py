@@ -108,16 +108,6 @@ def test_llava_onevision_generates_with_its_downsampling(tmp_path: Path) -> None
     assert checks["image-features"] is Status.FAIL
 
 
-def test_llava_next_video_is_refused_at_its_video_pooling(tmp_path: Path) -> None:
-    from onboard.errors import UnsupportedFeatureError
-
-    with pytest.raises(UnsupportedFeatureError) as caught:
-        _new(tmp_path, "llava_next_video")
-    (item,) = caught.value.items
-    assert "vision_resampler (LlavaNextVideoPooler) pools video frames" in item
-    assert "modeling_llava_next_video.py:" in item
-
-
 def _tile_grid_session(module, pinpoints, max_tiles: int, hidden: int):
     """The generated tile grid alone as an onnxruntime session: features [tiles, 16, hidden]
     and image_sizes [1, 2] in, the packed features out."""
