@@ -1,6 +1,8 @@
 """Read a sequential projector: its leaf modules in the order its forward calls them (linears,
-layer norms, activations). A leaf of another kind is refused; that the steps in this order
-compute the projector is proved by the check."""
+layer norms, activations). A gated unit (a linear that reads what the linear before an
+activation read: Idefics 2's modality projection) is one ``gate_up`` step, and a perceiver
+resampler one ``perceiver`` step (``perceiver.py``). A leaf of another kind is refused; that the
+steps in this order compute the projector is proved by the check."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
 from onboard.analysis.vision.perceiver import find_perceiver, read_perceiver
-from onboard.analysis.vision.projector_width import read_projector_width
+from onboard.analysis.vision.projector_width import config_value, read_projector_width
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
 from onboard.tiny_vision import (
@@ -63,9 +65,10 @@ def read_projector(
         steps.append(dataclasses.replace(shuffle, outside=outside))
     previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
     received_by: dict[str, Any] = {}  # each step's leaf -> what it received
+    resampler = find_perceiver(projector)
     for leaf_name, leaf, received in leaves:
         received_by[leaf_name] = received
-        if leaf_name == find_perceiver(projector):
+        if leaf_name == resampler:
             perceiver = read_perceiver(leaf_name, leaf, config, files, received)
             if perceiver.spec is None:
                 return ProjectorReading(None, (), (perceiver.delta,) if perceiver.delta else ())
@@ -316,13 +319,6 @@ def _activation(
     if not names and type(module).__name__ == "GELU":  # torch's own (LightOnOCR's projector)
         names = [_TORCH_GELU.get(getattr(module, "approximate", ""), "")]
     return (names[0], None) if len(names) == 1 and names[0] else (None, None)
-
-
-def config_value(config: Any, key: str) -> Any:
-    """A dotted key's value (``text_config.hidden_act``), None where the config has none."""
-    for part in key.split("."):
-        config = getattr(config, part, None)
-    return config
 
 
 def _holder_key(files: Sequence[SourceFile], projector: Any, leaf: str) -> str | None:

@@ -1,5 +1,6 @@
 """Find the config key that sets a projector width of its own (neither the tower's nor the
-text's): Cohere 2 Vision's and Aya Vision's ``alignment_intermediate_size``.
+text's): Cohere 2 Vision's and Aya Vision's ``alignment_intermediate_size``, or a text width
+other than its hidden size (Idefics 2's ``text_config.intermediate_size``).
 
 The candidates are the keys the projector class reads from its config; each is proved by a
 probe: the projector is built again with the key at another value, and the key is the one whose
@@ -41,7 +42,7 @@ def read_projector_width(
     )
     for key in keys:
         fallback = key in with_fallback
-        value = _value(config, key, config.text_config.hidden_size if fallback else None)
+        value = config_value(config, key, config.text_config.hidden_size if fallback else None)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             continue
         linears = _linears_set_by(projector, config, key, value)
@@ -55,8 +56,9 @@ def read_projector_width(
     return None, ()
 
 
-def _value(config: Any, key: str, default: Any) -> Any:
-    """A dotted key's value (``text_config.intermediate_size``)."""
+def config_value(config: Any, key: str, default: Any = None) -> Any:
+    """A dotted key's value (``text_config.intermediate_size``), ``default`` where the config
+    has none."""
     for part in key.split("."):
         config = getattr(config, part, None)
     return default if config is None else config
@@ -70,7 +72,7 @@ def _linears_set_by(projector: Any, config: Any, key: str, value: int) -> tuple[
     probe = copy.deepcopy(config)
     other = value + 2 * max(1, value // 4)
     holder, _, leaf = key.rpartition(".")
-    setattr(_value(probe, holder, None) if holder else probe, leaf, other)
+    setattr(config_value(probe, holder) if holder else probe, leaf, other)
     try:
         rebuilt = type(projector)(probe)
     except Exception:  # a key the projector cannot be built with another value of

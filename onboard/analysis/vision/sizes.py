@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from onboard.analysis.vision.projector_width import config_value
 from onboard.errors import InvalidConfigError
 from onboard.tiny_tiles import max_tiles
 from onboard.tiny_vision import patch_grid_side, square_side
@@ -126,8 +127,6 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
 
 
 def _real_width(width: ProjectorWidth, real: Any) -> int:
-    from onboard.analysis.vision.projector import config_value
-
     value = config_value(real, width.key)
     return int(real.text_config.hidden_size if value is None and width.text_fallback else value)
 

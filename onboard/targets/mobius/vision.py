@@ -312,7 +312,8 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
             f"a projector width set by {own.key} (vision.projector.width): the generated "
             "config reads the text's intermediate_size only"
         )
-    found += _gated_blockers(vision.projector.steps) + perceiver_blockers(vision)
+    found += _gated_blockers(vision.projector.steps)
+    found += perceiver_blockers(vision, spec.text.hidden_size)
     return found + _text_blockers(spec)
 
 

@@ -2,10 +2,11 @@
 
 mobius has no resampler: the generated projector holds one of its own, built from mobius'
 ``Linear``, ``RMSNorm`` and ``GatedMLP`` under HF's names (so the checkpoint's tensors map as
-they are), its sizes read from the composite config's perceiver sub-config as HF reads them.
-Its attention is ONNX's ``Attention``: the latents' queries over the context's and the latents'
-keys and values, grouped-query heads, no positions, no mask (every patch real). mobius' own
-registration of idefics2 (``LLaVAModel``) builds none of it (``vision_bugs.idefics2_defects``).
+they are), its sizes read from the composite config's perceiver sub-config as HF reads them
+and its width the text's (HF resets a perceiver of another width to the text's). Its attention
+is ONNX's ``Attention``: the latents' queries over the context's and the latents' keys and
+values, grouped-query heads, no positions, no mask (every patch real). mobius' own registration
+of idefics2 (``LLaVAModel``) builds none of it (``vision_bugs.perceiver_defects``).
 """
 
 from __future__ import annotations
@@ -63,13 +64,19 @@ def perceiver_names(vision: VisionSpec) -> PerceiverNames | None:
     )
 
 
-def perceiver_blockers(vision: VisionSpec) -> list[str]:
-    """What the generated resampler cannot hold under HF's names."""
+def perceiver_blockers(vision: VisionSpec, text_hidden: int) -> list[str]:
+    """What the generated resampler cannot hold under HF's names, or at the text's width (HF
+    resets a perceiver of another width to the text's, so the generated one reads that)."""
     step = perceiver_step(vision)
     if step is None or step.perceiver is None:
         return []
     p = step.perceiver
     found = []
+    if p.hidden_size != text_hidden:
+        found.append(
+            f"a perceiver {p.hidden_size} wide under a text {text_hidden} wide "
+            "(vision.projector.perceiver): the generated resampler is the text's width"
+        )
     if "." in step.name:
         found.append(
             f"a perceiver resampler nested at {step.name} (vision.projector): the generated "
@@ -104,7 +111,6 @@ def perceiver_fields(vision: VisionSpec) -> tuple[tuple[str, str, str, str, str]
     p: PerceiverSpec = step.perceiver
     sub = f"top.{p.config}"
     rows = (
-        ("perceiver_hidden_size", "int", "hidden_size", "the resampler's width"),
         ("perceiver_latents", "int", "latents", "the learned latents: image tokens per image"),
         ("perceiver_depth", "int", "depth", "the resampler's layers"),
         ("perceiver_heads", "int", "num_heads", "the resampler attention's query heads"),
