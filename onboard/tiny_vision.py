@@ -33,6 +33,17 @@ PIXEL_SHUFFLE_KEYS = ("scale_factor", "downsample_factor")
 PIXEL_SHUFFLE_RATIO_KEYS = ("downsample_ratio",)
 # Tower widths that are the text's width (PaliGemma projects to vision_config.projection_dim)
 _TEXT_WIDTH_KEYS = ("projection_dim", "out_hidden_size")
+# A perceiver resampler's sub-config (Idefics 2's connector) and its tiny sizes: latents other
+# than the tiny patch count, grouped-query heads (2 queries a key/value head) whose head width is
+# not the hidden size over the heads, so each size shows where it is read from; the depth stays
+# the real one (a few layers, cheap)
+PERCEIVER_KEY = "perceiver_config"
+TINY_PERCEIVER = {
+    "resampler_n_latents": 5,
+    "resampler_n_heads": 4,
+    "num_key_value_heads": 2,
+    "resampler_head_dim": 12,
+}
 
 
 def shrink_vlm_config(
@@ -48,6 +59,8 @@ def shrink_vlm_config(
         tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
     tiny["text_config"] = dict(tiny_text)
     tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
+    if getattr(hf_config, PERCEIVER_KEY, None) is not None:
+        tiny[PERCEIVER_KEY] = _shrink_perceiver(getattr(hf_config, PERCEIVER_KEY), tiny_text)
     if "embed_dim" in tiny["vision_config"] and is_qwen_vl_tower(hf_config.vision_config):
         # Qwen2-VL's vision hidden_size is the merger's output: the text's width
         tiny["vision_config"]["hidden_size"] = tiny_text["hidden_size"]
@@ -81,6 +94,13 @@ def shrink_vlm_config(
     tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
     shrink_generation_configs(tiny, hf_config, tiny_text)
     return tiny
+
+
+def _shrink_perceiver(perceiver: Any, tiny_text: Mapping[str, Any]) -> dict[str, Any]:
+    """The perceiver as HF built it from the real config (a perceiver of another width than the
+    text's is reset to the text's width and epsilon, with a warning, before the tiny one is
+    read) at the tiny text's width and ``TINY_PERCEIVER``'s sizes."""
+    return {**perceiver.to_dict(), **TINY_PERCEIVER, "hidden_size": tiny_text["hidden_size"]}
 
 
 _VIT_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "patch_size", "image_size")

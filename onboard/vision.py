@@ -261,7 +261,47 @@ ProjectorOp = Literal[
     "pixel_shuffle",
     "glu",
     "gate_up",
+    "perceiver",
 ]
+
+
+@dataclass(frozen=True)
+class PerceiverSpec:
+    """A perceiver resampler (Idefics 2's ``perceiver_resampler``): ``latents`` learned rows
+    ``[latents, hidden]``, repeated for each image, go through ``depth`` layers, then an RMS norm
+    (role norm). Each layer: RMS norms over the latents (role latents_norm) and over the image's
+    features, the context (role context_norm); attention whose queries are the normed latents
+    and whose keys and values are the normed context followed by the normed latents
+    (``num_heads`` query heads sharing ``num_kv_heads`` key/value heads of ``head_dim``, scaled
+    by head_dim ** -0.5, no positions, no mask: every patch is real), its output projection,
+    the residual; an RMS norm (role post_norm), a gated MLP ``down(act(gate(x)) * up(x))`` of
+    ``intermediate_size``, the residual. Every norm has ``eps`` and scales by its weight. One
+    image's ``patches`` feature rows become ``latents`` rows, whatever the patch count.
+    """
+
+    hidden_size: int
+    latents: int
+    depth: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # hidden_size * intermediate_factor
+    intermediate_factor: int
+    activation: str
+    eps: float
+    # HF names relative to the resampler: role -> attribute path. Roles: latents, layers,
+    # latents_norm, context_norm, attention, q_proj, k_proj, v_proj, o_proj, post_norm, mlp,
+    # gate, up, down (each inside a layer, the projections inside attention and mlp), norm
+    names: tuple[tuple[str, str], ...] = ()
+    # field -> key of the sub-config HF builds the resampler from (``config``)
+    keys: tuple[tuple[str, str], ...] = ()
+    config: str = "perceiver_config"  # that sub-config's attribute on the composite config
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names)[role]
+
+    def key_of(self, field: str) -> str:
+        return dict(self.keys)[field]
 
 
 @dataclass(frozen=True)
@@ -301,8 +341,10 @@ class ProjectorStep:
     # get_image_features), not inside it (Idefics 3's connector)
     outside: bool = False
     # op gate_up: ``activation(name(x)) * up(x)``, two linears over the same rows (GLM-4V's
-    # merger); ``up`` is the second linear's attribute
+    # merger, Idefics 2's modality projection); ``up`` is the second linear's attribute
     up: str = ""
+    # op perceiver: the resampler at ``name``, each image's feature rows to its latents
+    perceiver: PerceiverSpec | None = None
 
     def kernel_at(self, config: object) -> int:
         """The kernel ``config`` sets (the step's own where it has no key)."""

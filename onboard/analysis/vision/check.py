@@ -8,6 +8,7 @@ alone but wired wrong (a feature layer off by one) fail too. Weights are the tin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,11 @@ from typing import Any
 
 from onboard.analysis.probe import source_location
 from onboard.analysis.vision.parts import VLMParts
+from onboard.analysis.vision.perceiver_run import (
+    capture_perceiver,
+    run_perceiver,
+    run_perceiver_layer,
+)
 from onboard.analysis.vision.pixtral_run import PixtralRun, patch_merge
 from onboard.analysis.vision.steps import ROW_OPS, run_row_step, stage_deltas
 from onboard.analysis.vision.tiles import tile_packer
@@ -53,6 +59,7 @@ def check_vision(
         run = VitRun(vision.tower, tower_weights)
     project = _projector(vision, model.get_submodule(paths["projector"]), grids)
     stages = _stages(vision, run, project, trace, paths)
+    stages[-3:-3] = _perceiver_stages(vision, model.get_submodule(paths["projector"]), trace, paths)
     packer = tile_packer(vision, model, trace)
     if packer is not None:
         stages = _tile_stages(stages, packer, project, vision, run, trace, parts.base)
@@ -112,6 +119,56 @@ def _stages(
         ),
     ]
     return stages
+
+
+def _perceiver_stages(
+    vision: VisionSpec, projector: Any, trace: VisionTrace, paths: dict[str, str]
+) -> list[_Stage]:
+    """A perceiver resampler's stages, each on what HF's module received: the steps before it
+    (the resampler's input), each layer, the resampler's output; and HF's mask for the context
+    is all ones (every patch real, the only case the spec describes)."""
+    steps = vision.projector.steps
+    at = next((i for i, s in enumerate(steps) if s.perceiver is not None), None)
+    if at is None:
+        return []
+    step = steps[at]
+    spec = step.perceiver
+    assert spec is not None
+    captured = capture_perceiver(projector, step.name, (trace.projector_in, *trace.projector_extra))
+    weight = _weights(projector)
+    before = dataclasses.replace(vision.projector, steps=steps[:at])
+    project_before = _projector(dataclasses.replace(vision, projector=before), projector, [])
+    resampler = f"{paths['projector']}.{step.name}"
+    layers = f"{resampler}.{spec.name_of('layers')}"
+    stages = [
+        _Stage(resampler, lambda: project_before(trace.projector_in), captured.context, "input")
+    ]
+    if captured.mask is not None:
+        mask = captured.mask.float()
+        stages.append(_Stage(resampler, lambda: _all_ones(mask), mask, "input"))
+    stages += [
+        _Stage(
+            f"{layers}.{i}",
+            lambda i=i, got=layer: run_perceiver_layer(spec, step.name, weight, i, got[0], got[1]),
+            layer[2],
+        )
+        for i, layer in enumerate(captured.layers)
+    ]
+    stages.append(
+        _Stage(
+            resampler,
+            lambda: run_perceiver(spec, step.name, weight, captured.context),
+            captured.output,
+        )
+    )
+    return stages
+
+
+def _all_ones(mask: Any) -> Any:
+    """The context mask the spec computes with: every patch real."""
+    import torch
+
+    return torch.ones_like(mask)
 
 
 def _tile_stages(
@@ -289,6 +346,8 @@ def _projector(
                 x = ACT2FN[step.activation](gate) * value
             elif step.op == "pixel_shuffle":
                 x = pixel_shuffle(x, step.kernel)
+            elif step.op == "perceiver" and step.perceiver is not None:
+                x = run_perceiver(step.perceiver, step.name, weight, x)
             elif step.op == "patch_merge":
                 bias = weight(f"{step.name}.bias") if step.bias else None
                 merged = patch_merge(x, grids, step.kernel)

@@ -1,19 +1,23 @@
 """Read a sequential projector: its leaf modules in the order its forward calls them (linears,
-layer norms, activations). A leaf of another kind is refused; that the steps in this order
-compute the projector is proved by the check."""
+layer norms, activations). A gated unit (a linear that reads what the linear before an
+activation read: Idefics 2's modality projection) is one ``gate_up`` step, and a perceiver
+resampler one ``perceiver`` step (``perceiver.py``). A leaf of another kind is refused; that the
+steps in this order compute the projector is proved by the check."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.probe import source_location
 from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.vision.perceiver import find_perceiver, read_perceiver
 from onboard.analysis.vision.projector_activation import sub_config_activation_key
-from onboard.analysis.vision.projector_width import read_projector_width
+from onboard.analysis.vision.projector_width import config_value, read_projector_width
 from onboard.source import SourceFile
 from onboard.spec import Delta, Evidence
 from onboard.tiny_vision import (
@@ -61,8 +65,24 @@ def read_projector(
     if shuffle is not None:
         steps.append(dataclasses.replace(shuffle, outside=outside))
     previous: tuple[Any, Any] | None = None  # the last leaf called and what it received
+    received_by: dict[str, Any] = {}  # each step's leaf -> what it received
+    resampler = find_perceiver(projector)
     for leaf_name, leaf, received in leaves:
-        if _takes_image_sizes(leaf):
+        received_by[leaf_name] = received
+        if leaf_name == resampler:
+            perceiver = read_perceiver(leaf_name, leaf, config, files, received)
+            if perceiver.spec is None:
+                return ProjectorReading(None, (), (perceiver.delta,) if perceiver.delta else ())
+            width = perceiver.spec.hidden_size
+            steps.append(
+                ProjectorStep("perceiver", leaf_name, width, width, perceiver=perceiver.spec)
+            )
+            evidence.extend(perceiver.evidence)
+        elif isinstance(leaf, nn.Linear) and (
+            gated := _gated_unit(steps, received_by, leaf_name, leaf, received)
+        ):
+            steps[-2:] = [gated]
+        elif _takes_image_sizes(leaf):
             merge = _patch_merge(leaf_name, leaf, config)
             if merge is None:
                 return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
@@ -89,9 +109,10 @@ def read_projector(
                 )
             )
         elif not any(True for _ in leaf.parameters()):
-            activation, activation_key = _activation(leaf, config)
-            if activation is not None and activation_key is None:
-                activation_key = sub_config_activation_key(projector, config, activation)
+            activation, key = _activation(leaf, config, _holder_key(files, projector, leaf_name))
+            if activation is not None and key is None:
+                key = sub_config_activation_key(projector, config, activation)
+            activation_key = activation_key or key
             if activation is None:
                 return _refused(projector, f"{type(leaf).__name__} at {leaf_name}")
             half = _gated_half(previous, received)
@@ -112,9 +133,7 @@ def read_projector(
     where = source_location(type(projector).forward) or type(projector).__name__
     evidence.append(Evidence("probe", where, " -> ".join(s.name for s in steps)))
     if activation_key:
-        value = config
-        for part in activation_key.split("."):
-            value = getattr(value, part)
+        value = config_value(config, activation_key)
         evidence.append(Evidence("config", f"config.json:{activation_key}", repr(value)))
     width, found = read_projector_width(projector, config)
     spec = ProjectorSpec(
@@ -125,18 +144,24 @@ def read_projector(
 
 def _called_leaves(projector: Any, inputs: tuple[Any, ...]) -> list[tuple[str, Any, Any]]:
     """The leaves the forward calls, in order, each with its first input; a module that lays
-    patches out by ``image_sizes`` counts as one leaf (its linear is part of the merge)."""
+    patches out by ``image_sizes`` counts as one leaf (its linear is part of the merge), and so
+    does a perceiver resampler (``perceiver.py``)."""
     import torch
 
     order: list[tuple[str, Any, Any]] = []
     merges = [n for n, m in projector.named_modules() if n and _takes_image_sizes(m)]
+    perceiver = find_perceiver(projector)
+    merges += [perceiver] if perceiver else []
 
-    def keep(module: Any, args: tuple[Any, ...], name: str) -> None:
+    def keep(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> None:
         if not any(n == name for n, _, _ in order):
-            order.append((name, module, args[0].detach()))
+            first = args[0] if args else next(iter(kwargs.values()))
+            order.append((name, module, first.detach()))
 
     handles = [
-        module.register_forward_pre_hook(lambda m, a, name=name: keep(m, a, name))
+        module.register_forward_pre_hook(
+            lambda m, a, k, name=name: keep(m, a, k, name), with_kwargs=True
+        )
         for name, module in projector.named_modules()
         if name
         and not any(name.startswith(f"{merge}.") for merge in merges)
@@ -281,12 +306,16 @@ def norm_eps(module: Any) -> float | None:
     return None
 
 
-def _activation(module: Any, config: Any) -> tuple[str | None, str | None]:
-    """The HF activation name the module is, and the config key it came from."""
+def _activation(
+    module: Any, config: Any, holder_key: str | None = None
+) -> tuple[str | None, str | None]:
+    """The HF activation name the module is, and the config key it came from: a key of the
+    composite config, or the one the module holding it is built with (``holder_key``: Idefics
+    2's ``hidden_act=config.text_config.hidden_act``), where its value is this activation."""
     from transformers.activations import ACT2CLS
 
-    for key in _ACTIVATION_KEYS:
-        name = getattr(config, key, None)
+    for key in (*_ACTIVATION_KEYS, *([holder_key] if holder_key else [])):
+        name = config_value(config, key)
         if isinstance(name, str) and _is_activation(module, ACT2CLS.get(name)):
             return name, key
     names = [n for n, c in ACT2CLS.items() if _is_activation(module, c)]
@@ -308,6 +337,50 @@ def _computing_the_same(module: Any, names: list[str]) -> list[str]:
         out = module(x)
         same = [n for n in names if torch.allclose(ACT2FN[n](x), out, atol=1e-6)]
     return same[:1]
+
+
+def _holder_key(files: Sequence[SourceFile], projector: Any, leaf: str) -> str | None:
+    """The config key of the activation the module holding ``leaf`` is built with, by the
+    projector's ``__init__`` (``self.modality_projection = Idefics2MLP(...,
+    hidden_act=config.text_config.hidden_act)``: text_config.hidden_act)."""
+    holder = leaf.partition(".")[0]
+    if holder == leaf:
+        return None
+    found = init_assignment(files, type(projector).__name__, holder)
+    text = (found.keyword("hidden_act") if found else None) or ""
+    return text.removeprefix("config.") if re.fullmatch(r"config(\.\w+)+", text) else None
+
+
+def _gated_unit(
+    steps: list[ProjectorStep],
+    received_by: dict[str, Any],
+    name: str,
+    leaf: Any,
+    received: Any,
+) -> ProjectorStep | None:
+    """``activation(gate(x)) * up(x)`` (Idefics 2's modality projection): this linear (up)
+    reads the rows the linear before the last activation (gate) read, at the same widths."""
+    if len(steps) < 2 or steps[-2].op != "linear" or steps[-1].op != "activation":
+        return None
+    gate, act = steps[-2], steps[-1]
+    read = received_by.get(gate.name)
+    if read is None or read.shape != received.shape or not read.equal(received):
+        return None
+    if (leaf.in_features, leaf.out_features, leaf.bias is not None) != (
+        gate.in_features,
+        gate.out_features,
+        gate.bias,
+    ):
+        return None
+    return ProjectorStep(
+        "gate_up",
+        gate.name,
+        gate.in_features,
+        gate.out_features,
+        gate.bias,
+        activation=act.activation,
+        up=name,
+    )
 
 
 def _is_activation(module: Any, entry: Any) -> bool:

@@ -13,10 +13,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from onboard.analysis.vision.projector_width import config_value
 from onboard.errors import InvalidConfigError
 from onboard.tiny_tiles import max_tiles
 from onboard.tiny_vision import patch_grid_side, square_side
 from onboard.vision import (
+    PerceiverSpec,
     PixtralTowerSpec,
     ProjectorSpec,
     ProjectorStep,
@@ -127,8 +129,28 @@ def _widths(vision: VisionSpec, tiny: Any, real: Any) -> dict[int, int]:
 
 
 def _real_width(width: ProjectorWidth, real: Any) -> int:
-    fallback = real.text_config.hidden_size if width.text_fallback else None
-    return int(getattr(real, width.key, fallback))
+    value = config_value(real, width.key)
+    return int(real.text_config.hidden_size if value is None and width.text_fallback else value)
+
+
+def _real_perceiver(perceiver: PerceiverSpec, real: Any) -> PerceiverSpec:
+    """The resampler's sizes from the real sub-config's keys (HF's, after it resets a perceiver
+    of another width than the text's to the text's width and epsilon)."""
+    sub = getattr(real, perceiver.config)
+    values = {field: getattr(sub, key) for field, key in perceiver.keys}
+    hidden = int(values["hidden_size"])
+    return dataclasses.replace(
+        perceiver,
+        hidden_size=hidden,
+        latents=int(values["latents"]),
+        depth=int(values["depth"]),
+        num_heads=int(values["num_heads"]),
+        num_kv_heads=int(values["num_kv_heads"]),
+        head_dim=int(values["head_dim"]),
+        intermediate_size=hidden * perceiver.intermediate_factor,
+        activation=str(values["activation"]),
+        eps=float(values["eps"]),
+    )
 
 
 def _real_shuffle(step: ProjectorStep, real: Any) -> int:
@@ -158,6 +180,8 @@ def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> P
                 kernel=_real_shuffle(step, real),
             )
             if step.op == "pixel_shuffle"
+            else _perceiver_step(step, real)
+            if step.perceiver is not None
             else dataclasses.replace(
                 step,
                 in_features=widths.get(step.in_features, step.in_features),
@@ -171,6 +195,13 @@ def _projector(projector: ProjectorSpec, widths: dict[int, int], real: Any) -> P
     if width is not None:
         width = dataclasses.replace(width, value=widths.get(width.value, width.value))
     return dataclasses.replace(projector, steps=steps, width=width)
+
+
+def _perceiver_step(step: ProjectorStep, real: Any) -> ProjectorStep:
+    assert step.perceiver is not None
+    perceiver = _real_perceiver(step.perceiver, real)
+    width = perceiver.hidden_size
+    return dataclasses.replace(step, in_features=width, out_features=width, perceiver=perceiver)
 
 
 def _halved(steps: tuple[ProjectorStep, ...]) -> tuple[ProjectorStep, ...]:

@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from onboard.errors import UnsupportedFeatureError
 from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.vision_glm import GLM_TOWER_CHANGE, glm_norm_field
+from onboard.targets.mobius.vision_perceiver import (
+    PerceiverNames,
+    perceiver_blockers,
+    perceiver_change,
+    perceiver_fields,
+    perceiver_names,
+)
 from onboard.targets.mobius.vision_pixtral import PixtralNames, pixtral_blockers, pixtral_names
 from onboard.targets.mobius.vision_qwen_vl import (
     QWEN_VL_TASK,
@@ -61,6 +68,12 @@ class ProjectorLayer:
     bias_expr: str = ""  # linear
     eps_expr: str = ""  # layer_norm, rms_norm
     offset: bool = False  # rms_norm: scales by (1 + w)
+    # gated_mlp (a gate_up step and the linear after it, held by one module of HF's: Idefics
+    # 2's modality_projection): its width between, and its up and down linears (the gate is
+    # ``inner``)
+    mid_expr: str = ""
+    up: str = ""
+    down: str = ""
 
     @property
     def activation(self) -> bool:
@@ -177,6 +190,8 @@ class VisionDesign:
     # Tiles of any resolution (LLaVA-NeXT): the encoder takes one image's tiles with its size
     # and packs their features into the image's grid, through a task of the module's own
     tiles: TileNames | None = None
+    # A perceiver resampler among the projector's steps (Idefics 2's), generated from its spec
+    perceiver: PerceiverNames | None = None
     # On-disk prefixes of the parts only videos or image generation read (Video-LLaVA's video
     # tower): the graphs take images and give text, so their tensors are skipped by name
     other_prefixes: tuple[str, ...] = ()
@@ -255,6 +270,8 @@ class VisionDesign:
             names |= {
                 "activation": {"get_activation"},
                 "glu": {"get_activation"},
+                "gated_mlp": {"Linear", "get_activation"},
+                "perceiver": {"Linear", "RMSNorm", "GatedMLP"},
                 "linear": {"Linear"},
                 "patch_merge": {"Linear"},
                 "layer_norm": {"LayerNorm"},
@@ -306,7 +323,43 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     widths = _widths(vision.projector.steps)
     if any(_width_expr(vision, spec.text.hidden_size, w) is None for w in widths if w):
         found.append("a projector width that is neither the tower's nor the text's")
+    own = vision.projector.width
+    if own is not None and own.key.startswith("text_config.") and _text_width(own.key) is None:
+        found.append(
+            f"a projector width set by {own.key} (vision.projector.width): the generated "
+            "config reads the text's intermediate_size only"
+        )
+    found += _gated_blockers(vision.projector.steps)
+    found += perceiver_blockers(vision, spec.text.hidden_size)
     return found + _text_blockers(spec)
+
+
+def _gated_blockers(steps: tuple[ProjectorStep, ...]) -> list[str]:
+    """A gated unit the generated projector holds as HF does: in one module, one level down,
+    with the linear after it (Idefics 2's modality_projection: gate_proj, up_proj, down_proj)."""
+    found = []
+    for at, step in enumerate(steps):
+        if step.op != "gate_up":
+            continue
+        after = steps[at + 1] if at + 1 < len(steps) else None
+        holder = step.name.partition(".")[0]
+        held = [step.name, step.up, after.name if after else ""]
+        if (
+            after is None
+            or after.op != "linear"
+            or any(n.count(".") != 1 or n.partition(".")[0] != holder for n in held)
+        ):
+            found.append(
+                f"a gated unit at {step.name} not held with the linear after it in one module "
+                "(vision.projector): the generated projector holds gate, up and down together"
+            )
+    return found
+
+
+def _text_width(key: str) -> str | None:
+    """The generated config's expression of a text_config width: mobius' text config holds
+    intermediate_size."""
+    return "config.intermediate_size" if key == "text_config.intermediate_size" else None
 
 
 def _text_blockers(spec: ArchitectureSpec) -> list[str]:
@@ -359,7 +412,10 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         tower_attribute=prefixes["tower"].rstrip(".").split(".")[-1],
         projector_attribute=prefixes["projector"].rstrip(".").split(".")[-1],
         layers=_layers(vision, spec),
-        fields=_fields(vision) + _fields_of_pixtral(vision) + _fields_of_tiles(vision),
+        fields=_fields(vision)
+        + _fields_of_pixtral(vision)
+        + _fields_of_tiles(vision)
+        + tuple(ConfigField(*row) for row in perceiver_fields(vision)),
         text_prefix=prefixes["text"],
         head_prefix=prefixes.get("lm_head"),
         tower_prefix=prefixes["tower"],
@@ -380,6 +436,7 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         several_layers=len(vision.select.layers) > 1,
         square_pairs=isinstance(tower, VitTowerSpec) and tower.sizes_as_pairs,
         tiles=tile_names(spec),
+        perceiver=perceiver_names(vision),
     )
 
 
@@ -613,7 +670,7 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
         return "config.vision.hidden_size" + (f" * {layers}" if layers > 1 else "")
     own = vision.projector.width
     if own is not None and width in (own.value, own.value // 2):
-        return _OWN_WIDTH.format(key=own.key) + (" // 2" if width != own.value else "")
+        return _own_width(own.key) + (" // 2" if width != own.value else "")
     if width == text_hidden:
         return "config.hidden_size"
     glu = any(s.op == "glu" for s in vision.projector.steps)
@@ -629,6 +686,13 @@ def _width_expr(vision: VisionSpec, text_hidden: int, width: int) -> str | None:
 _OWN_WIDTH = '_vision_field(config, "{key}")'
 # The tower's width after the pixel shuffle: a block of patches' features side by side
 _SHUFFLED_WIDTH = 'config.vision.hidden_size * _vision_field(config, "pixel_shuffle_factor") ** 2'
+
+
+def _own_width(key: str) -> str:
+    """A width of the projector's own: a field read from its key, or the text config's."""
+    if key.startswith("text_config."):
+        return _text_width(key) or ""
+    return _OWN_WIDTH.format(key=key)
 
 
 def _shuffle(vision: VisionSpec) -> ProjectorStep | None:
@@ -653,7 +717,14 @@ def _layers(vision: VisionSpec, spec: ArchitectureSpec) -> tuple[ProjectorLayer,
     reading = len(vision.select.layers)
     width = "config.vision.hidden_size" + (f" * {reading}" if reading > 1 else "")
     layers = []
-    for step in vision.projector.steps:
+    steps = vision.projector.steps
+    for at, step in enumerate(steps):
+        if at and steps[at - 1].op == "gate_up":  # the down linear, held by the gated unit
+            width = _out_expr(vision, text_hidden, step)
+            continue
+        if step.op == "gate_up" and at + 1 < len(steps):
+            layers.append(_gated(vision, text_hidden, step, steps[at + 1], width))
+            continue
         layers.append(_layer(vision, spec, step, width))
         _require_in_list_order(layers)
         if step.op in ("linear", "matmul"):
@@ -682,10 +753,28 @@ def _require_in_list_order(layers: list[ProjectorLayer]) -> None:
 def _out_expr(vision: VisionSpec, text_hidden: int, step: ProjectorStep) -> str:
     own = vision.projector.width
     if own is not None and step.name in own.linears:
-        return _OWN_WIDTH.format(key=own.key)
+        return _own_width(own.key)
     if step.out_features == text_hidden:
         return "config.hidden_size"
     return _width_expr(vision, text_hidden, step.out_features) or ""
+
+
+def _gated(
+    vision: VisionSpec, text_hidden: int, gate: ProjectorStep, down: ProjectorStep, width: str
+) -> ProjectorLayer:
+    """A gated unit and the linear after it, in the module of HF's that holds the three."""
+    holder = gate.name.partition(".")[0]
+    return ProjectorLayer(
+        gate.name,
+        "gated_mlp",
+        label=holder,
+        in_expr=width,
+        mid_expr=_out_expr(vision, text_hidden, gate),
+        out_expr=_out_expr(vision, text_hidden, down),
+        bias_expr=str(gate.bias),
+        up=gate.up.partition(".")[2],
+        down=down.name.partition(".")[2],
+    )
 
 
 def _layer(
@@ -693,7 +782,7 @@ def _layer(
 ) -> ProjectorLayer:
     """One step; ``width``: the config expression of the width that reaches it."""
     text_hidden = spec.text.hidden_size
-    if step.op in ("activation", "avg_pool", "pixel_shuffle", "glu"):
+    if step.op in ("activation", "avg_pool", "pixel_shuffle", "glu", "perceiver"):
         return ProjectorLayer(step.name, step.op, label=step.activation or step.name)
     if step.op in ("layer_norm", "rms_norm"):
         return ProjectorLayer(
@@ -770,7 +859,9 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
             )
         )
     steps = vision.projector.steps
-    activation = next((s.activation for s in steps if s.op in ("activation", "glu")), None)
+    activation = next(
+        (s.activation for s in steps if s.op in ("activation", "glu", "gate_up")), None
+    )
     if activation is not None:
         key = vision.projector.activation_key
         fields.append(
@@ -807,7 +898,7 @@ def _fields(vision: VisionSpec) -> tuple[ConfigField, ...]:
             )
         )
     own = vision.projector.width
-    if own is not None:
+    if own is not None and not own.key.startswith("text_config."):  # else the text's field
         fallback = ", top.text_config.hidden_size" if own.text_fallback else ""
         fields.append(
             ConfigField(
@@ -872,7 +963,12 @@ def _changes(vision: VisionSpec) -> tuple[str, ...]:
         else "with the class token"
     )
     steps = " -> ".join(
-        s.activation if s.op == "activation" else s.name for s in vision.projector.steps
+        s.activation
+        if s.op == "activation"
+        else f"{s.activation}({s.name}) * {s.up}"
+        if s.op == "gate_up"
+        else s.name
+        for s in vision.projector.steps
     )
     rows = (
         (
@@ -887,6 +983,7 @@ def _changes(vision: VisionSpec) -> tuple[str, ...]:
         f"vision features: hidden state {select.layers[0]} of the tower, {kept}",
         f"projector: {steps}",
         *(tile_changes(vision) if vision.tiles else ()),
+        *((perceiver_change(vision),) if perceiver_names(vision) else ()),
         "image features fill the placeholder tokens in reading order over the whole batch",
         *rows,
         *(

@@ -1,7 +1,8 @@
 """mobius 0.1.0's defects in its own Pixtral path (``LLaVAModel`` with a ``pixtral`` tower: the
 ``mistral3`` and ``pixtral`` registrations), named when a config triggers them, and in its own
 Qwen3.5 VLMs (``qwen3_5_defects``) and Qwen-VL embedding graph (``qwen_vl_defects``), named when
-the checks they break fail.
+the checks they break fail; and in its registration of idefics2 to ``LLaVAModel``
+(``perceiver_defects``: no perceiver resampler).
 
 Each is read in mobius' source and measured on the tiny mistral3 of transformers' default config
 (tower features against HF's ``get_image_features``; the generated module reads each value
@@ -280,6 +281,62 @@ def grid_tower_defects(
             "GLM-4.1V's RoPE: 70 checkpoint tensors, 0 placed in 94 parameters (hybrid M1 too)",
         ),
     )
+
+
+def perceiver_defects(
+    model_type: str, module_class: type, config: Mapping[str, Any]
+) -> tuple[TargetBug, ...]:
+    """mobius registers idefics2, whose connector ends in a perceiver resampler, to its LLaVA
+    family's ``LLaVAModel``: its vision encoder ends in a two-linear GELU projector and its
+    embedding graph counts features per row. Named from the registry entry and the sources
+    the defects live in, so a mobius that gives the type a class of its own, or fixes the
+    part, is no longer blamed."""
+    if not config.get("perceiver_config") or module_class.__name__ != "LLaVAModel":
+        return ()
+    from mobius._registry import registry
+
+    try:
+        registration = registry.get_registration(model_type)
+    except KeyError:
+        return ()
+    if registration.module_class is not module_class:
+        return ()
+    from mobius.models import llava
+
+    found = []
+    encoder = inspect.getsource(llava._LLaVAVisionEncoderModel)
+    if "MLPMultiModalProjector" in encoder:
+        found.append(
+            TargetBug(
+                "idefics2 I1",
+                f"mobius registers {model_type} to LLaVAModel, whose vision encoder projects "
+                "the tower's patches with MLPMultiModalProjector (linear_1, GELU, linear_2): "
+                "HF's Idefics2Connector runs a gated modality projection (gate_proj, up_proj, "
+                "down_proj with text_config.hidden_act) and then a perceiver resampler "
+                "(resampler_n_latents learned latents through resampler_depth cross-attention "
+                "layers over the patches and the latents, then an RMS norm), so no connector "
+                "tensor fills a parameter and each image gives one row per patch instead of "
+                "the resampler_n_latents rows the prompt holds placeholders for",
+                f"mobius/_registry.py:{_registry_line(model_type)} {model_type!r}: "
+                "ModelRegistration(LLaVAModel, task='vision-language'); mobius/models/"
+                "llava.py:81-98 (MLPMultiModalProjector, mobius/components/_multimodal.py:"
+                "92-117); no perceiver component in mobius/components; tiny default idefics2: "
+                "35 connector tensors fill none of its 222 parameters, HF gives 5 rows an "
+                "image (the tiny latents), the tower 16 patches",
+            )
+        )
+    if _ROW_CUMSUM_LLAVA.search(inspect.getsource(llava._LLaVAEmbeddingModel.forward)):
+        found.append(
+            TargetBug(
+                "idefics2 I2",
+                "the embedding graph restarts its feature count on every row, so with images "
+                "in two rows the second row gets the first row's features (HF's inputs_merger "
+                "masked_scatter fills placeholders over the whole batch)",
+                f"{_LLAVA}:123 CumSum(mask, axis 1) in _LLaVAEmbeddingModel.forward (the line "
+                "pixtral P5 and llava-next N3 name)",
+            )
+        )
+    return tuple(found)
 
 
 def _registry_line(model_type: str) -> int | str:

@@ -44,6 +44,7 @@ from onboard.targets.mobius.token_block_bugs import causal_decoder_defects
 from onboard.targets.mobius.vision_bugs import (
     grid_tower_defects,
     llava_tile_defects,
+    perceiver_defects,
     pixtral_defects,
     qwen3_5_defects,
     qwen_vl_defects,
@@ -117,6 +118,7 @@ def run_vision_parity(
         bugs.extend(qwen3_5_defects(case.module_class, failed))
         bugs.extend(qwen_vl_defects(case.module_class, failed))
         bugs.extend(grid_tower_defects(model_type, case.module_class, case.tiny_config))
+        bugs.extend(perceiver_defects(model_type, case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,
