@@ -24,7 +24,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q --durations=25
 
 test-all: lint
 	$(BIN)/pytest -n 2 -q -m "slow or not slow"
