@@ -29,6 +29,21 @@ def tiny_vlm(repo_id: str):
     return tiny_vlm_at(str(fixture_config(repo_id).parent))
 
 
+def read_tiny_vlm(analysis: Analysis):
+    """The HF config, perturbed model, vision spec (read without deltas) and parts of
+    ``analysis``' tiny VLM, as the vision analysis reads them."""
+    from onboard.analysis.vision import _read_vision
+    from onboard.analysis.vision.parts import find_parts
+    from onboard.hf_config import make_hf_config
+    from onboard.tiny_model import build_tiny_model, perturb
+
+    config = make_hf_config(analysis.tiny.config)
+    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
+    vision, _, deltas = _read_vision(model, config)
+    assert deltas == ()
+    return config, model, vision, find_parts(model, config)
+
+
 @cache
 def tiny_vlm_at(config_dir: str):
     """The tiny config and perturbed model the analysis reads for the VLM config in

@@ -12,13 +12,10 @@ from pathlib import Path
 import pytest
 
 from onboard.analysis import analyse
-from onboard.analysis.vision import _read_vision
 from onboard.analysis.vision.check import check_vision
-from onboard.analysis.vision.parts import find_parts
 from onboard.analysis.vision.trace import trace_vlm
-from onboard.hf_config import make_hf_config
 from onboard.source import load_source
-from onboard.tiny_model import build_tiny_model, perturb
+from tests.analyses import read_tiny_vlm
 from tests.new_types import default_config_dir
 
 # Idefics3-8B-Llama3's tower; the default 224 / 32 = 7 patches a side no factor 2 divides
@@ -60,11 +57,7 @@ def test_the_spec_survives_json() -> None:
 
 @cache
 def _tiny():
-    config = make_hf_config(_analysis().tiny.config)
-    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
-    vision, _, deltas = _read_vision(model, config)
-    assert deltas == ()
-    parts = find_parts(model, config)
+    config, model, vision, parts = read_tiny_vlm(_analysis())
     post = vision.tower.name_of("post_norm")
     return vision, model, parts, trace_vlm(model, parts, config, post, rows=True)
 

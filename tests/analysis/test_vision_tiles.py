@@ -12,15 +12,13 @@ from pathlib import Path
 import pytest
 
 from onboard.analysis import analyse
-from onboard.analysis.vision import _read_vision, tiles_run
+from onboard.analysis.vision import tiles_run
 from onboard.analysis.vision.check import check_vision
-from onboard.analysis.vision.parts import find_parts
 from onboard.analysis.vision.tiles import provisional_tiles
 from onboard.analysis.vision.trace import trace_vlm
 from onboard.errors import InvalidConfigError
-from onboard.hf_config import make_hf_config
 from onboard.source import load_source
-from onboard.tiny_model import build_tiny_model, perturb
+from tests.analyses import read_tiny_vlm
 from tests.new_types import default_config_dir
 
 
@@ -60,11 +58,7 @@ def test_the_spec_survives_json() -> None:
 
 @cache
 def _tiny():
-    config = make_hf_config(_analysis().tiny.config)
-    model = perturb(build_tiny_model(config, auto_class="AutoModelForImageTextToText"))
-    vision, _, deltas = _read_vision(model, config)
-    assert deltas == ()
-    parts = find_parts(model, config)
+    config, model, vision, parts = read_tiny_vlm(_analysis())
     trace = trace_vlm(model, parts, config, None, tiles=provisional_tiles(model, config))
     return vision, model, parts, trace
 

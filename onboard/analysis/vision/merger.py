@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from onboard.analysis.vision.projector import norm_eps, rms_offset
+from onboard.analysis.vision.projector import gate_up_step, norm_eps, rms_offset
 from onboard.analysis.vision.qwen_vl import NotQwenVL
 from onboard.vision import ProjectorSpec, ProjectorStep
 
@@ -87,21 +87,10 @@ def _gated_unit(
     gate, act = steps[-2], steps[-1]
     if gate.op != "linear" or act.op != "activation" or inputs.get(name) != inputs.get(gate.name):
         return None
-    if (leaf.in_features, leaf.out_features, leaf.bias is not None) != (
-        gate.in_features,
-        gate.out_features,
-        gate.bias,
-    ):
+    step = gate_up_step(gate, act, name, leaf)
+    if step is None:
         raise NotQwenVL(f"merger linears {gate.name} and {name} read one input at other widths")
-    return ProjectorStep(
-        "gate_up",
-        gate.name,
-        gate.in_features,
-        gate.out_features,
-        gate.bias,
-        activation=act.activation,
-        up=name,
-    )
+    return step
 
 
 def called_inputs(module: Any, run: Any) -> dict[str, int]:

@@ -362,10 +362,17 @@ def _gated_unit(
     reads the rows the linear before the last activation (gate) read, at the same widths."""
     if len(steps) < 2 or steps[-2].op != "linear" or steps[-1].op != "activation":
         return None
-    gate, act = steps[-2], steps[-1]
-    read = received_by.get(gate.name)
+    read = received_by.get(steps[-2].name)
     if read is None or read.shape != received.shape or not read.equal(received):
         return None
+    return gate_up_step(steps[-2], steps[-1], name, leaf)
+
+
+def gate_up_step(
+    gate: ProjectorStep, act: ProjectorStep, up: str, leaf: Any
+) -> ProjectorStep | None:
+    """The gated unit of the linear ``gate``, its activation ``act`` and the linear ``up``
+    (``leaf``) that read the same input; None when the two linears' widths differ."""
     if (leaf.in_features, leaf.out_features, leaf.bias is not None) != (
         gate.in_features,
         gate.out_features,
@@ -379,7 +386,7 @@ def _gated_unit(
         gate.out_features,
         gate.bias,
         activation=act.activation,
-        up=name,
+        up=up,
     )
 
 
