@@ -2,8 +2,11 @@
 
 Parts are found by what they are, not by their names: the tower is the sub-model built from
 ``vision_config``, the language model the one built from ``text_config``, the projector the one
-other child with weights. On-disk prefixes are found by matching every saved tensor to the
-parameter it holds (the tiny weights are random, so values identify them).
+other child with weights. A VLM without ``vision_config`` (Fuyu) has no tower and no projector:
+its one other child with weights is what turns patches into features (a linear patch
+embedding), read as the tower, and the projector is none (""). On-disk prefixes are found by
+matching every saved tensor to the parameter it holds (the tiny weights are random, so values
+identify them).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from onboard.errors import UnsupportedFeatureError
 class VLMParts:
     base: str  # the VLM's base model attribute (model)
     tower: str  # attribute names on the base model
-    projector: str
+    projector: str  # "": none (a linear patch embedding writes the text's width itself)
     language_model: str
     head: str  # on the VLM itself (lm_head)
 
@@ -37,7 +40,10 @@ def find_parts(model: Any, hf_config: Any) -> VLMParts:
             f"{type(model).__name__} holds its tower and language model itself, not under "
             f"{base_name!r}: onboard reads VLMs with a base model (LLaVA's layout) so far"
         )
-    by_config = {"tower": hf_config.vision_config, "language_model": hf_config.text_config}
+    vision_config = getattr(hf_config, "vision_config", None)
+    by_config = {"language_model": hf_config.text_config}
+    if vision_config is not None:
+        by_config["tower"] = vision_config
     found: dict[str, str] = {}
     others = []
     for name, child in base.named_children():
@@ -48,13 +54,16 @@ def find_parts(model: Any, hf_config: Any) -> VLMParts:
             others.append(name)
     missing = [r for r in by_config if r not in found]
     if missing or len(others) != 1:
+        shape = "a tower, one projector" if vision_config is not None else "one patch embedding"
         raise UnsupportedFeatureError(
-            f"{type(base).__name__} is not a tower, one projector and a language model "
+            f"{type(base).__name__} is not {shape} and a language model "
             f"(children {', '.join(n for n, _ in base.named_children())}): onboard reads "
             "vision-language models of that shape so far"
         )
     head = model.get_output_embeddings()
     head_name = next(n for n, m in model.named_modules() if m is head)
+    if vision_config is None:  # the one other child turns patches into features itself
+        return VLMParts(base_name, others[0], "", found["language_model"], head_name)
     return VLMParts(base_name, found["tower"], others[0], found["language_model"], head_name)
 
 
@@ -72,6 +81,8 @@ def disk_prefixes(
         "projector": f"{parts.base}.{parts.projector}.",
         "tower": f"{parts.base}.{parts.tower}.",
     }
+    if not parts.projector:  # none: nothing of the checkpoint is the projector's
+        del roots["projector"]
     prefixes: dict[str, set[str]] = {role: set() for role in roots}
     for disk_name, tensor in saved.items():
         for name, value in memory.items():
