@@ -93,9 +93,19 @@ def print_analysis(analysis: Analysis, console: Console, *, evidence: bool = Fal
 
 
 def _vision_summary(vision: VisionSpec) -> str:
-    from onboard.vision import PixtralTowerSpec, QwenVLTowerSpec
+    from onboard.vision import LinearPatchTowerSpec, PixtralTowerSpec, QwenVLTowerSpec
 
     tower, select = vision.tower, vision.select
+    if isinstance(tower, LinearPatchTowerSpec):
+        order = {"hwc": "row, column, channel", "chw": "channel, row, column"}[tower.layout]
+        return (
+            f"vision: no tower, one linear ({tower.name_of('patch')}"
+            + (", biased" if tower.patch_bias else "")
+            + f") from flattened {tower.patch_size} x {tower.patch_size} x {tower.num_channels} "
+            f"patches ({order}, as {tower.processor} makes them) to the text's "
+            f"{tower.hidden_size}; "
+            f"placeholder config.{vision.merge.image_token_key} = {vision.merge.image_token_id}"
+        )
     read = (
         "the post-normed last state"
         if select.post_norm

@@ -119,6 +119,14 @@ def pixels_keyword(model: Any) -> str:
     return next((name for name in params if name.startswith("pixel_values_image")), "pixel_values")
 
 
+def image_features_of(output: Any) -> Any:
+    """The image features in what ``get_image_features`` returns: its ``pooler_output`` (LLaVA's
+    projected features), or its ``last_hidden_state`` where it sets no pooler output (Fuyu's
+    patch embeddings, which are the features)."""
+    pooled = getattr(output, "pooler_output", None)
+    return pooled if pooled is not None else output.last_hidden_state
+
+
 def takes_image_rows(model: Any, channels: int, size: int) -> bool:
     """Whether the VLM reads ``pixel_values`` as ``[rows, images per row, channels, height,
     width]`` (Idefics 3's ``get_image_features`` unpacks five dimensions): it fails on one image

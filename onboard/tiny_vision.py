@@ -3,6 +3,8 @@ to a narrow one that keeps its depth, its patch size and its structure.
 
 The tower keeps every layer: the feature layer (``vision_feature_layer = -2``) indexes them, and
 a shallower tower would select a different one. Narrow layers of a 16-patch image cost little.
+A VLM with no tower (Fuyu: one linear over flattened patches, no ``vision_config``) keeps its
+patch as it is; the composite keys that restate the text's take the tiny text's values.
 """
 
 from __future__ import annotations
@@ -58,6 +60,29 @@ def shrink_vlm_config(
     if "text_config" not in config:  # a flat config (Qwen2.5-VL's): its text keys are the text's
         tiny.update({k: v for k, v in tiny_text.items() if k in config and k != "model_type"})
     tiny["text_config"] = dict(tiny_text)
+    if is_linear_patch_config(hf_config):
+        if "text_config" in config:
+            _restate_text_keys(tiny, config, tiny_text)
+    else:
+        _shrink_tower(tiny, config, tiny_text, hf_config)
+    vocab = int(tiny_text["vocab_size"])
+    if "vocab_size" in tiny:
+        tiny["vocab_size"] = vocab
+    taken = {v for k, v in tiny_text.items() if k.endswith("token_id") and isinstance(v, int)}
+    if isinstance(tiny.get("pad_token_id"), int) and tiny["pad_token_id"] >= vocab:
+        tiny["pad_token_id"] = tiny_text.get("pad_token_id", 0)
+    for key in [k for k, v in tiny.items() if k.endswith("token_id") and is_negative_id(v)]:
+        del tiny[key]  # none, as in tiny.py: transformers will not save a model holding one
+    key = image_token_key(hf_config)
+    tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
+    shrink_generation_configs(tiny, hf_config, tiny_text)
+    return tiny
+
+
+def _shrink_tower(
+    tiny: dict[str, Any], config: Mapping[str, Any], tiny_text: Mapping[str, Any], hf_config: Any
+) -> None:
+    """The tiny tower (``vision_config``) and the composite keys sized by it, in place."""
     tiny["vision_config"] = shrink_vision_config(config.get("vision_config") or {}, hf_config)
     if getattr(hf_config, PERCEIVER_KEY, None) is not None:
         tiny[PERCEIVER_KEY] = _shrink_perceiver(getattr(hf_config, PERCEIVER_KEY), tiny_text)
@@ -82,18 +107,34 @@ def shrink_vlm_config(
     if getattr(hf_config, "spatial_merge_size", None):  # images of any size up to image_size
         sides = [side for size in dynamic_image_sizes(hf_config) for side in size]
         tiny["vision_config"]["image_size"] = max(sides)
-    vocab = int(tiny_text["vocab_size"])
-    if "vocab_size" in tiny:
-        tiny["vocab_size"] = vocab
-    taken = {v for k, v in tiny_text.items() if k.endswith("token_id") and isinstance(v, int)}
-    if isinstance(tiny.get("pad_token_id"), int) and tiny["pad_token_id"] >= vocab:
-        tiny["pad_token_id"] = tiny_text.get("pad_token_id", 0)
-    for key in [k for k, v in tiny.items() if k.endswith("token_id") and is_negative_id(v)]:
-        del tiny[key]  # none, as in tiny.py: transformers will not save a model holding one
-    key = image_token_key(hf_config)
-    tiny[key] = next(i for i in range(vocab - 1, 0, -1) if i not in taken)
-    shrink_generation_configs(tiny, hf_config, tiny_text)
-    return tiny
+
+
+# The composite config's own keys of a VLM whose patches enter through one linear, with no
+# vision_config (Fuyu's): the patch side and the channels of a flattened patch
+LINEAR_PATCH_KEYS = ("patch_size", "num_channels")
+
+
+def is_linear_patch_config(hf_config: Any) -> bool:
+    """A VLM config without ``vision_config`` whose patch size and channels are the composite's
+    own keys (Fuyu's): its images may enter as flattened patches through no encoder (the
+    reader decides by what ``get_image_features`` runs)."""
+    return (
+        getattr(hf_config, "vision_config", None) is None
+        and getattr(hf_config, "text_config", None) is not None
+        and all(isinstance(getattr(hf_config, k, None), int) for k in LINEAR_PATCH_KEYS)
+    )
+
+
+def _restate_text_keys(
+    tiny: dict[str, Any], config: Mapping[str, Any], tiny_text: Mapping[str, Any]
+) -> None:
+    """Composite keys that restate the text config's value take the tiny text's (Fuyu's config
+    repeats the text keys at its top, and its patch linear writes the composite's
+    ``hidden_size``); the patch keys stay real: a patch is a handful of values wide."""
+    text = config["text_config"]
+    for key, value in tiny_text.items():
+        if key != "model_type" and key in config and config[key] == text.get(key):
+            tiny[key] = value
 
 
 def _shrink_perceiver(perceiver: Any, tiny_text: Mapping[str, Any]) -> dict[str, Any]:
@@ -220,7 +261,7 @@ def _check_qwen_vl_tower(hf_config: Any) -> None:
     """A Qwen-VL tower's sizes are positive, and its merger writes its image features into the
     text's embeddings, so its output width is the text's width: the tiny tower is shrunk on
     both assumptions."""
-    real = hf_config.vision_config
+    real = getattr(hf_config, "vision_config", None)
     if not is_qwen_vl_tower(real):
         return
     for size in _QWEN_VL_KEYS:  # the tiny tower cuts its images by these

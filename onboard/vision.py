@@ -4,7 +4,8 @@ A VLM is a text decoder (``TextDecoderSpec``, unchanged) plus four components, e
 own reader in ``analysis/vision`` and proved by the vision spec check:
 
 - a **tower** that turns pixels into patch features (one field per tower kind in
-  ``VisionTowers``; a model has exactly one);
+  ``VisionTowers``; a model has exactly one), or, with no encoder at all, one linear over each
+  flattened patch (``LinearPatchTowerSpec``: Fuyu);
 - a **selection** of the tower's hidden states the projector reads;
 - a **projector** from the tower's width to the text's;
 - a **merge** that puts the projected features where the prompt holds image placeholders.
@@ -20,7 +21,7 @@ from typing import Literal
 
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 
-TowerKind = Literal["vit", "pixtral", "qwen_vl"]
+TowerKind = Literal["vit", "pixtral", "qwen_vl", "linear_patch"]
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,50 @@ class GlmTowerParts:
     resample: Literal["bicubic", "bilinear"] = "bicubic"
 
 
-TowerSpec = VitTowerSpec | PixtralTowerSpec | QwenVLTowerSpec
+@dataclass(frozen=True)
+class LinearPatchTowerSpec:
+    """No encoder: one linear over each flattened patch, straight into the text's width (Fuyu's
+    ``vision_embed_tokens``). The model takes ``image_patches [patches, patch_size * patch_size
+    * num_channels]`` as the processor makes them: each image cut into a grid of
+    ``patch_size``-square patches (its own size, in whole patches), the patches in reading order
+    over the grid, image after image, each patch's values flattened as ``layout`` says. The
+    linear's output rows are the image features in that order; no positions are added, nothing
+    selects or projects them (the ``VisionSpec`` reads hidden state 0, the linear's output,
+    through a projector of no steps).
+
+    ``layout`` (read from the processor's own flattening and proved by the check): ``hwc``, row
+    within the patch, then column, then channel (index ``(row * P + column) * C + channel``,
+    channel-last); ``chw``, channel, then row, then column (channel-first).
+    """
+
+    hidden_size: int  # the linear's output width: the text's
+    patch_size: int
+    num_channels: int
+    patch_bias: bool
+    layout: Literal["hwc", "chw"]
+    # HF names: role patch -> the linear's attribute on the base model (vision_embed_tokens)
+    names: tuple[tuple[str, str], ...] = ()
+    # field -> the key of the composite config HF reads it from (there is no vision_config)
+    keys: tuple[tuple[str, str], ...] = ()
+    processor: str = ""  # the image processor class whose flattening ``layout`` is
+
+    # What the ViT fields say, for the code that reads any tower: no encoder, any image size
+    class_token = False
+    pre_norm = False
+    post_norm = False
+    num_layers = 0
+    image_size = 0
+
+    @property
+    def patch_width(self) -> int:
+        """Values per flattened patch: P * P * C."""
+        return self.patch_size**2 * self.num_channels
+
+    def name_of(self, role: str) -> str:
+        return dict(self.names)[role]
+
+
+TowerSpec = VitTowerSpec | PixtralTowerSpec | QwenVLTowerSpec | LinearPatchTowerSpec
 
 
 @dataclass(frozen=True)
@@ -213,16 +257,19 @@ class VisionTowers:
     vit: VitTowerSpec | None = None
     pixtral: PixtralTowerSpec | None = None
     qwen_vl: QwenVLTowerSpec | None = None
+    linear_patch: LinearPatchTowerSpec | None = None
 
     @property
     def kind(self) -> TowerKind:
         if self.qwen_vl is not None:
             return "qwen_vl"
+        if self.linear_patch is not None:
+            return "linear_patch"
         return "pixtral" if self.pixtral is not None else "vit"
 
     @property
     def tower(self) -> TowerSpec:
-        tower = self.pixtral or self.qwen_vl or self.vit
+        tower = self.pixtral or self.qwen_vl or self.linear_patch or self.vit
         if tower is None:
             raise ValueError("no vision tower")
         return tower
@@ -233,6 +280,8 @@ class VisionTowers:
             return VisionTowers(pixtral=tower)
         if isinstance(tower, QwenVLTowerSpec):
             return VisionTowers(qwen_vl=tower)
+        if isinstance(tower, LinearPatchTowerSpec):
+            return VisionTowers(linear_patch=tower)
         return VisionTowers(vit=tower)
 
 

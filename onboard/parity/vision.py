@@ -64,6 +64,9 @@ class VisionBatch:
     # Tiles (LLaVA-NeXT): pixel_values is [images, tiles, channels, size, size], image i's first
     # tiles[i] real (base tile first), the rest zero padding; image_sizes the original sizes
     tiles: tuple[int, ...] | None = None
+    # A VLM with no tower (Fuyu): [patches, P * P * C], every image's patches flattened and
+    # concatenated as its processor makes them; pixel_values None
+    image_patches: np.ndarray | None = None
 
     @property
     def images(self) -> list[np.ndarray]:
@@ -191,6 +194,11 @@ def _scenario_batches(reference: Any, hf_config: Any) -> tuple[VisionBatch, Visi
     """The two-row image batch and the text-only prompt for the tiny ``reference`` VLM: square
     images of the tower's size, or two of different sizes for a tower that takes any size; for
     a VLM that takes rows of images, rows of two, one and no image."""
+    if getattr(hf_config, "vision_config", None) is None:  # no tower: flattened patches
+        from onboard.parity.vision_patches import patch_batch
+
+        text = hf_config.text_config
+        return patch_batch(hf_config), text_batch(text.vocab_size, hf_config.image_token_id)
     vision, text = hf_config.vision_config, hf_config.text_config
     side = square_side(vision.image_size, "image_size")
     if takes_image_rows(reference, vision.num_channels, side):
@@ -358,6 +366,11 @@ class TorchVisionRunner:
         pixels = None
         if batch.pixel_values is not None:
             pixels = torch.from_numpy(batch.pixel_values).to(self.device)
+        # the model's own name for its images: flattened patches (Fuyu) or pixels
+        images = {pixels_keyword(self.model): pixels}
+        if batch.image_patches is not None:
+            pixels = torch.from_numpy(batch.image_patches).to(self.device)
+            images = {"image_patches": pixels}
         handle = self.language_model().register_forward_pre_hook(keep, with_kwargs=True)
         try:
             with torch.no_grad():
@@ -374,7 +387,7 @@ class TorchVisionRunner:
                     types["token_type_ids"] = self._tensor(batch.token_type_ids)
                 out = self.model(
                     input_ids=self._tensor(batch.input_ids),
-                    **{pixels_keyword(self.model): pixels},
+                    **images,
                     **sized,
                     attention_mask=self._tensor(batch.attention_mask),
                     position_ids=self._tensor(batch.position_ids),
@@ -425,10 +438,11 @@ class HFVisionRunner(TorchVisionRunner):
     def image_features(self, pixel_values: Any, **sized: Any) -> Any:
         import torch
 
-        from onboard.tiny_model import image_features_method
+        from onboard.tiny_model import image_features_method, image_features_of
 
-        per_image = image_features_method(self.model)(pixel_values=pixel_values, **sized)
-        per_image = per_image.pooler_output
+        per_image = image_features_of(
+            image_features_method(self.model)(pixel_values=pixel_values, **sized)
+        )
         return torch.cat([f.reshape(-1, f.shape[-1]) for f in per_image])
 
 

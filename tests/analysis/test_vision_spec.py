@@ -324,7 +324,9 @@ def test_parts_read_for_videos_only_are_named_with_their_tensors(tmp_path: Path)
         pytest.param(
             "llama4", "holds its tower and language model itself", marks=pytest.mark.slow
         ),  # 37 s: the refusal comes after analysing Llama 4's text model
-        ("fuyu", "without vision_config"),
+        # neither sub-config (a VQ image tokenizer); Fuyu, without vision_config but with the
+        # patch keys of one linear, is read (test_vision_linear_patch.py)
+        ("chameleon", "without text_config or vision_config"),
     ],
 )
 def test_vlms_of_other_shapes_are_refused_by_name(

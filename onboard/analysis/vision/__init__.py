@@ -13,6 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.linear_patch import (
+    linear_patch_at_real_sizes,
+    read_linear_patch_vision,
+)
 from onboard.analysis.vision.mrope_read import require_sections_cover
 from onboard.analysis.vision.other_paths import read_other_paths
 from onboard.analysis.vision.outer_shuffle import unfold_outer_shuffle
@@ -31,7 +35,7 @@ from onboard.analysis.vision.tiles import (
 )
 from onboard.analysis.vision.token_blocks import read_token_blocks
 from onboard.analysis.vision.tower import read_tower
-from onboard.analysis.vision.trace import trace_vlm
+from onboard.analysis.vision.trace import scaled_before_merge, trace_vlm
 from onboard.checkpoint import tensors
 from onboard.classify import Classification, Kind
 from onboard.hf_config import make_hf_config
@@ -40,7 +44,9 @@ from onboard.spec import Delta, Evidence
 from onboard.tiny import TinyConfig
 from onboard.tiny_model import build_tiny_model, perturb, takes_image_rows
 from onboard.tiny_vision import (
+    LINEAR_PATCH_KEYS,
     image_token_key,
+    is_linear_patch_config,
     is_qwen_vl_tower,
     shrink_vlm_config,
     square_side,
@@ -73,14 +79,18 @@ def analyse_vlm(
         )
     _require_causal_backbone(source, hf_config)
     _require_mrope_sections(source, hf_config)
-    if is_qwen_vl_tower(hf_config.vision_config):
+    if is_qwen_vl_tower(_vision_config(hf_config)):
         require_sections_cover(source.model_type, hf_config.text_config)
     text_classification = Classification(backbone, classification.reasons[1:])
     text = analyse_text(text_source(source, hf_config), text_classification)
     tiny = shrink_vlm_config(source.config, text.tiny.config, hf_config)
     tiny_config = make_hf_config(tiny)
     model = perturb(build_tiny_model(tiny_config, auto_class=_IMAGE_TEXT))
-    if is_qwen_vl_tower(tiny_config.vision_config):
+    if is_linear_patch_config(tiny_config):
+        vision, evidence, deltas = read_linear_patch_vision(model, tiny_config)
+        if vision is not None:
+            vision = linear_patch_at_real_sizes(vision, hf_config)
+    elif is_qwen_vl_tower(tiny_config.vision_config):
         vision, evidence, deltas = read_qwen_vision(model, tiny_config)
         if vision is not None:
             vision = qwen_vl_at_real_sizes(vision, hf_config)
@@ -143,14 +153,22 @@ def _require_sub_configs(source: ModelSource, hf_config: Any) -> None:
     missing = [
         key for key in ("text_config", "vision_config") if getattr(hf_config, key, None) is None
     ]
+    if missing == ["vision_config"] and is_linear_patch_config(hf_config):
+        return  # patches enter through no encoder (Fuyu): read by linear_patch.py
     if missing:
         from onboard.errors import UnsupportedFeatureError
 
         raise UnsupportedFeatureError(
             f"{source.model_type} is a vlm model without {' or '.join(missing)} "
             f"({type(hf_config).__name__}): onboard reads VLMs with a text and a vision "
-            "sub-config so far"
+            "sub-config, or a text sub-config and the patch keys of one linear patch embedding "
+            f"({', '.join(LINEAR_PATCH_KEYS)}), so far"
         )
+
+
+def _vision_config(hf_config: Any) -> Any:
+    """The tower's config; None for a VLM without one (Fuyu's linear patch embedding)."""
+    return getattr(hf_config, "vision_config", None)
 
 
 def _require_causal_backbone(source: ModelSource, hf_config: Any) -> None:
@@ -178,7 +196,7 @@ def _require_mrope_sections(source: ModelSource, hf_config: Any) -> None:
     """A Qwen-VL config without ``mrope_section`` leaves the sections to a fallback inside HF's
     rotary module: read from that line when HF writes one there (Qwen2-VL's and Qwen3-VL's
     default configs set none), refused at the rotary module otherwise."""
-    if not is_qwen_vl_tower(hf_config.vision_config):
+    if not is_qwen_vl_tower(_vision_config(hf_config)):
         return
     rope = getattr(hf_config.text_config, "rope_parameters", None) or {}
     if rope.get("mrope_section"):
@@ -214,7 +232,7 @@ def _fill_mrope_fallback(text: dict[str, Any], hf_config: Any) -> None:
     """Sections HF's rotary module falls back to, written where the config would hold them, so
     the tiny backbone (whose heads are narrower) gets them shrunk like set ones; the vision spec
     still says they are HF's fallback (``MRopeSpec.default_at``)."""
-    if not is_qwen_vl_tower(hf_config.vision_config):
+    if not is_qwen_vl_tower(_vision_config(hf_config)):
         return
     from onboard.analysis.vision.mrope_read import hf_mrope_default
     from onboard.tiny import rope_parameters
@@ -232,12 +250,6 @@ def _fill_mrope_fallback(text: dict[str, Any], hf_config: Any) -> None:
             dict(rope)
         )
     rope["mrope_section"] = list(default[0])
-
-
-def _scaled_before_merge(language_model: Any, trace: Any) -> bool:
-    """Whether the embedding module itself scales token rows (its output is not its table's)."""
-    table = language_model.get_input_embeddings().weight
-    return not bool((table[trace.input_ids] == trace.text_embeddings).all())
 
 
 def _did_not_run(model: Any, exc: Exception) -> Delta:
@@ -333,7 +345,7 @@ def _read_vision(
     merge = MergeSpec(
         image_token_id=config.image_token_id,
         image_token_key=key,
-        scaled_before_merge=_scaled_before_merge(language_model, trace),
+        scaled_before_merge=scaled_before_merge(language_model, trace),
         token_blocks=blocks.rule,
     )
     saved = tensors(model)

@@ -12,8 +12,9 @@ Value = str | bool | int | float | None
 
 def _steps(s: ArchitectureSpec) -> str:
     assert s.vision is not None
-    return ">".join(
-        step.activation if step.op == "activation" else step.op for step in s.vision.projector.steps
+    steps = s.vision.projector.steps
+    return ">".join(step.activation if step.op == "activation" else step.op for step in steps) or (
+        "none"
     )
 
 
@@ -22,11 +23,17 @@ def _vision(s: ArchitectureSpec) -> VisionSpec:
     return s.vision
 
 
+def _tower_activation(s: ArchitectureSpec) -> Value:
+    """The tower's MLP activation; None for a tower without layers (a linear patch embedding)."""
+    mlp = getattr(_vision(s).tower, "mlp", None)
+    return mlp.activation if mlp is not None else None
+
+
 VISION_CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("vision.tower", "vision.tower.names", lambda s: _vision(s).towers.kind),
     ("vision.class_token", "vision.tower.names", lambda s: _vision(s).tower.class_token),
     ("vision.pre_norm", "vision.tower.names", lambda s: _vision(s).tower.pre_norm),
-    ("vision.activation", "vision.tower.activation", lambda s: _vision(s).tower.mlp.activation),
+    ("vision.activation", "vision.tower.activation", lambda s: _tower_activation(s)),
     (
         "vision.feature_layers",
         "vision.select.layers",

@@ -2,8 +2,11 @@
 
 Parts are found by what they are, not by their names: the tower is the sub-model built from
 ``vision_config``, the language model the one built from ``text_config``, the projector the one
-other child with weights. On-disk prefixes are found by matching every saved tensor to the
-parameter it holds (the tiny weights are random, so values identify them).
+other child with weights. A VLM without ``vision_config`` (Fuyu) has no tower and no projector:
+its one other child with weights is what turns patches into features (a linear patch
+embedding), read as the tower, and the projector is none (""). On-disk prefixes are found by
+matching every saved tensor to the parameter it holds (the tiny weights are random, so values
+identify them).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from onboard.errors import UnsupportedFeatureError
 class VLMParts:
     base: str  # the VLM's base model attribute (model)
     tower: str  # attribute names on the base model
-    projector: str
+    projector: str  # "": none (a linear patch embedding writes the text's width itself)
     language_model: str
     head: str  # on the VLM itself (lm_head)
 
@@ -37,7 +40,10 @@ def find_parts(model: Any, hf_config: Any) -> VLMParts:
             f"{type(model).__name__} holds its tower and language model itself, not under "
             f"{base_name!r}: onboard reads VLMs with a base model (LLaVA's layout) so far"
         )
-    by_config = {"tower": hf_config.vision_config, "language_model": hf_config.text_config}
+    vision_config = getattr(hf_config, "vision_config", None)
+    by_config = {"language_model": hf_config.text_config}
+    if vision_config is not None:
+        by_config["tower"] = vision_config
     found: dict[str, list[str]] = {role: [] for role in by_config}
     others = []
     for name, child in base.named_children():
@@ -47,18 +53,22 @@ def find_parts(model: Any, hf_config: Any) -> VLMParts:
         elif any(True for _ in child.parameters()):
             others.append(name)
     # a part other paths read (a second tower, image generation) is not the image path's
-    found["tower"] = _image_path(base, found["tower"])
+    if vision_config is not None:
+        found["tower"] = _image_path(base, found["tower"])
     others = _image_path(base, others)
     if any(len(names) != 1 for names in found.values()) or len(others) != 1:
+        shape = "a tower, one projector" if vision_config is not None else "one patch embedding"
         raise UnsupportedFeatureError(
-            f"{type(base).__name__} is not a tower, one projector and a language model "
+            f"{type(base).__name__} is not {shape} and a language model "
             f"(children {', '.join(n for n, _ in base.named_children())}): onboard reads "
             "vision-language models of that shape so far"
         )
-    tower, language_model = found["tower"][0], found["language_model"][0]
+    language_model = found["language_model"][0]
     head = model.get_output_embeddings()
     head_name = next(n for n, m in model.named_modules() if m is head)
-    return VLMParts(base_name, tower, others[0], language_model, head_name)
+    if vision_config is None:  # the one other child turns patches into features itself
+        return VLMParts(base_name, others[0], "", language_model, head_name)
+    return VLMParts(base_name, found["tower"][0], others[0], language_model, head_name)
 
 
 def _image_path(base: Any, names: list[str]) -> list[str]:
@@ -90,6 +100,8 @@ def disk_prefixes(
         "projector": f"{parts.base}.{parts.projector}.",
         "tower": f"{parts.base}.{parts.tower}.",
     }
+    if not parts.projector:  # none: nothing of the checkpoint is the projector's
+        del roots["projector"]
     prefixes: dict[str, set[str]] = {role: set() for role in roots}
     for disk_name, tensor in saved.items():
         for name, value in memory.items():

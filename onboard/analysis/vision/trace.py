@@ -135,6 +135,13 @@ def trace_vlm(
     )
 
 
+def scaled_before_merge(language_model: Any, trace: Any) -> bool:
+    """Whether the embedding module itself scales token rows (its output for the trace's
+    ``input_ids`` is not its table's rows, ``trace.text_embeddings``)."""
+    table = language_model.get_input_embeddings().weight
+    return not bool((table[trace.input_ids] == trace.text_embeddings).all())
+
+
 def same_values(a: Any, b: Any) -> bool:
     """Whether a reading's value ``a`` is the captured ``b``: same shape, within ``MATCH``."""
     return a.shape == b.shape and float((a - b).abs().max()) <= MATCH

@@ -112,6 +112,14 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
         )
     if vision.towers.kind == "qwen_vl":
         return found + qwen_vl_blockers(vision, module)
+    if vision.towers.kind == "linear_patch":  # nothing below applies to a model without one
+        where = defined_at(module, "get_image_features") or "vision.tower"
+        found.append(
+            f"no vision tower: images enter as flattened image_patches through one linear "
+            f"({vision.tower.name_of('patch')}, {where}): the generated VLM holds HF's tower "
+            "and projector and passes pixel_values"
+        )
+        return found
     if vision.towers.kind not in ("vit", "pixtral"):
         found.append(
             f"a {vision.towers.kind} tower (vision.tower): the generated VLM passes "

@@ -186,6 +186,16 @@ def test_config_list(design: ModelDesign) -> str:
 
 def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     """The ``(model_type, overrides, is_representative)`` tuple for tests/_test_configs.py."""
+    if design.vision and spec.vision and design.vision.linear_patch:
+        # No tower: the encoder reads the patch sizes, which the text config leaves at mobius'
+        # defaults
+        tower = spec.vision.tower
+        body = (
+            f'"_config_cls": {design.vision.config_class}, "patch_size": {tower.patch_size}, '
+            f'"num_channels": {tower.num_channels}, '
+            f'"image_token_id": {spec.vision.merge.image_token_id}'
+        )
+        return _formatted_element(f'("{design.model_type}", {{{body}}}, True)')
     if design.vision and spec.vision:
         # The generated config reads the tower's activation from the vision config, which
         # mobius' tiny one leaves unset (its own classes fix theirs)

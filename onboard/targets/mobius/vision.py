@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from onboard.errors import UnsupportedFeatureError
 from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.vision_glm import GLM_TOWER_CHANGE, glm_norm_field
+from onboard.targets.mobius.vision_linear_patch import (
+    LinearPatchNames,
+    linear_patch_blockers,
+    linear_patch_changes,
+    linear_patch_fields,
+    linear_patch_names,
+)
 from onboard.targets.mobius.vision_perceiver import (
     PerceiverNames,
     perceiver_blockers,
@@ -38,6 +45,7 @@ from onboard.targets.mobius.vision_tiles import (
     tile_names,
 )
 from onboard.vision import (
+    LinearPatchTowerSpec,
     PixtralTowerSpec,
     ProjectorOp,
     ProjectorStep,
@@ -111,6 +119,8 @@ class ConfigField:
     default: str
     expr: str  # over ``top``, the composite config
     why: str
+    # False: a field mobius' config class has already (set here, not declared again)
+    declared: bool = True
 
 
 @dataclass(frozen=True)
@@ -203,6 +213,10 @@ class VisionDesign:
         prefixes = self.other_prefixes
         return repr(prefixes[0]) if len(prefixes) == 1 else repr(prefixes)
 
+    # No tower (Fuyu): the encoder is one linear over flattened patches, image_patches [patches,
+    # P * P * C], through a task of the module's own
+    linear_patch: LinearPatchNames | None = None
+
     @property
     def task(self) -> str:
         if self.qwen_vl:
@@ -223,8 +237,9 @@ class VisionDesign:
     @property
     def own_task(self) -> bool:
         """The module builds its graphs through a task class of its own: a decoder of its own
-        (``own_decoder``) or a vision encoder that takes tiles with ``image_sizes``."""
-        return self.own_decoder or self.tiles is not None
+        (``own_decoder``) or a vision encoder that takes tiles with ``image_sizes`` or flattened
+        patches."""
+        return self.own_decoder or self.tiles is not None or self.linear_patch is not None
 
     @property
     def merge_layer(self) -> ProjectorLayer | None:
@@ -266,6 +281,8 @@ class VisionDesign:
     def component_imports(self) -> str:
         """The ``mobius.components`` names the generated projector and embedding use."""
         names = set() if self.scaled_embeddings else {"Embedding"}
+        if self.linear_patch is not None:
+            names.add("Linear")
         for layer in self.layers:
             names |= {
                 "activation": {"get_activation"},
@@ -288,6 +305,8 @@ def vision_blockers(spec: ArchitectureSpec) -> list[str]:
     found = []
     tower = vision.tower
     found += tile_blockers(vision)
+    if isinstance(tower, LinearPatchTowerSpec):
+        return found + linear_patch_blockers(spec) + _text_blockers(spec)
     if isinstance(tower, QwenVLTowerSpec):
         return found + qwen_vl_blockers(vision) + _text_blockers(spec)
     if isinstance(tower, PixtralTowerSpec):
@@ -402,6 +421,8 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
     tower = vision.tower
     if isinstance(tower, QwenVLTowerSpec):
         return _design_qwen_vl(vision, prefix)
+    if isinstance(tower, LinearPatchTowerSpec):
+        return _design_linear_patch(spec, prefix)
     if isinstance(tower, PixtralTowerSpec):
         pixtral, clip = pixtral_names(tower), False
     else:
@@ -437,6 +458,29 @@ def design_vision(spec: ArchitectureSpec, prefix: str) -> VisionDesign | None:
         square_pairs=isinstance(tower, VitTowerSpec) and tower.sizes_as_pairs,
         tiles=tile_names(spec),
         perceiver=perceiver_names(vision),
+    )
+
+
+def _design_linear_patch(spec: ArchitectureSpec, prefix: str) -> VisionDesign:
+    """No tower and no projector: the encoder holds HF's patch linear under its own name."""
+    vision = spec.vision
+    assert vision is not None
+    prefixes = dict(vision.prefixes)
+    names = linear_patch_names(vision)
+    return VisionDesign(
+        prefix=prefix,
+        tower_attribute=names.patch if names else "",
+        projector_attribute="",
+        layers=(),
+        fields=tuple(ConfigField(*row) for row in linear_patch_fields(vision)),
+        text_prefix=prefixes["text"],
+        head_prefix=prefixes.get("lm_head"),
+        tower_prefix=prefixes["tower"],
+        projector_prefix="",
+        published_levels=(),
+        changes=linear_patch_changes(spec),
+        scaled_embeddings=vision.merge.scaled_before_merge,
+        linear_patch=names,
     )
 
 
@@ -1014,8 +1058,8 @@ def unread_tensors(spec: ArchitectureSpec) -> dict[str, str]:
     head, the parts only videos or image generation read. The generated graph leaves them out;
     the weight proof lists them by name."""
     vision = spec.vision
-    if vision is None:
-        return {}
+    if vision is None or isinstance(vision.tower, LinearPatchTowerSpec):
+        return {}  # a linear patch embedding: every tensor is read
     tower = vision.tower
     prefix = dict(vision.prefixes)["tower"]
     states = tower.num_layers + 1

@@ -339,6 +339,45 @@ def perceiver_defects(
     return tuple(found)
 
 
+def linear_patch_defects(
+    model_type: str, module_class: type, config: Mapping[str, Any]
+) -> tuple[TargetBug, ...]:
+    """mobius registers Fuyu's type (no ``vision_config``: images enter as flattened patches
+    through one linear, ``patch_size`` and ``num_channels`` on the composite config) to its
+    LLaVA family's ``vision-language`` task, whose vision encoder is a ViT over square
+    ``pixel_values`` and a projector, neither of which the model has. Named from the registry
+    entry, so a mobius that gives the type a class of its own is no longer blamed."""
+    from onboard.tiny_vision import LINEAR_PATCH_KEYS
+
+    if config.get("vision_config") is not None or not all(
+        isinstance(config.get(k), int) for k in LINEAR_PATCH_KEYS
+    ):
+        return ()
+    from mobius._registry import registry
+
+    try:
+        registration = registry.get_registration(model_type)
+    except KeyError:
+        return ()
+    if registration.module_class is not module_class or registration.task != "vision-language":
+        return ()
+    return (
+        TargetBug(
+            "fuyu F1",
+            f"mobius registers {model_type} to {module_class.__name__} with the "
+            "vision-language task: a ViT tower and a projector over square pixel_values "
+            "(batch, 3, size, size), while HF's model has no tower and no projector: one "
+            "linear (vision_embed_tokens) over image_patches (patches, patch_size x patch_size "
+            "x channels), as its processor flattens them. With no vision_config the ViT has no "
+            "sizes, and the module does not build",
+            f"mobius/_registry.py:{_registry_line(model_type)} {model_type!r}: "
+            "ModelRegistration(LLaVAModel, task='vision-language'); mobius/models/llava.py:86 "
+            "builds VisionModel, whose mobius/components/_vision.py:260 asserts "
+            "vision.hidden_size is not None; tiny default fuyu: AssertionError at build",
+        ),
+    )
+
+
 def _registry_line(model_type: str) -> int | str:
     import mobius._registry as source
 

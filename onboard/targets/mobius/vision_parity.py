@@ -43,6 +43,7 @@ from onboard.targets.mobius.parity import (
 from onboard.targets.mobius.token_block_bugs import causal_decoder_defects
 from onboard.targets.mobius.vision_bugs import (
     grid_tower_defects,
+    linear_patch_defects,
     llava_tile_defects,
     perceiver_defects,
     pixtral_defects,
@@ -119,6 +120,7 @@ def run_vision_parity(
         bugs.extend(qwen_vl_defects(case.module_class, failed))
         bugs.extend(grid_tower_defects(model_type, case.module_class, case.tiny_config))
         bugs.extend(perceiver_defects(model_type, case.module_class, case.tiny_config))
+        bugs.extend(linear_patch_defects(model_type, case.module_class, case.tiny_config))
     return ParityReport(
         target="mobius",
         model_type=model_type,
@@ -137,7 +139,7 @@ def _provider_checks(case: VisionCase, provider: str) -> tuple[list[Check], Weig
     reference = build_reference(hf_config)
     checkpoint = {case.published(k): v for k, v in saved_checkpoint(reference).items()}
     text = hf_config.text_config
-    qwen_vl = is_qwen_vl_tower(hf_config.vision_config)
+    qwen_vl = is_qwen_vl_tower(getattr(hf_config, "vision_config", None))
     if qwen_vl:
         batch, prompt = qwen_vl_batches(hf_config, length=case.prompt_len)
     else:
@@ -297,6 +299,9 @@ class OnnxVisionRunner:
                 None, {"pixel_values": batch.pixel_values, "image_grid_thw": batch.image_grid_thw}
             )
             deepstack = rest[0] if rest else None
+        elif batch.image_patches is not None:  # no tower: every image's patches in one run
+            encoder = self.sessions["vision_encoder"]
+            features = encoder.run(None, {"image_patches": batch.image_patches})[0]
         elif batch.pixel_values is not None:
             # One image per run, as onnxruntime-genai feeds the vision encoder (mobius' own
             # gemma3 and pixtral encoders squeeze a batch of one), each cropped to its size
