@@ -258,13 +258,7 @@ def grid_tower_defects(
     vision = _vision(config)
     if not all(isinstance(vision.get(k), int) for k in _GRID_TOWER_KEYS):
         return ()
-    from mobius._registry import registry
-
-    try:
-        registration = registry.get_registration(model_type)
-    except KeyError:
-        return ()
-    if registration.module_class is not module_class or registration.task != "vision-language":
+    if not _registered_to(model_type, module_class, VLM_TASK):
         return ()
     return (
         TargetBug(
@@ -293,13 +287,7 @@ def perceiver_defects(
     part, is no longer blamed."""
     if not config.get("perceiver_config") or module_class.__name__ != "LLaVAModel":
         return ()
-    from mobius._registry import registry
-
-    try:
-        registration = registry.get_registration(model_type)
-    except KeyError:
-        return ()
-    if registration.module_class is not module_class:
+    if not _registered_to(model_type, module_class):
         return ()
     from mobius.models import llava
 
@@ -353,13 +341,7 @@ def linear_patch_defects(
         isinstance(config.get(k), int) for k in LINEAR_PATCH_KEYS
     ):
         return ()
-    from mobius._registry import registry
-
-    try:
-        registration = registry.get_registration(model_type)
-    except KeyError:
-        return ()
-    if registration.module_class is not module_class or registration.task != "vision-language":
+    if not _registered_to(model_type, module_class, VLM_TASK):
         return ()
     return (
         TargetBug(
@@ -376,6 +358,22 @@ def linear_patch_defects(
             "vision.hidden_size is not None; tiny default fuyu: AssertionError at build",
         ),
     )
+
+
+VLM_TASK = "vision-language"
+
+
+def _registered_to(model_type: str, module_class: type, task: str | None = None) -> bool:
+    """Whether mobius' registry gives ``model_type`` to ``module_class`` (with ``task``): a
+    defect of the registered class is named only while the type still runs through it."""
+    from mobius._registry import registry
+
+    try:
+        registration = registry.get_registration(model_type)
+    except KeyError:
+        return False
+    same_task = task is None or registration.task == task
+    return registration.module_class is module_class and same_task
 
 
 def _registry_line(model_type: str) -> int | str:
