@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.parity.report import TargetBug
+from onboard.targets.mobius.vision import VLM_TASK
 
 _COMPONENTS = "mobius/components/_pixtral_vision.py"
 _DEFAULTS = "mobius/_configs/_vision_defaults.py"
@@ -358,9 +359,6 @@ def linear_patch_defects(
             "vision.hidden_size is not None; tiny default fuyu: AssertionError at build",
         ),
     )
-
-
-VLM_TASK = "vision-language"
 
 
 def _registered_to(model_type: str, module_class: type, task: str | None = None) -> bool:
