@@ -261,13 +261,15 @@ def diff(
     require_analysis("diff")
     from onboard.analysis import analyse
     from onboard.analysis.compare import compare
+    from onboard.analysis.config_flags import with_flags
     from onboard.report import print_comparison
 
     with _status(not as_json) as progress:
         analyses = []
         for model in (left, right):
-            progress(f"analysing {model}")
-            analyses.append(analyse(_load_model_or_type(model)))
+            progress(f"analysing {model} and its config flags")
+            source = _load_model_or_type(model)
+            analyses.append(with_flags(source, analyse(source)))
     comparison = compare(*analyses)
     if as_json:
         _emit_json("diff", comparison.to_dict())

@@ -18,14 +18,21 @@ from pathlib import Path
 
 from onboard import STAMP
 from onboard.analysis import Analysis, analyse
-from onboard.errors import BadInputError, ConflictError, EnvironmentFailure, RefusedError
+from onboard.analysis.config_flags import with_flags
+from onboard.errors import (
+    BadInputError,
+    ConflictError,
+    EnvironmentFailure,
+    RefusedError,
+    UnsupportedFeatureError,
+)
 from onboard.journal import JOURNAL, pending, repair
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import check_hashes, register_remote_classes, require_trust
 from onboard.render import RenderResult, generated_before, recorded_remote_code, render
 from onboard.source import ModelSource, load_source, with_hub_id
-from onboard.targets.base import Library, Proposal, load_target
+from onboard.targets.base import Library, Proposal, Target, load_target
 
 Progress = Callable[[str], None]
 
@@ -157,6 +164,67 @@ def _roll_back_interrupted(root: Path, dry_run: bool) -> str | None:
     )
 
 
+def _attempts(
+    analysis: Analysis, proposal: Proposal, target: Target, library: Library, regenerate: bool
+) -> list[tuple[Analysis, Proposal]]:
+    """What to generate from, in order: code that reads all the architecture's flags (from the
+    variant with all flipped), then each flag alone, then the analysed values alone. The first
+    that passes parity wins; its config refuses the other values of the flags it does not read."""
+    attempts = []
+    for variant in analysis.variants if target.reads_flags else ():
+        flagged = target.propose(variant.spec, library, treat_as_new=regenerate)
+        if not flagged.blockers and flagged.chosen is not None:
+            attempts.append((variant, flagged))
+    return [*attempts, (analysis, proposal)]
+
+
+def _staged_parity(
+    target: Target,
+    clock: _Clock,
+    plan: Plan,
+    generating: Analysis,
+    analysis: Analysis,
+    proposal: Proposal,
+    library: Library,
+    options: NewOptions,
+) -> tuple[ParityReport, Path]:
+    """Parity of the plan rendered into a staging folder, on the tiny config analysed and, for
+    code that reads the flags, on the flags-flipped one too."""
+    staging = Path(tempfile.mkdtemp(prefix="onboard-staged-"))
+    try:
+        with clock.phase("stage"):
+            render(plan, staging, stamp=STAMP)
+        generated = (staging / plan.model_file, plan.model_class)
+        with clock.phase("parity"):
+            report = target.parity(analysis, proposal, generated, library, device=options.device)
+            if generating is not analysis:
+                flipped = target.parity(
+                    generating, proposal, generated, library, device=options.device
+                )
+                report = report.beside(flipped, _flipped_label(generating))
+    except BaseException:  # an error or Ctrl-C: nothing is left behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return report, staging
+
+
+def _flipped_label(variant: Analysis) -> str:
+    flipped = {key for key, _ in variant.flagged_from.single} if variant.flagged_from else set()
+    return ", ".join(f"{f.key}={not f.value}" for f in variant.spec.flags if f.key in flipped)
+
+
+def _flags_fallback(variant: Analysis, report: ParityReport) -> str:
+    failed = ", ".join(sorted({c.name for c in report.failures}))
+    return (
+        f"code reading {_flipped_label(variant)} from the config failed parity ({failed}), "
+        "so it is not generated"
+    )
+
+
+def _flags_unwritable(variant: Analysis, error: UnsupportedFeatureError) -> str:
+    return f"code reading {_flipped_label(variant)} from the config cannot be written: {error}"
+
+
 def _noticed(source: ModelSource, notice: str | None) -> ModelSource:
     return source if notice is None else replace(source, notices=(*source.notices, notice))
 
@@ -176,7 +244,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             source = replace(source, notices=(*source.notices, _NO_HUB_ID))
         source = _noticed(source, repaired)
     with clock.phase("analysis"):
-        analysis = analyse(source)
+        analysis = with_flags(source, analyse(source))
     with clock.phase("target"):
         # A model onboard registered earlier is regenerated, not "already supported".
         regenerate = options.treat_as_new or (
@@ -203,56 +271,65 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         )
 
     out = None if repo else (options.out or default_out(analysis.spec.model_type, options.target))
-    with clock.phase("plan"):
-        plan = target.plan(
-            analysis, proposal, library, out=out, name=options.name, command=command_line(options)
-        )
     root = repo
     if root is None:
         root = out.expanduser().resolve()
         source = _noticed(source, _roll_back_interrupted(root, options.dry_run))
-    plan = replace(plan, remote_code=analysis.spec.source.remote_files)
-    preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
-    if preview.conflicts and not (options.force or options.dry_run):
-        raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))
-    if not options.dry_run:
-        _require_writable(root)  # before parity, which takes the time
-
-    report = None
-    refused = None
-    if options.parity and plan.model_file and source.is_remote_code:
-        refused = _trust_remote_code(source, options, root)
-    if options.parity and plan.model_file and refused is None:
-        staging = Path(tempfile.mkdtemp(prefix="onboard-staged-"))
-        try:
-            with clock.phase("stage"):
-                render(plan, staging, stamp=STAMP)
-            with clock.phase("parity"):
-                report = target.parity(
-                    analysis,
-                    proposal,
-                    (staging / plan.model_file, plan.model_class),
+    attempts = _attempts(analysis, proposal, target, library, regenerate)
+    for number, (generating, generating_proposal) in enumerate(attempts, 1):
+        last = number == len(attempts)
+        with clock.phase("plan"):
+            try:
+                plan = target.plan(
+                    generating,
+                    generating_proposal,
                     library,
-                    device=options.device,
+                    out=out,
+                    name=options.name,
+                    command=command_line(options),
                 )
-        except BaseException:  # an error or Ctrl-C: nothing is left behind
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        if not report.passed:
-            return NewResult(
-                options,
-                source,
-                analysis,
-                library,
-                proposal,
-                plan,
-                None,
-                report,
-                root,
-                staged=staging,
-                timings=tuple(clock.laps),
+            except UnsupportedFeatureError as error:
+                if last:
+                    raise
+                source = _noticed(source, _flags_unwritable(generating, error))
+                continue
+        plan = replace(plan, remote_code=analysis.spec.source.remote_files)
+        preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
+        if preview.conflicts and not (options.force or options.dry_run):
+            raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))
+        if not options.dry_run:
+            _require_writable(root)  # before parity, which takes the time
+
+        report = None
+        refused = None
+        staging = None
+        if options.parity and plan.model_file and source.is_remote_code:
+            refused = _trust_remote_code(source, options, root)
+        if options.parity and plan.model_file and refused is None:
+            report, staging = _staged_parity(
+                target, clock, plan, generating, analysis, generating_proposal, library, options
             )
-        shutil.rmtree(staging, ignore_errors=True)
+            if not report.passed and not last:
+                shutil.rmtree(staging, ignore_errors=True)
+                source = _noticed(source, _flags_fallback(generating, report))
+                continue
+            if not report.passed:
+                return NewResult(
+                    options,
+                    source,
+                    analysis,
+                    library,
+                    generating_proposal,
+                    plan,
+                    None,
+                    report,
+                    root,
+                    staged=staging,
+                    timings=tuple(clock.laps),
+                )
+            shutil.rmtree(staging, ignore_errors=True)
+        proposal = generating_proposal
+        break
 
     with clock.phase("write"):
         rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)

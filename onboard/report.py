@@ -262,6 +262,22 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         style = "bold yellow" if left != right else "dim"
         table.add_row(Text(feature, style=style), str(left), str(right))
     console.print(table)
+    if comparison.capability_differences:
+        flags = Table(
+            title="behind config flags", title_justify="left", show_edge=False, pad_edge=False
+        )
+        for column in ("feature", comparison.left, comparison.right):
+            flags.add_column(column)
+        for row in comparison.capability_differences:
+            flags.add_row(*row)
+        console.print(flags)
+        for side, found in (
+            (comparison.left, comparison.left_flags),
+            (comparison.right, comparison.right_flags),
+        ):
+            for flag in found:
+                where = flag.evidence[0].cite() if flag.evidence else "no source line"
+                console.print(f"  {side} {flag.key}: {where}", highlight=False)
     console.print(
         f"{len(comparison.differences)} of {len(comparison.rows)} features differ; ancestry "
         f"{' -> '.join(comparison.left_chain)} | {' -> '.join(comparison.right_chain)}"

@@ -358,6 +358,50 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class ConfigFlag:
+    """A boolean config key of the architecture and the catalogue features it switches.
+
+    ``value`` is the analysed config's; ``switches`` holds (feature, value as analysed, value
+    with the flag flipped). ``not_understood`` says why the flipped model could not be read:
+    code generated for this architecture then cannot honour the flag's other value.
+    """
+
+    key: str
+    value: bool
+    switches: tuple[tuple[str, str, str], ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    not_understood: str | None = None
+
+    @property
+    def understood(self) -> bool:
+        return self.not_understood is None
+
+    @property
+    def guard_reason(self) -> str:
+        """Why generated code refuses the flag's other value (a sentence for its error)."""
+        if self.not_understood is not None:
+            return "onboard could not read the architecture with it flipped"
+        switched = ", ".join(name for name, _, _ in self.switches)
+        return f"it switches {switched}, which this code does not read from the config"
+
+
+@dataclass(frozen=True)
+class FlagSpecs:
+    """What a flags-flipped variant was flipped from: the analysed spec, and for each flag it
+    flips the spec with that flag alone flipped (so a generated setting that changes is tied to
+    the flag changing it)."""
+
+    baseline: ArchitectureSpec
+    single: tuple[tuple[str, ArchitectureSpec], ...]
+
+
+def guarded_flags(spec: ArchitectureSpec, flagged_from: FlagSpecs | None) -> tuple[ConfigFlag, ...]:
+    """The flags whose other value generated code refuses: every flag it does not read."""
+    read = {key for key, _ in flagged_from.single} if flagged_from else set()
+    return tuple(f for f in spec.flags if f.key not in read)
+
+
+@dataclass(frozen=True)
 class ArchitectureSpec:
     source: SourceRef
     kind: str
@@ -368,6 +412,8 @@ class ArchitectureSpec:
     spec_version: int = SPEC_VERSION
     # A vision-language model's tower, projector and merge beside ``text``
     vision: VisionSpec | None = None
+    # The architecture's boolean config flags and what each switches (read by flipping it)
+    flags: tuple[ConfigFlag, ...] = ()
 
     @property
     def model_type(self) -> str:

@@ -158,6 +158,13 @@ def test_diff_of_two_model_types(cli_env) -> None:
     differing = [row["feature"] for row in report["features"] if row["differs"]]
     assert differing == ["attention.qk_norm"]
     assert report["common_ancestor"] == "llama"
+    # Qwen3's window is off in its default config, behind use_sliding_window
+    capabilities = {row["feature"]: row for row in report["capability_differences"]}
+    window = capabilities["attention.sliding_window"]
+    assert (window["left"], window["right"]) == ("per_layer with use_sliding_window=True", "-")
+    flag = next(f for f in report["flags"]["left"] if f["key"] == "use_sliding_window")
+    assert flag["evidence"][0].startswith("configuration_qwen3.py:")
+    assert report["unresolved"] == {"left": [], "right": []}
 
 
 @pytest.mark.parametrize("command", ["new", "parity"])

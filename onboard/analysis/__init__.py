@@ -17,7 +17,7 @@ from onboard.classify import Classification, Kind, classify, require_in_scope
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.source import ModelSource
-from onboard.spec import ArchitectureSpec, Delta, SourceRef, WeightSpec
+from onboard.spec import ArchitectureSpec, Delta, FlagSpecs, SourceRef, WeightSpec
 from onboard.tiny import (
     PER_LAYER_CONFIG,
     TINY_HEADS,
@@ -52,6 +52,10 @@ class Analysis:
     tiny: TinyConfig
     probe: Probe | None
     review: Similarity | None = None
+    # The same architecture with its flags flipped: all of them, then each alone
+    variants: tuple[Analysis, ...] = ()
+    # On a variant: the analysed spec and each flag's spec alone, for code that reads the flags
+    flagged_from: FlagSpecs | None = None
 
 
 def analyse(source: ModelSource) -> Analysis:

@@ -119,6 +119,18 @@ class ParityReport:
     def with_checks(self, checks: tuple[Check, ...]) -> ParityReport:
         return replace(self, checks=checks)
 
+    def beside(self, other: ParityReport, label: str) -> ParityReport:
+        """This report and ``other``'s checks of the same class on another tiny config (the
+        flags flipped), each of those named with a ``+`` so the table tells them apart."""
+        return replace(
+            self,
+            checks=self.checks + tuple(replace(c, name=f"{c.name}+") for c in other.checks),
+            bugs=self.bugs + tuple(b for b in other.bugs if b.id not in {k.id for k in self.bugs}),
+            seconds=self.seconds + other.seconds,
+            notes=(*self.notes, f"checks marked + ran with {label}", *other.notes),
+            divergences=self.divergences + other.divergences,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,

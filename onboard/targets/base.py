@@ -80,6 +80,9 @@ class Proposal:
 @runtime_checkable
 class Target(Protocol):
     name: str
+    # Generates code that reads the architecture's boolean flags from a flags-flipped analysis
+    # (``Analysis.variants``); a target without it generates for the analysed values alone.
+    reads_flags: bool
 
     def open_library(self, repo: Path | None) -> Library: ...
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 class AutomodelTarget:
     name = "automodel"
+    reads_flags = False
 
     def open_library(self, repo: Path | None) -> Library:
         return _open_library(repo)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from onboard.analysis import Analysis
     from onboard.parity.report import ParityReport
     from onboard.plan import Plan
-    from onboard.spec import ArchitectureSpec
+    from onboard.spec import ArchitectureSpec, FlagSpecs
 
 # Bugs of the execution providers themselves, which no generated class can route around.
 PROVIDER_BUGS = ("T8", "M3", "M6", "M7")
@@ -42,6 +42,7 @@ COMPONENT_BUGS = ("M8",)
 
 class MobiusTarget:
     name = "mobius"
+    reads_flags = True
 
     def open_library(self, repo: Path | None) -> Library:
         return _open_library(repo)
@@ -50,7 +51,11 @@ class MobiusTarget:
         return _propose(spec, library, treat_as_new=treat_as_new)
 
     def design(
-        self, spec: ArchitectureSpec, proposal: Proposal, name: str | None = None
+        self,
+        spec: ArchitectureSpec,
+        proposal: Proposal,
+        name: str | None = None,
+        flagged_from: FlagSpecs | None = None,
     ) -> _design.ModelDesign:
         if proposal.blockers:
             raise UnsupportedFeatureError(
@@ -62,7 +67,7 @@ class MobiusTarget:
             raise UnsupportedFeatureError(
                 "no profiled mobius class to build on (all hidden or unknown to onboard)"
             )
-        return _design.design_model(spec, proposal.chosen, name=name)
+        return _design.design_model(spec, proposal.chosen, name=name, flagged_from=flagged_from)
 
     def plan(
         self,
@@ -74,13 +79,14 @@ class MobiusTarget:
         name: str | None = None,
         command: str = "",
     ) -> Plan:
-        design = self.design(analysis.spec, proposal, name)
+        flagged_from = analysis.flagged_from
+        design = self.design(analysis.spec, proposal, name, flagged_from)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
         # into a checkout, beside the library's own model (an --out proposal keeps its names)
         if (out is None and name is None) and (
             shadows_library(design, library) or overwrites_library(plan, library)
         ):
-            design = self.design(analysis.spec, proposal, beside(design.module))
+            design = self.design(analysis.spec, proposal, beside(design.module), flagged_from)
             plan = _plan.plan_files(
                 design, analysis.spec, proposal, library, out=out, command=command
             )

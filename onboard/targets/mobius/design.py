@@ -23,14 +23,18 @@ from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     LEADING_DENSE_KEYS,
     ArchitectureSpec,
+    ConfigFlag,
+    FlagSpecs,
     HeadTransformSpec,
     PositionsSpec,
     RouterSpec,
     SharedExpertSpec,
     TextDecoderSpec,
+    guarded_flags,
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
+from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
     MOBIUS_LABELS,
@@ -305,6 +309,8 @@ class ModelDesign:
     mlp_width_code: str | None = None
     task: str | None = None  # the class's default task when not text generation (hybrids)
     vision: VisionDesign | None = None  # a VLM: the vision-language parts around the text model
+    # Flags whose other value the generated code does not compute: its config refuses that value
+    guards: tuple[ConfigFlag, ...] = ()
 
     @property
     def preprocesses(self) -> bool:
@@ -340,8 +346,14 @@ class ModelDesign:
 
 
 def design_model(
-    spec: ArchitectureSpec, chosen: Candidate, *, name: str | None = None
+    spec: ArchitectureSpec,
+    chosen: Candidate,
+    *,
+    name: str | None = None,
+    flagged_from: FlagSpecs | None = None,
 ) -> ModelDesign:
+    """The design for ``spec``; with ``flagged_from``, ``spec`` is the flags-flipped variant
+    and the settings read each flag (``flag_settings``)."""
     profile = PROFILES[chosen.variant.class_name]
     needed = requirements(spec)
     missing = {d.feature for d in chosen.deltas}
@@ -359,6 +371,13 @@ def design_model(
         else None
     )
     settings, extra = _settings(spec, profile, text_design)
+    if flagged_from is not None:
+        settings = settings_reading_flags(
+            settings,
+            flagged_from,
+            lambda other: _settings(other, profile, text_design)[0],
+            {f.key: f.value for f in spec.flags},
+        )
     final_softcap = "final_softcap" in missing
     if final_softcap and not any(f.name == "final_logit_softcapping" for f in extra):
         extra = (*extra, ExtraField("final_logit_softcapping", "float", "0.0"))
@@ -421,6 +440,7 @@ def design_model(
             renamed(f"model.layers.0.{name}.weight", renames).removeprefix("model.layers.0")
             for name in spec.text.transposed_linears
         ),
+        guards=guarded_flags(spec, flagged_from),
     )
 
 

@@ -1,0 +1,148 @@
+"""The architecture's boolean flags in generated mobius code: read from the config where the
+generated code can follow them (proved by parity with the flags flipped), refused by the
+generated config where it cannot."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from onboard.errors import UnsupportedFeatureError
+from onboard.hf_config import make_hf_config
+from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
+from onboard.spec import FlagSpecs
+from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.flag_settings import settings_reading_flags
+from onboard.targets.mobius.settings import Setting
+from tests.hub_cache import fixture_config
+from tests.new_types import default_config_dir
+
+
+def _flag(result, key: str):
+    return next(f for f in result.analysis.spec.flags if f.key == key)
+
+
+def _import(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def qwen3(tmp_path_factory):
+    model = str(fixture_config("Qwen/Qwen3-0.6B").parent)
+    out = tmp_path_factory.mktemp("qwen3") / "out"
+    return onboard_new(NewOptions(model=model, treat_as_new=True, out=out))
+
+
+def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
+    """Qwen3-0.6B sets use_sliding_window false; the architecture slides from
+    max_window_layers on when a checkpoint sets it, so the generated config reads both."""
+    flag = _flag(qwen3, "use_sliding_window")
+    assert flag.value is False
+    assert ("attention.sliding_window", "none", "per_layer") in flag.switches
+    assert any(e.where.startswith("configuration_qwen3.py:") for e in flag.evidence)
+    text = (qwen3.root / qwen3.plan.model_file).read_text()
+    assert "sliding_window=config.sliding_window" in text
+    assert "layer_types=list(config.layer_types)" in text
+    assert "is generated for" not in text  # no flag refused
+    report = qwen3.parity
+    assert report.passed
+    flipped = [c for c in report.checks if c.name.endswith("+")]
+    assert {c.name for c in flipped} >= {"prefill+", "decode+", "weights+"}
+    assert all(c.status is not Status.FAIL for c in flipped)
+
+
+def test_qwen3_code_that_ignores_the_window_fails_with_the_flag_on(qwen3, tmp_path) -> None:
+    module = qwen3.root / qwen3.plan.model_file
+    broken = tmp_path / module.name
+    text = module.read_text()
+    assert "sliding_window=config.sliding_window" in text
+    broken.write_text(text.replace("sliding_window=config.sliding_window", "sliding_window=None"))
+    variant = qwen3.analysis.variants[0]
+    assert "use_sliding_window" in {key for key, _ in variant.flagged_from.single}
+    generated = (broken, qwen3.plan.model_class)
+    flipped = TARGET.parity(variant, qwen3.proposal, generated, qwen3.library)
+    failed = {c.name for c in flipped.checks if c.status is Status.FAIL}
+    assert {"prefill", "decode"} <= failed
+    analysed = TARGET.parity(qwen3.analysis, qwen3.proposal, generated, qwen3.library)
+    assert analysed.passed  # the checkpoint's own config cannot tell
+
+
+@pytest.fixture(scope="module")
+def stablelm(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stablelm")
+    folder = default_config_dir("stablelm", root / "models")
+    return onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=root / "out"))
+
+
+def test_stablelm_reads_qkv_bias_and_refuses_what_it_cannot_follow(stablelm) -> None:
+    assert stablelm.parity.passed
+    flags = {f.key: f for f in stablelm.analysis.spec.flags}
+    assert set(flags) == {"qk_layernorm", "use_parallel_residual", "use_qkv_bias"}
+    assert flags["use_parallel_residual"].switches == (("norm.placement", "pre", "parallel"),)
+    assert not flags["qk_layernorm"].understood  # per-head LayerNorms: not in the spec yet
+    text = (stablelm.root / stablelm.plan.model_file).read_text()
+    assert "attn_qkv_bias=bool(config.use_qkv_bias)" in text
+    # the parallel residual built from one design fails the sequential config: refused
+    assert any("use_parallel_residual=True" in n for n in stablelm.source.notices)
+    module = _import(stablelm.root / stablelm.plan.model_file, "onboard_flags_stablelm")
+    config_class = next(
+        v for k, v in vars(module).items() if k.endswith("Config") and k.startswith("StableLm")
+    )
+    hf = make_hf_config(stablelm.source.config)
+    config_class.from_transformers(hf)  # the analysed values build
+    hf.use_parallel_residual = True
+    with pytest.raises(ValueError, match="use_parallel_residual=False only"):
+        config_class.from_transformers(hf)
+
+
+def _settings(**exprs: str) -> tuple[Setting, ...]:
+    return tuple(Setting(field, expr, "why") for field, expr in exprs.items())
+
+
+def _flags(single: dict[str, dict[str, str]]) -> FlagSpecs:
+    # Specs stand in as keys of the settings table below.
+    return FlagSpecs("analysed", tuple((key, key) for key in single))
+
+
+def test_a_literal_that_one_flag_flips_reads_that_flag() -> None:
+    table = {
+        "analysed": _settings(attn_qk_norm="False", mlp_bias="False", act="config.hidden_act"),
+        "use_qk_norm": _settings(attn_qk_norm="True", mlp_bias="False", act="config.hidden_act"),
+        "no_bias": _settings(attn_qk_norm="False", mlp_bias="True", act="config.hidden_act"),
+    }
+    flipped = _settings(attn_qk_norm="True", mlp_bias="True", act="config.hidden_act")
+    read = settings_reading_flags(
+        flipped,
+        _flags({"use_qk_norm": {}, "no_bias": {}}),
+        table.__getitem__,
+        {"use_qk_norm": False, "no_bias": True},
+    )
+    exprs = {s.field: s.expr for s in read}
+    assert exprs == {
+        "attn_qk_norm": "bool(config.use_qk_norm)",
+        "mlp_bias": "not config.no_bias",  # True once the flag is flipped to False
+        "act": "config.hidden_act",
+    }
+
+
+def test_a_literal_no_one_flag_explains_is_refused() -> None:
+    table = {
+        "analysed": _settings(attn_qk_norm="False"),
+        "a": _settings(attn_qk_norm="False"),
+        "b": _settings(attn_qk_norm="False"),
+    }
+    with pytest.raises(UnsupportedFeatureError, match="no one flag explains"):
+        settings_reading_flags(
+            _settings(attn_qk_norm="True"),
+            _flags({"a": {}, "b": {}}),
+            table.__getitem__,
+            {"a": False, "b": False},
+        )
