@@ -221,6 +221,33 @@ def _flags_fallback(variant: Analysis, report: ParityReport) -> str:
     )
 
 
+def _library_flags(
+    target: Target,
+    report: ParityReport,
+    analysis: Analysis,
+    proposal: Proposal,
+    library: Library,
+    options: NewOptions,
+) -> ParityReport:
+    """The registered class's parity with each of the architecture's flags flipped, as notes:
+    a checkpoint that sets one the class does not follow would fail; this one does not."""
+    if not report.passed:
+        return report
+    notes = []
+    for variant in analysis.variants:
+        if variant.flagged_from is None or len(variant.flagged_from.single) != 1:
+            continue  # each flag alone: the note names the one the class does not follow
+        flipped = target.parity(variant, proposal, None, library, device=options.device)
+        failed = ", ".join(sorted({f"{c.provider} {c.name}" for c in flipped.failures}))
+        notes.append(
+            f"{report.model_class} also passes with {_flipped_label(variant)}"
+            if flipped.passed
+            else f"{report.model_class} does not follow {_flipped_label(variant)}: {failed} "
+            "fail with it (a library limitation; this checkpoint does not set it)"
+        )
+    return replace(report, notes=(*report.notes, *notes))
+
+
 def _flags_unwritable(variant: Analysis, error: UnsupportedFeatureError) -> str:
     return f"code reading {_flipped_label(variant)} from the config cannot be written: {error}"
 
@@ -257,6 +284,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         if options.parity:  # remote code is never "already supported": no trust check here
             with clock.phase("parity"):
                 report = target.parity(analysis, proposal, None, library, device=options.device)
+                report = _library_flags(target, report, analysis, proposal, library, options)
         return NewResult(
             options,
             source,

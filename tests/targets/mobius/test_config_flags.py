@@ -146,3 +146,16 @@ def test_a_literal_no_one_flag_explains_is_refused() -> None:
             table.__getitem__,
             {"a": False, "b": False},
         )
+
+
+def test_a_registered_class_is_checked_with_each_flag_flipped(tmp_path) -> None:
+    """mobius registers stablelm as LayerNormCausalLMModel, which has no parallel residual: the
+    checkpoint at hand passes, and a note says which flag the class does not follow."""
+    folder = default_config_dir("stablelm", tmp_path / "models")
+    result = onboard_new(NewOptions(model=str(folder), out=tmp_path / "out"))
+    assert result.proposal.already_supported is not None
+    report = result.parity
+    assert report.passed
+    notes = " | ".join(report.notes)
+    assert "does not follow use_parallel_residual=True" in notes
+    assert "also passes with use_qkv_bias=True" in notes
