@@ -352,8 +352,36 @@ def design_model(
     name: str | None = None,
     flagged_from: FlagSpecs | None = None,
 ) -> ModelDesign:
-    """The design for ``spec``; with ``flagged_from``, ``spec`` is the flags-flipped variant
-    and the settings read each flag (``flag_settings``)."""
+    """The design for ``spec``; with ``flagged_from``, ``spec`` is the flags-flipped variant:
+    the settings read each flag (``flag_settings``), and the docstrings describe the analysed
+    checkpoint plus one line per flag the code follows."""
+    design = _design_model(spec, chosen, name=name, flagged_from=flagged_from)
+    if flagged_from is None:
+        return design
+    described = _design_model(flagged_from.baseline, chosen, name=name)
+    followed = tuple(_follows(f) for f in spec.flags if f.key in dict(flagged_from.single))
+    text = design.text
+    if text is not None:
+        text = dataclasses.replace(
+            text, reasons=(described.text.reasons if described.text else ()) + followed
+        )
+    return dataclasses.replace(design, text=text, changes=described.changes + followed)
+
+
+def _follows(flag: ConfigFlag) -> str:
+    switched = ", ".join(f"{name} {flipped}" for name, _, flipped in flag.switches)
+    where = f" ({flag.evidence[0].where})" if flag.evidence else ""
+    state = "unset" if flag.value else "set"
+    return f"follows config.{flag.key} ({state}: {switched}){where}"
+
+
+def _design_model(
+    spec: ArchitectureSpec,
+    chosen: Candidate,
+    *,
+    name: str | None = None,
+    flagged_from: FlagSpecs | None = None,
+) -> ModelDesign:
     profile = PROFILES[chosen.variant.class_name]
     needed = requirements(spec)
     missing = {d.feature for d in chosen.deltas}
