@@ -19,6 +19,7 @@ from onboard.block_specs import (
     IndexerSpec,
     MLPSpec,
 )
+from onboard.errors import UnsupportedFeatureError
 from onboard.naming import class_prefix, module_name
 from onboard.spec import (
     LEADING_DENSE_KEYS,
@@ -42,6 +43,7 @@ from onboard.targets.mobius.mixers import (
     mixer_designs,
     mixer_settings,
 )
+from onboard.targets.mobius.placement_switch import PlacementSwitch, placement_switch
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 from onboard.targets.mobius.rope import rope_settings
 from onboard.targets.mobius.settings import ExtraField, Setting
@@ -192,6 +194,8 @@ class TextDesign:
     # DeepSeek Sparse Attention: a generated latent attention over the keys a generated
     # lightning indexer keeps, and a task that caches the indexer's keys (parts/indexer.py.j2)
     indexer: IndexerSpec | None = None
+    # The residual layout (sequential or parallel) follows a config flag
+    placement_switch: PlacementSwitch | None = None
 
     @property
     def shares_selection(self) -> bool:
@@ -268,6 +272,7 @@ class TextDesign:
             return False
         return (
             self.placement in ("sandwich", "parallel", "post_residual")
+            or self.placement_switch is not None
             or self.moe is not None
             or self.mla
             or bool(self.residual_gates)
@@ -361,11 +366,40 @@ def design_model(
     described = _design_model(flagged_from.baseline, chosen, name=name)
     followed = tuple(_follows(f) for f in spec.flags if f.key in dict(flagged_from.single))
     text = design.text
+    switch = placement_switch(spec, flagged_from)
+    if switch is not None and text is None:
+        raise UnsupportedFeatureError(
+            f"config.{switch.key} changes the residual layout, and the {switch.when_set} "
+            "layout needs no generated layer to switch in"
+        )
     if text is not None:
         text = dataclasses.replace(
-            text, reasons=(described.text.reasons if described.text else ()) + followed
+            text,
+            reasons=(described.text.reasons if described.text else ()) + followed,
+            placement_switch=switch,
         )
-    return dataclasses.replace(design, text=text, changes=described.changes + followed)
+    settings, extra = design.settings, design.extra_fields
+    if switch is not None:
+        settings += (Setting(switch.key, f"bool(config.{switch.key})", "residual layout"),)
+        if switch.key not in _architecture_fields():
+            extra += (ExtraField(switch.key, "bool", "False"),)
+    return dataclasses.replace(
+        design,
+        text=text,
+        changes=described.changes + followed,
+        settings=settings,
+        extra_fields=extra,
+    )
+
+
+def _architecture_fields() -> frozenset[str]:
+    """The fields of mobius' ArchitectureConfig (``parallel_attn`` is one): a generated config
+    adds a field only where its base has none."""
+    try:
+        from mobius._configs import ArchitectureConfig
+    except ImportError:
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(ArchitectureConfig))
 
 
 def _follows(flag: ConfigFlag) -> str:

@@ -82,25 +82,47 @@ def stablelm(tmp_path_factory):
     return onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=root / "out"))
 
 
-def test_stablelm_reads_qkv_bias_and_refuses_what_it_cannot_follow(stablelm) -> None:
-    assert stablelm.parity.passed
+def test_stablelm_follows_its_residual_layout_and_qkv_bias_and_refuses_its_qk_norm(
+    stablelm,
+) -> None:
+    report = stablelm.parity
+    assert report.passed
+    assert {"prefill+", "decode+"} <= {c.name for c in report.checks}
     flags = {f.key: f for f in stablelm.analysis.spec.flags}
     assert set(flags) == {"qk_layernorm", "use_parallel_residual", "use_qkv_bias"}
     assert flags["use_parallel_residual"].switches == (("norm.placement", "pre", "parallel"),)
     assert not flags["qk_layernorm"].understood  # per-head LayerNorms: not in the spec yet
     text = (stablelm.root / stablelm.plan.model_file).read_text()
     assert "attn_qkv_bias=bool(config.use_qkv_bias)" in text
-    # the parallel residual built from one design fails the sequential config: refused
-    assert any("use_parallel_residual=True" in n for n in stablelm.source.notices)
+    assert "self.use_parallel_residual = config.use_parallel_residual" in text
     module = _import(stablelm.root / stablelm.plan.model_file, "onboard_flags_stablelm")
     config_class = next(
         v for k, v in vars(module).items() if k.endswith("Config") and k.startswith("StableLm")
     )
     hf = make_hf_config(stablelm.source.config)
-    config_class.from_transformers(hf)  # the analysed values build
+    assert config_class.from_transformers(hf).use_parallel_residual is False
     hf.use_parallel_residual = True
-    with pytest.raises(ValueError, match="use_parallel_residual=False only"):
+    assert config_class.from_transformers(hf).use_parallel_residual is True
+    hf.qk_layernorm = True
+    with pytest.raises(ValueError, match="qk_layernorm=False only"):
         config_class.from_transformers(hf)
+
+
+def test_stablelm_layer_that_ignores_the_flag_fails_with_it_flipped(stablelm, tmp_path) -> None:
+    module = stablelm.root / stablelm.plan.model_file
+    old = "self.use_parallel_residual = config.use_parallel_residual"
+    broken = tmp_path / module.name
+    broken.write_text(module.read_text().replace(old, "self.use_parallel_residual = False"))
+    variant = next(
+        v
+        for v in stablelm.analysis.variants
+        if "use_parallel_residual" in dict(v.flagged_from.single)
+    )
+    generated = (broken, stablelm.plan.model_class)
+    flipped = TARGET.parity(variant, stablelm.proposal, generated, stablelm.library)
+    assert not flipped.passed
+    failed = {c.name for c in flipped.checks if c.status is Status.FAIL}
+    assert "weights" in failed  # the sequential layer's post-attention norm: nothing fills it
 
 
 def _settings(**exprs: str) -> tuple[Setting, ...]:
