@@ -90,7 +90,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     if experts_delta:
         deltas.append(experts_delta)
     router_spec, router_evidence, router_delta = _probe_router(
-        router, linear, block, tiny, real, tiny_top_k, prefix
+        router, linear, block, tiny, real, (tiny_top_k, num_experts), prefix
     )
     evidence += router_evidence
     if router_delta:
@@ -98,6 +98,9 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
 
     shared, shared_deltas = _shared_experts(block, tiny, real, prefix, evidence)
     deltas += shared_deltas
+    sink_delta = _sink_mismatch(router_spec, shared, block, prefix)
+    if sink_delta:
+        deltas.append(sink_delta)
     block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
     fused_on_disk: tuple[tuple[str, str], ...] = ()
     if disk_deltas and not layout.transposed and not layout.plain:
@@ -301,6 +304,15 @@ def route(
 
     ``correction`` is the choice bias when the router does not hold it (see ``correction_bias``).
     """
+    weights, indices, _ = route_with_shared(hidden, router, spec, top_k, correction)
+    return weights, indices
+
+
+def route_with_shared(
+    hidden: Any, router: Any, spec: RouterSpec, top_k: int, correction: Any = None
+) -> tuple[Any, Any, Any]:
+    """``route`` plus the shared experts' weights [T, shared_logits] when the router scores
+    them (None when it does not)."""
     import torch
 
     weight, bias = router.weight, getattr(router, "bias", None)
@@ -309,8 +321,13 @@ def route(
     logits = hidden.float() @ weight.float().T
     if spec.bias and bias is not None:
         logits = logits + bias.float()
+    shared = None
+    if spec.shared_logits and spec.order != "softmax_topk":
+        raise ValueError("the router scores shared experts beside softmax_topk routing only")
+    if spec.shared_logits:
+        logits, shared = logits[:, : -spec.shared_logits], logits[:, -spec.shared_logits :]
     if spec.order == "sparsemixer":
-        return sparsemixer(logits, spec.jitter_eps)
+        return (*sparsemixer(logits, spec.jitter_eps), None)
     if spec.order == "topk_softmax":
         values, indices = torch.topk(logits, top_k, dim=-1)
         weights = torch.softmax(values, dim=-1)
@@ -330,9 +347,16 @@ def route(
             choice = choice.masked_fill(~mask, float("-inf"))
         indices = torch.topk(choice, top_k, dim=-1)[1]
         weights = scores.gather(1, indices)
+        if shared is not None:  # the shared experts' sigmoid joins the chosen ones'
+            weights = torch.cat([weights, shared.sigmoid()], dim=-1)
         if spec.renormalize:
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-    return weights * spec.routed_scaling_factor, indices
+    weights = weights * spec.routed_scaling_factor
+    if spec.learned_scale:
+        weights = weights * getattr(router, spec.learned_scale).float()
+    if shared is not None:
+        weights, shared = weights[:, :top_k], weights[:, top_k:]
+    return weights, indices, shared
 
 
 def sparsemixer(logits: Any, jitter_eps: float) -> tuple[Any, Any]:
@@ -358,31 +382,55 @@ def dense_routing(weights: Any, indices: Any, num_experts: int) -> Any:
     return dense.scatter_(1, indices, weights.float())
 
 
-def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterSpec]:
+# Config keys HF reads the routed weights' scale from (Inkling: route_scale)
+_SCALE_KEYS = ("routed_scaling_factor", "route_scale")
+
+
+@dataclass(frozen=True)
+class RouterShape:
+    """What the probe saw of a router: parameters the candidates may use."""
+
+    has_correction: bool
+    has_bias: bool
+    shared_logits: int = 0  # rows of the router beyond the routed experts (shared experts')
+    learned_scale: str | None = None  # a learned scalar parameter of the router
+
+
+def _candidates(tiny: Any, shape: RouterShape) -> list[RouterSpec]:
     n_group = getattr(tiny, "n_group", None) or 1
     topk_group = getattr(tiny, "topk_group", None) or 1
-    scaling = float(getattr(tiny, "routed_scaling_factor", None) or 1.0)
     found = []
-    scalings = sorted({1.0, scaling})
-    for scoring, order, renorm, scale in itertools.product(
-        ("softmax", "sigmoid"), ("softmax_topk", "topk_softmax"), (False, True), scalings
+    learned = sorted({None, shape.learned_scale}, key=lambda n: n or "")
+    sink_key = _size_key(shape.shared_logits, tiny, tiny, _SHARED_COUNT_KEYS)
+    for scoring, order, renorm, (scale, key), own in itertools.product(
+        ("softmax", "sigmoid"),
+        ("softmax_topk", "topk_softmax"),
+        (False, True),
+        _scalings(tiny),
+        learned,
     ):
         if order == "topk_softmax" and (scoring == "sigmoid" or renorm):
+            continue
+        if shape.shared_logits and (order, scoring) != ("softmax_topk", "sigmoid"):
             continue
         found.append(
             RouterSpec(
                 scoring=scoring,
                 order=order,
                 renormalize=renorm,
-                correction_bias=has_correction,
+                correction_bias=shape.has_correction,
                 n_group=n_group if order == "softmax_topk" else 1,
                 topk_group=topk_group if order == "softmax_topk" else 1,
                 routed_scaling_factor=scale,
-                bias=has_bias,
+                bias=shape.has_bias,
+                scale_key=key,
+                shared_logits=shape.shared_logits,
+                shared_logits_key=sink_key if shape.shared_logits else None,
+                learned_scale=own,
             )
         )
     margin = getattr(tiny, ROUTER_MARGIN_KEY, None)
-    if is_number(margin) and not has_correction:
+    if is_number(margin) and not shape.has_correction and not shape.shared_logits:
         found.append(
             RouterSpec(
                 "softmax",
@@ -393,6 +441,27 @@ def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterS
             )
         )
     return found
+
+
+def _scalings(tiny: Any) -> list[tuple[float, str]]:
+    """(scale, config key) of every routed-weights scale the tiny config sets, and no scale."""
+    found = [(1.0, "routed_scaling_factor")]
+    for key in _SCALE_KEYS:
+        value = getattr(tiny, key, None)
+        if is_number(value) and float(value) != 1.0:
+            found.append((float(value), key))
+    return found
+
+
+def _learned_scalar(router: Any) -> str | None:
+    """The router's one learned scalar parameter besides its weight and bias (Inkling's
+    global_scale), if it has one."""
+    scalars = [
+        name
+        for name, tensor in router.named_parameters(recurse=False)
+        if name not in ("weight", "bias") and tensor.numel() == 1
+    ]
+    return scalars[0] if len(scalars) == 1 else None
 
 
 def _router(block: Any) -> tuple[str, Any, Any]:
@@ -415,11 +484,19 @@ def _router(block: Any) -> tuple[str, Any, Any]:
 
 
 def _probe_router(
-    router: Any, linear: Any, block: Any, tiny: Any, real: Any, top_k: int, prefix: str
+    router: Any,
+    linear: Any,
+    block: Any,
+    tiny: Any,
+    real: Any,
+    counts: tuple[int, int],
+    prefix: str,
 ) -> tuple[RouterSpec | None, list[tuple[str, Evidence]], Delta | None]:
-    """``router`` is the module HF calls, ``linear`` the one that holds its weight."""
+    """``router`` is the module HF calls, ``linear`` the one that holds its weight; ``counts``
+    are the tiny model's top-k and routed experts."""
     import torch
 
+    top_k, num_experts = counts
     weight, bias = linear.weight, getattr(linear, "bias", None)
     correction = correction_bias(router, block)
     where = f"{prefix} router ({type(router).__name__})"
@@ -434,33 +511,37 @@ def _probe_router(
                 f"{where}: the spec's routers read only the hidden states",
             ),
         )
+    shape = RouterShape(
+        correction is not None,
+        bias is not None,
+        shared_logits=max(weight.shape[0] - num_experts, 0),
+        learned_scale=_learned_scalar(linear) if linear is router else None,
+    )
     torch.manual_seed(3)
     hidden = torch.randn(64, weight.shape[1])
     with torch.no_grad():
         if correction is not None:  # zero-initialised by HF: give it values so it matters
             correction.add_(torch.randn(correction.shape) * 0.5)
+        if shape.learned_scale:  # initialised to one: move it so it matters
+            getattr(linear, shape.learned_scale).add_(0.375)
         try:
             output = _call_router(router, hidden, inputs)
             output = _routed_by_block(block, hidden, output)
         except Exception as exc:  # HF's router cannot run on what the probe feeds it
             return None, [], Delta("router could not be probed", where, f"{type(exc).__name__}")
-        routed = _routing_outputs(output, hidden.shape[0])
-    if routed is None:
+        outputs = _router_outputs(output, hidden.shape[0], shape.shared_logits)
+    if outputs is None:
         return (
             None,
             [],
             Delta("router output not understood", where, "expected weights and expert indices"),
         )
-    hf_weights, hf_indices = routed
-    num_experts = weight.shape[0]
-    expected = dense_routing(hf_weights, hf_indices, num_experts)
-    candidates = _candidates(tiny, correction is not None, bias is not None)
+    candidates = _candidates(tiny, shape)
     matches = []
     for spec in candidates:
         with torch.no_grad():
-            weights, indices = route(hidden, linear, spec, top_k, correction)
-        got = dense_routing(weights, indices, num_experts)
-        if (got - expected).abs().max().item() <= ROUTER_TOLERANCE:
+            found = route_with_shared(hidden, linear, spec, top_k, correction)
+        if _reproduces(found, outputs, num_experts):
             matches.append(spec)
     if not matches:
         return None, [], Delta("router computes something no known router does", where, "")
@@ -475,8 +556,64 @@ def _probe_router(
         detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
     if spec is not matches[0]:
         detail += f", written so at {source_location(type(router).forward)}"
+    if shape.learned_scale and spec.learned_scale is None:
+        return (
+            None,
+            [],
+            Delta(
+                "parameter with no role in the spec",
+                where,
+                f"{shape.learned_scale}: no router variant that multiplies by it matches",
+            ),
+        )
     spec = _with_renormalize_key(spec, real)
     return spec, [("text.moe.router", Evidence("probe", where, detail))], None
+
+
+@dataclass(frozen=True)
+class RouterOutputs:
+    """HF's router outputs: the chosen experts, and every tensor that may hold their weights or
+    (shared_logits > 0) the shared experts'."""
+
+    indices: Any  # [T, k]
+    weights: tuple[Any, ...]  # candidates for the chosen experts' weights, [T, k]
+    shared: tuple[Any, ...] = ()  # candidates for the shared experts' weights, [T, shared]
+
+
+def _router_outputs(output: Any, tokens: int, shared: int) -> RouterOutputs | None:
+    if not shared:
+        routed = _routing_outputs(output, tokens)
+        return routed and RouterOutputs(routed[1], (routed[0],))
+    import torch
+
+    outputs = output if isinstance(output, tuple) else (output,)
+    tensors = [t for t in outputs if isinstance(t, torch.Tensor) and t.dim() == 2]
+    indices = [t for t in tensors if not t.is_floating_point() and t.shape[0] == tokens]
+    if len(indices) != 1:
+        return None
+    floats = [t for t in tensors if t.is_floating_point()]
+    return RouterOutputs(
+        indices[0],
+        tuple(t for t in floats if t.shape == indices[0].shape),
+        tuple(t for t in floats if t.shape == (tokens, shared)),
+    )
+
+
+def _reproduces(found: tuple[Any, Any, Any], hf: RouterOutputs, num_experts: int) -> bool:
+    """Whether a candidate's (weights, indices, shared weights) are HF's: its routed weights one
+    of HF's weight tensors, its shared weights another."""
+    weights, indices, shared = found
+    got = dense_routing(weights, indices, num_experts)
+    for hf_weights in hf.weights:
+        expected = dense_routing(hf_weights, hf.indices, num_experts)
+        if (got - expected).abs().max().item() > ROUTER_TOLERANCE:
+            continue
+        if shared is None:
+            return True
+        others = (t for t in hf.shared if t is not hf_weights)
+        if any((shared - t.float()).abs().max().item() <= ROUTER_TOLERANCE for t in others):
+            return True
+    return False
 
 
 def _routed_by_block(block: Any, hidden: Any, output: Any) -> Any:
@@ -593,10 +730,21 @@ def describe_router(spec: RouterSpec) -> str:
             text += " (choice shifted by e_score_correction_bias)"
         if spec.n_group > 1:
             text += f", best {spec.topk_group} of {spec.n_group} groups first"
+        if spec.shared_logits:
+            text += (
+                f"; the last {spec.shared_logits} logits score the shared experts, whose "
+                "sigmoid joins the chosen experts'"
+            )
         if spec.renormalize:
             text += ", renormalised"
     if spec.routed_scaling_factor != 1.0:
         text += f", x {spec.routed_scaling_factor:g}"
+        if spec.scale_key != "routed_scaling_factor":
+            text += f" (config.{spec.scale_key})"
+    if spec.learned_scale:
+        text += f", x the learned {spec.learned_scale}"
+    if spec.shared_logits:
+        text += "; each shared expert scaled by its weight"
     return text
 
 
@@ -608,6 +756,9 @@ def _shared_experts(
         if module is None:
             continue
         where = f"{prefix}.{name}"
+        stacked = _stacked_width(module)
+        if stacked is not None:
+            return _stacked_shared(stacked, name, tiny, real, where, evidence)
         width = _gated_linear_width(module)
         plain = width is None and (width := _plain_linear_width(module)) is not None
         if width is None:  # Inkling: 3-D parameters; MiniMax-M3: a fused, clamped GLU
@@ -630,6 +781,57 @@ def _shared_experts(
         spec = SharedExpertSpec(real_width or width, gated, name, width_expr, bool(plain))
         return spec, deltas
     return None, []
+
+
+def _sink_mismatch(
+    router: RouterSpec | None, shared: SharedExpertSpec | None, block: Any, prefix: str
+) -> Delta | None:
+    """Router-weighted shared experts are read only as Inkling holds them: as many 3-D stacked
+    experts as the router has extra logits."""
+    sink = router is not None and router.shared_logits > 0
+    stacked = shared is not None and shared.stacked
+    if sink == stacked:
+        if not sink:
+            return None
+        count = getattr(block, shared.name).gate_proj.shape[0]
+        if count == router.shared_logits:
+            return None
+    return Delta(
+        "shared experts weighted by the router not understood",
+        source_location(type(block).forward) or prefix,
+        f"{prefix}: router scores {router.shared_logits if router else 0} shared experts, "
+        f"stacked shared experts {stacked}",
+    )
+
+
+def _stacked_shared(
+    width: int, name: str, tiny: Any, real: Any, where: str, evidence: list[tuple[str, Evidence]]
+) -> tuple[SharedExpertSpec | None, list[Delta]]:
+    """Several shared experts in 3-D parameters (Inkling), each as wide as a routed expert."""
+    keys = ("moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size")
+    key = _size_key(width, tiny, real, keys)
+    evidence.append(
+        ("text.moe.shared", Evidence("probe", where, f"3-D gate/up/down, width {width} each"))
+    )
+    if key is None:
+        return None, [Delta("shared expert width not explained", where, str(width))]
+    return SharedExpertSpec(int(getattr(real, key)), False, name, key, stacked=True), []
+
+
+def _stacked_width(module: Any) -> int | None:
+    """The width of each of several gated experts held as 3-D gate_proj / up_proj / down_proj
+    parameters [n, W, H], [n, W, H], [n, H, W] and nothing else, else None."""
+    import torch
+
+    gate, up, down = (getattr(module, p, None) for p in _GATED_PROJECTIONS)
+    tensors = (gate, up, down)
+    if not all(isinstance(t, torch.nn.Parameter) and t.dim() == 3 for t in tensors):
+        return None
+    if len(list(module.parameters())) != 3 or gate.shape != up.shape:
+        return None
+    if down.shape != (gate.shape[0], gate.shape[2], gate.shape[1]):
+        return None
+    return int(gate.shape[1])
 
 
 def _gated_linear_width(module: Any) -> int | None:

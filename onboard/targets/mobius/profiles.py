@@ -322,6 +322,8 @@ def router_kind(router: RouterSpec) -> str:
     """Which stock mobius gate computes ``router`` (custom: none does; generate one)."""
     if router.correction_bias or router.n_group > 1 or router.bias:
         return "custom"
+    if router.shared_logits or router.learned_scale:
+        return "custom"
     if router.order == "sparsemixer":
         return "custom"
     if router.order == "topk_softmax":
