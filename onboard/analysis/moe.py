@@ -761,7 +761,7 @@ def _shared_experts(
             return _stacked_shared(stacked, name, tiny, real, where, evidence)
         width = _gated_linear_width(module)
         plain = width is None and (width := _plain_linear_width(module)) is not None
-        if width is None:  # Inkling: 3-D parameters; MiniMax-M3: a fused, clamped GLU
+        if width is None:  # MiniMax-M3: a fused gate_up_proj, a clamped and shifted GLU
             return None, [
                 Delta(
                     "shared expert layout not understood",
