@@ -561,7 +561,8 @@ class SpecInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
-        from onboard.analysis.moe import correction_bias, route_with_shared, routed_output
+        from onboard.analysis.moe import routed_output
+        from onboard.analysis.router import correction_bias, route_with_shared
 
         spec = self.text.moe
         prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."

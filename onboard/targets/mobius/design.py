@@ -773,7 +773,7 @@ def _scale_settings(spec: ArchitectureSpec) -> list[Setting]:
 
 
 def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoEDesign | None:
-    from onboard.analysis.moe import describe_router
+    from onboard.analysis.router import describe_router
 
     moe = spec.text.moe
     if moe is None:
