@@ -24,6 +24,7 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.source import load_source
+from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.inkling_moe import glm4_moe_with_inkling_moe
@@ -46,6 +47,7 @@ def test_inkling_router_and_shared_experts_are_read_with_their_evidence(tmp_path
     assert router.learned_scale == "global_scale"
     assert moe.shared is not None and moe.shared.stacked and moe.shared.name == "shared_experts"
     assert moe.shared.width_expr == "moe_intermediate_size"
+    assert ArchitectureSpec.from_json(spec.to_json()).text.moe == moe
     evidence = dict(spec.evidence)
     assert any("InklingTopkRouter" in e.where for e in evidence["text.moe.router"])
     # inkling_text stays refused, for its attention and embedding, no longer for its MoE block
