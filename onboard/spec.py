@@ -101,6 +101,15 @@ class RouterSpec:
     bias: bool = False  # the router's linear layer has a bias
     jitter_eps: float = 0.0  # sparsemixer's (the tiny model's value), from config.<jitter_key>
     jitter_key: str | None = None
+    scale_key: str = "routed_scaling_factor"  # config key of routed_scaling_factor (route_scale)
+    # Shared experts scored by the router (Inkling): its last ``shared_logits`` rows score them;
+    # their sigmoid joins the chosen experts' in the renormalisation, and each shared expert's
+    # output is scaled by its share. config.<shared_logits_key> counts them.
+    shared_logits: int = 0
+    shared_logits_key: str | None = None
+    # The router's learned scalar that multiplies every weight, shared ones too (Inkling:
+    # global_scale), HF's attribute on the router
+    learned_scale: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,9 @@ class SharedExpertSpec:
     name: str  # HF attribute: shared_expert or shared_experts
     width_expr: str = "shared_expert_intermediate_size"  # config expression for the width
     plain: bool = False  # up, activation, down without a gate (NemotronH)
+    # Several gated experts held as 3-D gate_proj / up_proj / down_proj parameters [n, I, H],
+    # [n, I, H], [n, H, I], each scaled by its router weight (Inkling; RouterSpec.shared_logits)
+    stacked: bool = False
 
 
 # Config keys that count the leading dense layers (the rest MoE): DeepSeek's name, AFMoE's

@@ -124,6 +124,8 @@ def _router(s: ArchitectureSpec) -> Value:
         name += "+bias"
     if r.n_group > 1:
         name += "+groups"
+    if r.shared_logits:
+        name += "+shared"
     return name
 
 
@@ -131,6 +133,8 @@ def _shared(s: ArchitectureSpec) -> Value:
     moe = s.text.moe
     if moe is None or moe.shared is None:
         return "none"
+    if moe.shared.stacked:
+        return "router_weighted"
     return "gated" if moe.shared.gated else "ungated"
 
 

@@ -1,34 +1,24 @@
-"""The MoE block of a decoder: experts, router semantics, shared experts, on-disk names.
-
-Routers differ in small ways that decide every token's experts (softmax or sigmoid, before or
-after top-k, renormalised or not, a correction bias, group-limited choice, a scaling factor).
-Instead of guessing from names, every plausible router is run on the tiny model's own router
-weights and kept only if it reproduces the HF router's output exactly; ambiguity is reported,
-never resolved by a guess.
-"""
+"""The MoE block of a decoder: experts, shared experts, on-disk names; the router is read by
+``router``."""
 
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
 import math
 import re
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
+from onboard.analysis.router import find_router, probe_router
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
-from onboard.tiny import ROUTER_MARGIN_KEY, is_number
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 # What MoE blocks call their shared experts (HunYuan: shared_mlp).
 SHARED_EXPERT_NAMES = ("shared_expert", "shared_experts", "shared_mlp")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 _GATED_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
-ROUTER_TOLERANCE = 1e-6
 
 EXPERTS_TOLERANCE = 1e-5
 
@@ -79,7 +69,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         deltas.append(Delta("expert width not explained", f"{prefix}.experts", str(width)))
         real_width = width
 
-    router_name, router, linear = _router(block)
+    router_name, router, linear = find_router(block)
     if linear is None:
         return MoEFindings(None, tuple(evidence), (*deltas, Delta("no router found", prefix, "")))
     top_k_keys = ("num_experts_per_tok", "moe_topk", "moe_k")
@@ -89,8 +79,8 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix)
     if experts_delta:
         deltas.append(experts_delta)
-    router_spec, router_evidence, router_delta = _probe_router(
-        router, linear, block, tiny, real, tiny_top_k, prefix
+    router_spec, router_evidence, router_delta = probe_router(
+        router, linear, block, tiny, real, (tiny_top_k, num_experts), prefix, _SHARED_COUNT_KEYS
     )
     evidence += router_evidence
     if router_delta:
@@ -98,6 +88,9 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
 
     shared, shared_deltas = _shared_experts(block, tiny, real, prefix, evidence)
     deltas += shared_deltas
+    sink_delta = _sink_mismatch(router_spec, shared, block, prefix)
+    if sink_delta:
+        deltas.append(sink_delta)
     block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
     fused_on_disk: tuple[tuple[str, str], ...] = ()
     if disk_deltas and not layout.transposed and not layout.plain:
@@ -279,327 +272,6 @@ def _real_size(tiny_value: int, tiny: Any, real: Any, keys: tuple[str, ...]) -> 
     return int(getattr(real, key)) if key else None
 
 
-def correction_bias(router: Any, block: Any = None) -> Any:
-    """The ``e_score_correction_bias`` that shifts the router's choice, or None.
-
-    DeepSeek-V3 keeps it on the router, Ernie 4.5 on a router sub-module (``moe_statics``),
-    MiniMax-M2 on the MoE block, which passes it to the router's forward.
-    """
-    for module in (router, block):
-        if module is None:
-            continue
-        for name, tensor in itertools.chain(module.named_parameters(), module.named_buffers()):
-            if name.rpartition(".")[2] == "e_score_correction_bias":
-                return tensor
-    return None
-
-
-def route(
-    hidden: Any, router: Any, spec: RouterSpec, top_k: int, correction: Any = None
-) -> tuple[Any, Any]:
-    """(weights [T, k], indices [T, k]) of ``spec`` with the router module's parameters.
-
-    ``correction`` is the choice bias when the router does not hold it (see ``correction_bias``).
-    """
-    import torch
-
-    weight, bias = router.weight, getattr(router, "bias", None)
-    if correction is None:
-        correction = correction_bias(router)
-    logits = hidden.float() @ weight.float().T
-    if spec.bias and bias is not None:
-        logits = logits + bias.float()
-    if spec.order == "sparsemixer":
-        return sparsemixer(logits, spec.jitter_eps)
-    if spec.order == "topk_softmax":
-        values, indices = torch.topk(logits, top_k, dim=-1)
-        weights = torch.softmax(values, dim=-1)
-    else:
-        scores = torch.softmax(logits, dim=-1) if spec.scoring == "softmax" else logits.sigmoid()
-        choice = (
-            scores + correction.float()
-            if spec.correction_bias and correction is not None
-            else scores
-        )
-        if spec.n_group > 1:
-            groups = choice.view(-1, spec.n_group, choice.shape[-1] // spec.n_group)
-            group_scores = groups.topk(min(2, groups.shape[-1]), dim=-1)[0].sum(dim=-1)
-            keep = torch.topk(group_scores, spec.topk_group, dim=-1)[1]
-            mask = torch.zeros_like(group_scores).scatter_(1, keep, 1.0).bool()
-            mask = mask.unsqueeze(-1).expand_as(groups).reshape(choice.shape)
-            choice = choice.masked_fill(~mask, float("-inf"))
-        indices = torch.topk(choice, top_k, dim=-1)[1]
-        weights = scores.gather(1, indices)
-        if spec.renormalize:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-    return weights * spec.routed_scaling_factor, indices
-
-
-def sparsemixer(logits: Any, jitter_eps: float) -> tuple[Any, Any]:
-    """PhiMoE's router at inference: two experts, each the best one left, weighted by a softmax
-    over the logits that lie within a relative ``2 x jitter_eps`` of it (the others masked)."""
-    import torch
-
-    weights, indices, left = [], [], logits
-    for _ in range(2):  # HF picks two, whatever num_experts_per_tok says
-        best, index = left.max(dim=-1, keepdim=True)
-        far = (best - logits) / logits.abs().clamp(min=best) > 2 * jitter_eps
-        gates = torch.softmax(left.masked_fill(far, float("-inf")), dim=-1)
-        weights.append(gates.gather(-1, index))
-        indices.append(index)
-        left = left.scatter(-1, index, float("-inf"))
-    return torch.cat(weights, dim=-1), torch.cat(indices, dim=-1)
-
-
-def dense_routing(weights: Any, indices: Any, num_experts: int) -> Any:
-    import torch
-
-    dense = torch.zeros(weights.shape[0], num_experts, dtype=torch.float32)
-    return dense.scatter_(1, indices, weights.float())
-
-
-def _candidates(tiny: Any, has_correction: bool, has_bias: bool) -> list[RouterSpec]:
-    n_group = getattr(tiny, "n_group", None) or 1
-    topk_group = getattr(tiny, "topk_group", None) or 1
-    scaling = float(getattr(tiny, "routed_scaling_factor", None) or 1.0)
-    found = []
-    scalings = sorted({1.0, scaling})
-    for scoring, order, renorm, scale in itertools.product(
-        ("softmax", "sigmoid"), ("softmax_topk", "topk_softmax"), (False, True), scalings
-    ):
-        if order == "topk_softmax" and (scoring == "sigmoid" or renorm):
-            continue
-        found.append(
-            RouterSpec(
-                scoring=scoring,
-                order=order,
-                renormalize=renorm,
-                correction_bias=has_correction,
-                n_group=n_group if order == "softmax_topk" else 1,
-                topk_group=topk_group if order == "softmax_topk" else 1,
-                routed_scaling_factor=scale,
-                bias=has_bias,
-            )
-        )
-    margin = getattr(tiny, ROUTER_MARGIN_KEY, None)
-    if is_number(margin) and not has_correction:
-        found.append(
-            RouterSpec(
-                "softmax",
-                "sparsemixer",
-                False,
-                jitter_eps=float(margin),
-                jitter_key=ROUTER_MARGIN_KEY,
-            )
-        )
-    return found
-
-
-def _router(block: Any) -> tuple[str, Any, Any]:
-    """(name of the router's linear in the block, the router module, that linear): the router
-    itself (Mixtral's gate), or the one linear inside it (HunYuan's gate.wg)."""
-    import torch
-
-    for name in ("gate", "router"):
-        router = getattr(block, name, None)
-        if router is None:
-            continue
-        if getattr(router, "weight", None) is not None:
-            return name, router, router
-        linears = [(n, c) for n, c in router.named_children() if isinstance(c, torch.nn.Linear)]
-        own = {id(p) for p in router.parameters()}
-        if len(linears) == 1 and own == {id(p) for p in linears[0][1].parameters()}:
-            return f"{name}.{linears[0][0]}", router, linears[0][1]
-        return name, router, None
-    return "gate", None, None
-
-
-def _probe_router(
-    router: Any, linear: Any, block: Any, tiny: Any, real: Any, top_k: int, prefix: str
-) -> tuple[RouterSpec | None, list[tuple[str, Evidence]], Delta | None]:
-    """``router`` is the module HF calls, ``linear`` the one that holds its weight."""
-    import torch
-
-    weight, bias = linear.weight, getattr(linear, "bias", None)
-    correction = correction_bias(router, block)
-    where = f"{prefix} router ({type(router).__name__})"
-    inputs, missing = _router_inputs(router, block)
-    if missing:
-        return (
-            None,
-            [],
-            Delta(
-                f"router needs {missing!r} besides the hidden states",
-                source_location(type(router).forward) or where,
-                f"{where}: the spec's routers read only the hidden states",
-            ),
-        )
-    torch.manual_seed(3)
-    hidden = torch.randn(64, weight.shape[1])
-    with torch.no_grad():
-        if correction is not None:  # zero-initialised by HF: give it values so it matters
-            correction.add_(torch.randn(correction.shape) * 0.5)
-        try:
-            output = _call_router(router, hidden, inputs)
-            output = _routed_by_block(block, hidden, output)
-        except Exception as exc:  # HF's router cannot run on what the probe feeds it
-            return None, [], Delta("router could not be probed", where, f"{type(exc).__name__}")
-        routed = _routing_outputs(output, hidden.shape[0])
-    if routed is None:
-        return (
-            None,
-            [],
-            Delta("router output not understood", where, "expected weights and expert indices"),
-        )
-    hf_weights, hf_indices = routed
-    num_experts = weight.shape[0]
-    expected = dense_routing(hf_weights, hf_indices, num_experts)
-    candidates = _candidates(tiny, correction is not None, bias is not None)
-    matches = []
-    for spec in candidates:
-        with torch.no_grad():
-            weights, indices = route(hidden, linear, spec, top_k, correction)
-        got = dense_routing(weights, indices, num_experts)
-        if (got - expected).abs().max().item() <= ROUTER_TOLERANCE:
-            matches.append(spec)
-    if not matches:
-        return None, [], Delta("router computes something no known router does", where, "")
-    # Equivalent variants (top-k then softmax = softmax, top-k, renormalise): the one HF writes.
-    order = _source_order(type(router))
-    spec = next((m for m in matches if m.order == order), matches[0])
-    detail = (
-        f"{describe_router(spec)}; the only match of {len(candidates)} router variants run on "
-        "the tiny router"
-    )
-    if len(matches) > 1:
-        detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
-    if spec is not matches[0]:
-        detail += f", written so at {source_location(type(router).forward)}"
-    spec = _with_renormalize_key(spec, real)
-    return spec, [("text.moe.router", Evidence("probe", where, detail))], None
-
-
-def _routed_by_block(block: Any, hidden: Any, output: Any) -> Any:
-    """A router that is a bare linear gives logits; Jamba's block routes them in its own
-    ``route_tokens_to_experts`` (returning indices, weights), which then stands for the router."""
-    import torch
-
-    route = getattr(block, "route_tokens_to_experts", None)
-    if isinstance(output, torch.Tensor) and callable(route):
-        return route(hidden, output)
-    return output
-
-
-def _call_router(router: Any, hidden: Any, inputs: list[Any]) -> Any:
-    """The router on tokens (T, H), or on a batch of them (1, T, H) when it wants one (AFMoE)."""
-    try:
-        return router(hidden, *inputs)
-    except (ValueError, RuntimeError):
-        return router(hidden.unsqueeze(0), *inputs)
-
-
-def _router_inputs(router: Any, block: Any) -> tuple[list[Any], str | None]:
-    """Tensors the router's forward takes after the hidden states, from the router or its block.
-
-    MiniMax-M2 and HY-V3 pass the block's ``e_score_correction_bias``; DeepSeek-V4's hash router
-    takes the ``input_ids``, which neither module holds: that name is returned as missing.
-    """
-    import torch
-
-    parameters = list(inspect.signature(router.forward).parameters.values())[1:]
-    inputs = []
-    for parameter in parameters:
-        if parameter.default is not parameter.empty or parameter.kind in (
-            parameter.VAR_POSITIONAL,
-            parameter.VAR_KEYWORD,
-        ):
-            continue
-        value = getattr(router, parameter.name, None)
-        if not isinstance(value, torch.Tensor):
-            value = getattr(block, parameter.name, None)
-        if not isinstance(value, torch.Tensor):
-            return [], parameter.name
-        inputs.append(value)
-    return inputs, None
-
-
-def _routing_outputs(output: Any, tokens: int) -> tuple[Any, Any] | None:
-    """(weights [T, k], indices [T, k]) among the router's outputs, told apart by dtype and shape.
-
-    Routers return them in different orders: (logits, weights, indices) in Mixtral,
-    (indices, weights, logits) in Aria and GraniteMoe.
-    """
-    import torch
-
-    outputs = output if isinstance(output, tuple) else (output,)
-    tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
-    indices = [
-        t for t in tensors if not t.is_floating_point() and t.dim() == 2 and t.shape[0] == tokens
-    ]
-    if len(indices) != 1:
-        return None
-    weights = [t for t in tensors if t.is_floating_point() and t.shape == indices[0].shape]
-    if len(weights) > 1:  # one expert chosen of one (HunYuan's default): logits fit too
-        at = next(i for i, t in enumerate(tensors) if t is indices[0])
-        weights = [
-            t for i, t in enumerate(tensors) if abs(i - at) == 1 and any(t is w for w in weights)
-        ]
-    return (weights[0], indices[0]) if len(weights) == 1 else None
-
-
-def _source_order(router_class: type) -> str | None:
-    """``softmax_topk`` or ``topk_softmax``: which of the two the router's forward calls first."""
-    try:
-        source = textwrap.dedent(inspect.getsource(inspect.unwrap(router_class.forward)))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError):
-        return None
-    calls = sorted(
-        (node.lineno, node.col_offset, name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and (name := _called_name(node.func)) in ("softmax", "topk")
-    )
-    if not calls:
-        return None
-    return "softmax_topk" if calls[0][2] == "softmax" else "topk_softmax"
-
-
-def _called_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None
-
-
-def _with_renormalize_key(spec: RouterSpec, real: Any) -> RouterSpec:
-    from dataclasses import replace
-
-    key = "norm_topk_prob" if getattr(real, "norm_topk_prob", None) is not None else None
-    if key and bool(real.norm_topk_prob) == spec.renormalize:
-        return replace(spec, renormalize_key=key)
-    return spec
-
-
-def describe_router(spec: RouterSpec) -> str:
-    if spec.order == "sparsemixer":
-        return (
-            "sparsemixer: two experts, each the best left, weighted by a softmax over the logits "
-            f"within a relative 2 x config.{spec.jitter_key} of it"
-        )
-    if spec.order == "topk_softmax":
-        text = "top-k of the logits, then softmax"
-    else:
-        text = f"{spec.scoring} over all experts, then top-k"
-        if spec.correction_bias:
-            text += " (choice shifted by e_score_correction_bias)"
-        if spec.n_group > 1:
-            text += f", best {spec.topk_group} of {spec.n_group} groups first"
-        if spec.renormalize:
-            text += ", renormalised"
-    if spec.routed_scaling_factor != 1.0:
-        text += f", x {spec.routed_scaling_factor:g}"
-    return text
-
-
 def _shared_experts(
     block: Any, tiny: Any, real: Any, prefix: str, evidence: list[tuple[str, Evidence]]
 ) -> tuple[SharedExpertSpec | None, list[Delta]]:
@@ -608,9 +280,12 @@ def _shared_experts(
         if module is None:
             continue
         where = f"{prefix}.{name}"
+        stacked = _stacked_width(module)
+        if stacked is not None:
+            return _stacked_shared(stacked, name, tiny, real, where, evidence)
         width = _gated_linear_width(module)
         plain = width is None and (width := _plain_linear_width(module)) is not None
-        if width is None:  # Inkling: 3-D parameters; MiniMax-M3: a fused, clamped GLU
+        if width is None:  # MiniMax-M3: a fused gate_up_proj, a clamped and shifted GLU
             return None, [
                 Delta(
                     "shared expert layout not understood",
@@ -630,6 +305,57 @@ def _shared_experts(
         spec = SharedExpertSpec(real_width or width, gated, name, width_expr, bool(plain))
         return spec, deltas
     return None, []
+
+
+def _sink_mismatch(
+    router: RouterSpec | None, shared: SharedExpertSpec | None, block: Any, prefix: str
+) -> Delta | None:
+    """Router-weighted shared experts are read only as Inkling holds them: as many 3-D stacked
+    experts as the router has extra logits."""
+    sink = router is not None and router.shared_logits > 0
+    stacked = shared is not None and shared.stacked
+    if sink == stacked:
+        if not sink:
+            return None
+        count = getattr(block, shared.name).gate_proj.shape[0]
+        if count == router.shared_logits:
+            return None
+    return Delta(
+        "shared experts weighted by the router not understood",
+        source_location(type(block).forward) or prefix,
+        f"{prefix}: router scores {router.shared_logits if router else 0} shared experts, "
+        f"stacked shared experts {stacked}",
+    )
+
+
+def _stacked_shared(
+    width: int, name: str, tiny: Any, real: Any, where: str, evidence: list[tuple[str, Evidence]]
+) -> tuple[SharedExpertSpec | None, list[Delta]]:
+    """Several shared experts in 3-D parameters (Inkling), each as wide as a routed expert."""
+    keys = ("moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size")
+    key = _size_key(width, tiny, real, keys)
+    evidence.append(
+        ("text.moe.shared", Evidence("probe", where, f"3-D gate/up/down, width {width} each"))
+    )
+    if key is None:
+        return None, [Delta("shared expert width not explained", where, str(width))]
+    return SharedExpertSpec(int(getattr(real, key)), False, name, key, stacked=True), []
+
+
+def _stacked_width(module: Any) -> int | None:
+    """The width of each of several gated experts held as 3-D gate_proj / up_proj / down_proj
+    parameters [n, W, H], [n, W, H], [n, H, W] and nothing else, else None."""
+    import torch
+
+    gate, up, down = (getattr(module, p, None) for p in _GATED_PROJECTIONS)
+    tensors = (gate, up, down)
+    if not all(isinstance(t, torch.nn.Parameter) and t.dim() == 3 for t in tensors):
+        return None
+    if len(list(module.parameters())) != 3 or gate.shape != up.shape:
+        return None
+    if down.shape != (gate.shape[0], gate.shape[2], gate.shape[1]):
+        return None
+    return int(gate.shape[1])
 
 
 def _gated_linear_width(module: Any) -> int | None:

@@ -561,7 +561,8 @@ class SpecInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
-        from onboard.analysis.moe import correction_bias, route, routed_output
+        from onboard.analysis.moe import routed_output
+        from onboard.analysis.router import correction_bias, route_with_shared
 
         spec = self.text.moe
         prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
@@ -570,12 +571,14 @@ class SpecInterpreter:
         hidden = x.reshape(-1, x.shape[-1])
         top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
         correction = correction_bias(router, block)
-        weights, indices = route(hidden, router, spec.router, top_k, correction)
+        weights, indices, shares = route_with_shared(hidden, router, spec.router, top_k, correction)
         act = ACT2FN[spec.activation]
         out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
         if spec.shared is not None:
             shared_prefix = f"{prefix}{spec.shared.name}."
-            if spec.shared.plain:  # up, activation, down, as the routed experts
+            if spec.shared.stacked:  # each shared expert scaled by its router weight
+                shared = self.stacked_experts(shared_prefix, hidden, shares, act)
+            elif spec.shared.plain:  # up, activation, down, as the routed experts
                 up = self.linear(hidden, f"{shared_prefix}up_proj.")
                 shared = self.linear(ACT2FN[spec.activation](up), f"{shared_prefix}down_proj.")
             else:
@@ -584,6 +587,16 @@ class SpecInterpreter:
                 shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
             out = out + shared
         return out.view_as(x)
+
+    def stacked_experts(self, prefix: str, x: Any, shares: Any, act: Any) -> Any:
+        """Shared experts in 3-D gate / up / down parameters, each times its column of
+        ``shares`` (the router's weights of the shared experts)."""
+        gates, ups, downs = (self.params[f"{prefix}{p}_proj"] for p in ("gate", "up", "down"))
+        out = 0
+        for expert in range(gates.shape[0]):
+            value = act(x @ gates[expert].T) * (x @ ups[expert].T)
+            out = out + (value @ downs[expert].T) * shares[:, expert, None].to(x.dtype)
+        return out
 
     def dense_mlp(self, prefix: str, x: Any, *, gated: bool = False) -> Any:
         from transformers.activations import ACT2FN

@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from onboard.analysis import analyse
-from onboard.analysis.moe import (
-    _router,
-    _router_inputs,
-    _routing_outputs,
-    _shared_width,
-    _source_order,
-    correction_bias,
-)
+from onboard.analysis.moe import _shared_width
 from onboard.analysis.probe import probe_model
 from onboard.analysis.rope_reader import rope_parameters_of
+from onboard.analysis.router import (
+    _router_inputs,
+    _routing_outputs,
+    _source_order,
+    correction_bias,
+    find_router,
+)
 from onboard.analysis.spec_check import check_spec
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
@@ -164,10 +164,10 @@ class _WrappedRouter(torch.nn.Module):  # HunYuan's gate: the linear is gate.wg
 def test_a_router_holding_its_linear_inside_is_read_through_it() -> None:
     block = torch.nn.Module()
     block.gate = _WrappedRouter()
-    name, router, linear = _router(block)
+    name, router, linear = find_router(block)
     assert (name, router, linear) == ("gate.wg", block.gate, block.gate.wg)
     block.gate.extra = torch.nn.Linear(8, 4)  # two linears: which one routes is not known
-    assert _router(block)[2] is None
+    assert find_router(block)[2] is None
 
 
 def test_moe_layers_get_tiny_experts_even_from_one() -> None:
@@ -636,7 +636,7 @@ class _BatchRouter(torch.nn.Module):  # AFMoE's router unpacks (batch, tokens, h
 
 
 def test_a_router_that_wants_a_batch_gets_one() -> None:
-    from onboard.analysis.moe import _call_router
+    from onboard.analysis.router import _call_router
 
     hidden = torch.randn(5, 8)
     assert torch.equal(_call_router(_BatchRouter(), hidden, []), hidden)
@@ -729,7 +729,7 @@ def test_phimoe_sparsemixer_router(tmp_path):
 
 
 def test_sparsemixer_weights_within_the_margin() -> None:
-    from onboard.analysis.moe import sparsemixer
+    from onboard.analysis.router import sparsemixer
 
     logits = torch.tensor([[2.0, 1.9, 0.0, -3.0]])
     weights, indices = sparsemixer(logits, 0.05)  # 1.9 is within 10% of 2.0; 0.0 is not

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from onboard.analysis.features import features
-from onboard.analysis.moe import describe_router
 from onboard.analysis.probe import Probe
+from onboard.analysis.router import describe_router
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name

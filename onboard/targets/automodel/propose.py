@@ -396,6 +396,17 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
         )
     if router.bias:
         found.append(f"router linear with a bias at {at}: not generated")
+    if router.shared_logits:
+        found.append(
+            f"shared experts weighted by the router ({router.shared_logits} extra router rows, "
+            f"renormalised with the chosen experts) at {at}: AutoModel's Gate scores routed "
+            "experts only"
+        )
+    if router.learned_scale:
+        found.append(
+            f"learned scale of the routing weights ({router.learned_scale}) at {at}: "
+            "AutoModel's Gate has none"
+        )
     if router.order == "sparsemixer":
         found.append(
             f"sparsemixer routing (two experts, each within a margin) at {at}: not generated"

@@ -136,6 +136,7 @@ class MobiusTarget:
                 fused_qkv=design.fused_qkv,
                 experts=analysis.tiny.config.get(moe.count_key, 0) if moe else 0,
                 blocks=_tiny_block_attributes(analysis),
+                stacked=_tiny_stacked_shared(analysis),
             )
         else:
             profile = PROFILES.get(module_class.__name__)
@@ -198,13 +199,21 @@ def _renamed(
     fused_qkv: str | None = None,
     experts: int = 0,
     blocks: tuple[str, tuple[str, ...]] | None = None,
+    stacked: tuple[str, int] | None = None,
 ) -> str | tuple[str, ...]:
     """The parameter a checkpoint key should fill (the design's renames, applied in order, then
     one-block layers' blocks named by kind), or the three a fused q/k/v projection is split
-    into, or the per-expert ones fused experts saved 3-D (Granite MoE) are split into."""
+    into, or the per-expert ones fused experts saved 3-D (Granite MoE) are split into, or
+    (``stacked``: HF's name and count of stacked shared experts) one per shared expert."""
     key = _design.renamed(key, renames)
     if blocks is not None:
         key = named_block(key, *blocks)
+    if stacked is not None:
+        name, count = stacked
+        for leaf in ("gate_proj", "up_proj", "down_proj"):
+            if key.endswith(f".{name}.{leaf}"):
+                prefix = key.removesuffix(leaf)
+                return tuple(f"{prefix}{e}.{leaf}.weight" for e in range(count))
     for fused, leaves in (
         ("gate_up_proj", ("gate_proj", "up_proj")),
         ("down_proj", ("down_proj",)),
@@ -216,6 +225,15 @@ def _renamed(
     if fused and fused in key:
         return tuple(key.replace(fused, f".self_attn.{p}_proj.") for p in "qkv")
     return key
+
+
+def _tiny_stacked_shared(analysis: Analysis) -> tuple[str, int] | None:
+    """HF's name and the tiny model's count of shared experts kept stacked, if any."""
+    moe = analysis.spec.text.moe
+    if moe is None or moe.shared is None or not moe.shared.stacked:
+        return None
+    key = moe.router.shared_logits_key
+    return moe.shared.name, int(analysis.tiny.config.get(key, 0) if key else 0)
 
 
 def _tiny_block_attributes(analysis: Analysis) -> tuple[str, tuple[str, ...]] | None:

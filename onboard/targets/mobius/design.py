@@ -855,7 +855,7 @@ def _scale_settings(spec: ArchitectureSpec) -> list[Setting]:
 
 
 def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoEDesign | None:
-    from onboard.analysis.moe import describe_router
+    from onboard.analysis.router import describe_router
 
     moe = spec.text.moe
     if moe is None:
@@ -872,7 +872,11 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
     )
     if moe.plain:
         reasons.append(_why("experts without a gate: down(act(up(x)))", spec, "text.moe.experts"))
-    if moe.shared is not None:
+    if moe.shared is not None and moe.shared.stacked:
+        reasons.append(
+            _why("shared experts, each scaled by its router weight", spec, "text.moe.shared")
+        )
+    elif moe.shared is not None:
         gated = "behind a sigmoid gate" if moe.shared.gated else "always added"
         plain = ", without a gate of its own" if moe.shared.plain else ""
         reasons.append(_why(f"a shared expert {gated}{plain}", spec, "text.moe.shared"))
@@ -1151,8 +1155,16 @@ def _moe_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
         settings.append(
             Setting(
                 "routed_scaling_factor",
-                "config.routed_scaling_factor",
+                f"config.{router.scale_key}",
                 _why("routing weights scale", spec, "text.moe.router"),
+            )
+        )
+    if router.shared_logits:
+        settings.append(
+            Setting(
+                "n_shared_experts",
+                f"config.{router.shared_logits_key}",
+                _why("shared experts the router scores", spec, "text.moe.router"),
             )
         )
     if router.jitter_key is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from onboard.block_specs import AttentionSpec, MLPSpec
-from onboard.spec import ArchitectureSpec, PositionsSpec, RouterSpec
+from onboard.spec import ArchitectureSpec, MoESpec, PositionsSpec, RouterSpec
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -32,7 +32,7 @@ FEATURES = (
     "mlp",
     "experts",  # none, routed
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
-    "shared_experts",  # none, gated, ungated
+    "shared_experts",  # none, gated, ungated, router_weighted (Inkling's, stacked)
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     # standard, mla, mla+indexer (DeepSeek V3.2), dynamic_mask (Doge), differential
     # (DiffLlama), sinks (GPT-OSS), none (a pure SSM)
@@ -257,9 +257,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     return {
         "experts": "routed" if moe else "none",
         "router": router_kind(moe.router) if moe else "none",
-        "shared_experts": "none"
-        if not moe or not moe.shared
-        else ("gated" if moe.shared.gated else "ungated"),
+        "shared_experts": _shared_experts(moe),
         "dense_layers": moe.dense_rule if moe else "all",
         "attention_kind": _attention_kind(text.attention),
         "residual_gates": "learned" if text.residual_gates else "none",
@@ -318,9 +316,19 @@ def _positions(positions: PositionsSpec | None) -> str:
     return positions.kind + ("+offset" if positions.offset else "")
 
 
+def _shared_experts(moe: MoESpec | None) -> str:
+    if moe is None or moe.shared is None:
+        return "none"
+    if moe.shared.stacked:
+        return "router_weighted"
+    return "gated" if moe.shared.gated else "ungated"
+
+
 def router_kind(router: RouterSpec) -> str:
     """Which stock mobius gate computes ``router`` (custom: none does; generate one)."""
     if router.correction_bias or router.n_group > 1 or router.bias:
+        return "custom"
+    if router.shared_logits or router.learned_scale:
         return "custom"
     if router.order == "sparsemixer":
         return "custom"
