@@ -127,6 +127,8 @@ class AttentionSpec:
     # both from rope_parameters (Ministral 3: llama_4_scaling_beta)
     position_scale: bool = False
     qk_norm_after_rope: bool = False  # per-head q/k norms applied after RoPE (HunYuan)
+    # per-head q/k norms with a weight of their own for each head, [heads, head_dim] (Cohere)
+    qk_norm_each_head: bool = False
     # A bias HF keeps beside the output projection and adds to the attention's output in the
     # last layer only (GPT-NeoX Japanese: self_attn.dense_bias)
     last_layer_o_bias: str | None = None

@@ -118,6 +118,8 @@ class AttentionReader(Reader):
             if config_key:
                 bias_keys.append((p, config_key))
         qk_norm = self._qk_norm(heads)
+        q_norm_shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")
+        each_head = qk_norm == "per_head" and q_norm_shape is not None and len(q_norm_shape) == 2
         scale, scale_key = self._attention_scale(head_dim)
         softcap = getattr(cfg, "attn_logit_softcapping", None) or probe.attention_softcap
         if softcap:
@@ -131,6 +133,7 @@ class AttentionReader(Reader):
             v_bias=biases["v"],
             o_bias=biases["o"],
             qk_norm=qk_norm,
+            qk_norm_each_head=each_head,
             scale=scale,
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),

@@ -154,6 +154,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("attention.kind", "text.attention.kind", _attention_kind),
     ("attention.qk_norm", "text.attention.qk_norm", _of_attention(lambda a: a.qk_norm)),
     (
+        "attention.qk_norm_each_head",
+        "text.attention.qk_norm_each_head",
+        _of_attention(lambda a: a.qk_norm_each_head),
+    ),
+    (
         "attention.fused_qkv",
         "text.attention.fused_qkv",
         _of_attention(lambda a: a.fused_qkv_layout if a.fused_qkv else "none"),

@@ -214,11 +214,11 @@ def _measure_norm(name: str, module: Any, width: int) -> NormProbe:
     eps = _float_attr(module, "variance_epsilon") or _float_attr(module, "eps")
     if not isinstance(weight, torch.nn.Parameter):
         return _measure_parameter_free_norm(name, module, eps, width)
-    width = weight.shape[-1]
     saved = weight.detach().clone()
     bias = getattr(module, "bias", None)
     saved_bias = bias.detach().clone() if bias is not None else None
-    x = torch.randn(3, width) * 2 + 0.5
+    # a weight per head (Cohere's q/k norms, [heads, head_dim]) takes rows of that shape
+    x = torch.randn(3, *weight.shape) * 2 + 0.5
     try:
         weight.zero_()
         if bias is not None:

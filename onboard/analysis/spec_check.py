@@ -283,7 +283,10 @@ class SpecInterpreter:
             x = x - x.mean(-1, keepdim=True)
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + (eps or spec.eps))
         if spec.weight:
-            y = y * (self.weight(prefix + "weight") + spec.weight_offset)
+            weight = self.weight(prefix + "weight")
+            if weight.dim() == 2:  # one row per head (Cohere's q/k norms): x is [.., heads, seq, d]
+                weight = weight[:, None, :]
+            y = y * (weight + spec.weight_offset)
         bias = self.bias(prefix + "bias")
         return y + bias if bias is not None else y
 

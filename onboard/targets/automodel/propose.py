@@ -174,6 +174,13 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.qk_norm_each_head",
+        lambda t: t.attention.qk_norm_each_head,
+        lambda t: "q/k norms with a weight per head",
+        ": the generated attention's q/k norms share one weight across the heads",
+        "probe",
+    ),
+    (
         "text.attention.position_scale",
         lambda t: t.attention.position_scale,
         lambda t: "a position-dependent query scale",

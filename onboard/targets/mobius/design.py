@@ -73,6 +73,7 @@ TEXT_FEATURES = frozenset(
         "embedding_norm",
         "rope_reversed",
         "qk_norm_order",
+        "qk_norm_weights",
         "final_norm",
         "head_transform",
         "first_layer_without",
@@ -165,6 +166,9 @@ class TextDesign:
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
+    # the layer swaps the attention's q/k norms for generated ones with a weight per head, of
+    # this kind (layer or rms)
+    qk_norm_each_head: str | None = None
     # A VLM's token types widen the causal mask (vision.merge.token_blocks: each image's
     # tokens, Gemma 3, or a prefix, PaliGemma, see each other both ways): the masks carry the
     # blocks, and a generated Attention takes them as the whole mask (not causal again)
@@ -264,7 +268,7 @@ class TextDesign:
     def constants(self) -> bool:
         """Generated modules hold constants of their own (numpy arrays as ir tensors)."""
         sinusoidal = self.positions is not None and self.positions.kind == "sinusoidal"
-        return bool(self.weight_free_norm) or sinusoidal or self.alibi
+        return bool(self.weight_free_norm or self.qk_norm_each_head) or sinusoidal or self.alibi
 
     @property
     def custom_layer(self) -> bool:
@@ -273,6 +277,7 @@ class TextDesign:
         return (
             self.placement in ("sandwich", "parallel", "post_residual")
             or self.placement_switch is not None
+            or bool(self.qk_norm_each_head)
             or self.moe is not None
             or self.mla
             or bool(self.residual_gates)
@@ -611,6 +616,11 @@ def _text_design(
     qk_norm_after_rope = needed["qk_norm_order"] == "after_rope"
     if qk_norm_after_rope:
         reasons.append(_why("q/k norms after RoPE", spec, "text.attention.qk_norm_after_rope"))
+    qk_norm_each_head = text.norm.kind if needed["qk_norm_weights"] == "each_head" else None
+    if qk_norm_each_head:
+        reasons.append(
+            _why("q/k norms with a weight per head", spec, "text.attention.qk_norm_each_head")
+        )
     rope_reversed = needed["rope_reversed"] == "yes"
     if rope_reversed:
         reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
@@ -693,6 +703,7 @@ def _text_design(
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
+        qk_norm_each_head=qk_norm_each_head,
         token_blocks=spec.vision.merge.token_blocks if spec.vision is not None else "",
         deepstack=spec.vision is not None and spec.vision.deepstack is not None,
         learned_activation=mlp is not None and mlp.learned_activation is not None,

@@ -43,6 +43,7 @@ FEATURES = (
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
     "qk_norm_order",  # before_rope, after_rope (HunYuan)
+    "qk_norm_weights",  # shared by the heads, or each_head: a row per head (Cohere)
     "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
     "head_transform",  # no, yes (ModernBERT: dense, activation, norm before the head)
     "first_layer_without",  # none, or the norm roles layer 0 lacks (ModernBERT: attn_in)
@@ -91,6 +92,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
         "qk_norm_order": {"before_rope"},
+        "qk_norm_weights": {"shared"},
         "final_norm": {"yes"},
         "head_transform": {"no"},
         "first_layer_without": {"none"},
@@ -275,6 +277,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "qk_norm_order": "after_rope"
         if attention and attention.qk_norm_after_rope
         else "before_rope",
+        "qk_norm_weights": "each_head" if attention and attention.qk_norm_each_head else "shared",
         "final_norm": "yes" if text.final_norm else "no",
         "head_transform": "yes" if text.head_transform else "no",
         "first_layer_without": "+".join(text.first_layer_without) or "none",

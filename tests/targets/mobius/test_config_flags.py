@@ -181,3 +181,39 @@ def test_a_registered_class_is_checked_with_each_flag_flipped(tmp_path) -> None:
     notes = " | ".join(report.notes)
     assert "does not follow use_parallel_residual=True" in notes
     assert "also passes with use_qkv_bias=True" in notes
+
+
+@pytest.fixture(scope="module")
+def cohere(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cohere")
+    folder = default_config_dir("cohere", root / "models")
+    return onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=root / "out"))
+
+
+def test_cohere_follows_use_qk_norm_with_a_norm_weight_per_head(cohere) -> None:
+    """Cohere's q/k norms, off in its default config, hold a weight row per head."""
+    assert cohere.parity.passed
+    flag = next(f for f in cohere.analysis.spec.flags if f.key == "use_qk_norm")
+    assert ("attention.qk_norm_each_head", "False", "True") in flag.switches
+    text = (cohere.root / cohere.plan.model_file).read_text()
+    assert "attn_qk_norm=bool(config.use_qk_norm)" in text
+    assert "class CohereHeadNorm(nn.Module):" in text
+    flipped = [c for c in cohere.parity.checks if c.name.endswith("+")]
+    assert any(c.name == "prefill+" and c.status is Status.PASS for c in flipped)
+
+
+def test_cohere_norms_shared_by_the_heads_fail_with_use_qk_norm(cohere, tmp_path) -> None:
+    module = cohere.root / cohere.plan.model_file
+    text = module.read_text()
+    old = "if config.attn_qk_norm:  # a weight per head, [heads, head_dim]"
+    assert old in text
+    broken = tmp_path / module.name
+    broken.write_text(text.replace(old, "if False:"))  # mobius' own q/k norms: one row
+    variant = next(
+        v for v in cohere.analysis.variants if "use_qk_norm" in dict(v.flagged_from.single)
+    )
+    generated = (broken, cohere.plan.model_class)
+    flipped = TARGET.parity(variant, cohere.proposal, generated, cohere.library)
+    assert not flipped.passed
+    analysed = TARGET.parity(cohere.analysis, cohere.proposal, generated, cohere.library)
+    assert analysed.passed
