@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from onboard import STAMP
+from onboard import STAMP, flag_attempts
 from onboard.analysis import Analysis, analyse
 from onboard.analysis.config_flags import with_flags
 from onboard.errors import (
@@ -164,20 +164,6 @@ def _roll_back_interrupted(root: Path, dry_run: bool) -> str | None:
     )
 
 
-def _attempts(
-    analysis: Analysis, proposal: Proposal, target: Target, library: Library, regenerate: bool
-) -> list[tuple[Analysis, Proposal]]:
-    """What to generate from, in order: code that reads all the architecture's flags (from the
-    variant with all flipped), then each flag alone, then the analysed values alone. The first
-    that passes parity wins; its config refuses the other values of the flags it does not read."""
-    attempts = []
-    for variant in analysis.variants if target.reads_flags else ():
-        flagged = target.propose(variant.spec, library, treat_as_new=regenerate)
-        if not flagged.blockers and flagged.chosen is not None:
-            attempts.append((variant, flagged))
-    return [*attempts, (analysis, proposal)]
-
-
 def _staged_parity(
     target: Target,
     clock: _Clock,
@@ -201,55 +187,11 @@ def _staged_parity(
                 flipped = target.parity(
                     generating, proposal, generated, library, device=options.device
                 )
-                report = report.beside(flipped, _flipped_label(generating))
+                report = report.beside(flipped, flag_attempts.flipped_label(generating))
     except BaseException:  # an error or Ctrl-C: nothing is left behind
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return report, staging
-
-
-def _flipped_label(variant: Analysis) -> str:
-    flipped = {key for key, _ in variant.flagged_from.single} if variant.flagged_from else set()
-    return ", ".join(f"{f.key}={not f.value}" for f in variant.spec.flags if f.key in flipped)
-
-
-def _flags_fallback(variant: Analysis, report: ParityReport) -> str:
-    failed = ", ".join(sorted({c.name for c in report.failures}))
-    return (
-        f"code reading {_flipped_label(variant)} from the config failed parity ({failed}), "
-        "so it is not generated"
-    )
-
-
-def _library_flags(
-    target: Target,
-    report: ParityReport,
-    analysis: Analysis,
-    proposal: Proposal,
-    library: Library,
-    options: NewOptions,
-) -> ParityReport:
-    """The registered class's parity with each of the architecture's flags flipped, as notes:
-    a checkpoint that sets one the class does not follow would fail; this one does not."""
-    if not report.passed:
-        return report
-    notes = []
-    for variant in analysis.variants:
-        if variant.flagged_from is None or len(variant.flagged_from.single) != 1:
-            continue  # each flag alone: the note names the one the class does not follow
-        flipped = target.parity(variant, proposal, None, library, device=options.device)
-        failed = ", ".join(sorted({f"{c.provider} {c.name}" for c in flipped.failures}))
-        notes.append(
-            f"{report.model_class} also passes with {_flipped_label(variant)}"
-            if flipped.passed
-            else f"{report.model_class} does not follow {_flipped_label(variant)}: {failed} "
-            "fail with it (a library limitation; this checkpoint does not set it)"
-        )
-    return replace(report, notes=(*report.notes, *notes))
-
-
-def _flags_unwritable(variant: Analysis, error: UnsupportedFeatureError) -> str:
-    return f"code reading {_flipped_label(variant)} from the config cannot be written: {error}"
 
 
 def _noticed(source: ModelSource, notice: str | None) -> ModelSource:
@@ -284,7 +226,9 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         if options.parity:  # remote code is never "already supported": no trust check here
             with clock.phase("parity"):
                 report = target.parity(analysis, proposal, None, library, device=options.device)
-                report = _library_flags(target, report, analysis, proposal, library, options)
+                report = flag_attempts.library_flag_notes(
+                    target, report, analysis, proposal, library, options.device
+                )
         return NewResult(
             options,
             source,
@@ -303,7 +247,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
     if root is None:
         root = out.expanduser().resolve()
         source = _noticed(source, _roll_back_interrupted(root, options.dry_run))
-    attempts = _attempts(analysis, proposal, target, library, regenerate)
+    attempts = flag_attempts.attempts(analysis, proposal, target, library, regenerate)
     for number, (generating, generating_proposal) in enumerate(attempts, 1):
         last = number == len(attempts)
         with clock.phase("plan"):
@@ -319,7 +263,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             except UnsupportedFeatureError as error:
                 if last:
                     raise
-                source = _noticed(source, _flags_unwritable(generating, error))
+                source = _noticed(source, flag_attempts.unwritable_notice(generating, error))
                 continue
         plan = replace(plan, remote_code=analysis.spec.source.remote_files)
         preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
@@ -339,7 +283,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             )
             if not report.passed and not last:
                 shutil.rmtree(staging, ignore_errors=True)
-                source = _noticed(source, _flags_fallback(generating, report))
+                source = _noticed(source, flag_attempts.fallback_notice(generating, report))
                 continue
             if not report.passed:
                 return NewResult(
