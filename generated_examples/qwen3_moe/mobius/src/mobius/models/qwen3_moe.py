@@ -15,6 +15,11 @@ Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed 
 - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
   model)
 - q_norm / k_norm over each head before RoPE (modeling_qwen3_moe.py:147)
+- follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
+  (modeling_qwen3_moe.py:136)
+- follows config.norm_topk_prob (unset: moe.renormalize False) (modeling_qwen3_moe.py:254)
+- follows config.use_sliding_window (set: attention.sliding_window uniform)
+  (configuration_qwen3_moe.py:115)
 
 Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
 """
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from onnxscript import OpBuilder, nn
 
+from mobius._build_context import ep_capabilities, get_build_dtype
 from mobius._configs import ArchitectureConfig, CausalLMConfig
 from mobius.components import (
     MLP,
@@ -33,7 +39,9 @@ from mobius.components import (
     MoELayer,
     RMSNorm,
     SoftmaxTopKGate,
+    create_attention_bias,
 )
+from mobius.components._rotary_embedding import BaseRope, _MRopeBase
 from mobius.models.base import TextModel
 from mobius.models.moe import Qwen2MoECausalLMModel
 
@@ -76,8 +84,10 @@ class Qwen3MoeConfig(CausalLMConfig):
             tie_word_embeddings=bool(config.tie_word_embeddings),
             # RoPE rotates halves (config.json:rope_parameters)
             rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
+            # window of sliding layers (config.json:sliding_window)
+            sliding_window=config.sliding_window,
+            # which layers slide (config.json:sliding_window)
+            layer_types=["sliding_attention"] * config.num_hidden_layers,
             # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
             num_local_experts=config.num_local_experts,
             # experts per token
@@ -177,6 +187,12 @@ class Qwen3MoeTextModel(TextModel):
       of model.layers.0.mlp router (Qwen3MoeTopKRouter))
     - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
       model)
+    - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
+      (modeling_qwen3_moe.py:136)
+    - follows config.norm_topk_prob (unset: moe.renormalize False)
+      (modeling_qwen3_moe.py:254)
+    - follows config.use_sliding_window (set: attention.sliding_window uniform)
+      (configuration_qwen3_moe.py:115)
     """
 
     def __init__(self, config: ArchitectureConfig):
@@ -185,6 +201,62 @@ class Qwen3MoeTextModel(TextModel):
             [Qwen3MoeDecoderLayer(config, index) for index in range(config.num_hidden_layers)]
         )
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self,
+        op: OpBuilder,
+        input_ids: ir.Value,
+        attention_mask: ir.Value,
+        position_ids: ir.Value,
+        past_key_values: list | None = None,
+        inputs_embeds: ir.Value | None = None,
+    ):
+        if self._emits_group_query_attention(attention_mask):
+            # GroupQueryAttention applies the (uniform) window itself.
+            return super().forward(
+                op, input_ids, attention_mask, position_ids, past_key_values, inputs_embeds
+            )
+        if inputs_embeds is not None:
+            hidden_states = inputs_embeds
+        else:
+            hidden_states = self.embed_tokens(op, input_ids)
+        query = input_ids if input_ids is not None else hidden_states
+        rotary = self.rotary_emb(op, position_ids) if self.rotary_emb is not None else None
+        position_embeddings = dict.fromkeys(("sliding_attention",), rotary)
+        attention_bias = {
+            "sliding_attention": create_attention_bias(
+                op,
+                input_ids=query,
+                attention_mask=attention_mask,
+                sliding_window=self.config.sliding_window,
+                dtype=self._dtype,
+            ),
+        }
+        present_key_values = []
+        past_kvs = past_key_values or [None] * len(self.layers)
+        layer_types = self.config.layer_types or ["full_attention"] * len(self.layers)
+        for layer, layer_type, past_kv in zip(self.layers, layer_types, past_kvs, strict=True):
+            hidden_states, present_kv = layer(
+                op,
+                hidden_states=hidden_states,
+                attention_bias=attention_bias[layer_type],
+                position_embeddings=position_embeddings[layer_type],
+                past_key_value=past_kv,
+            )
+            present_key_values.append(present_kv)
+        hidden_states = self.norm(op, hidden_states)
+        return hidden_states, present_key_values
+
+    def _emits_group_query_attention(self, attention_mask: ir.Value | None) -> bool:
+        """The condition under which ``TextModel.forward`` emits GroupQueryAttention."""
+        capabilities = ep_capabilities()
+        return (
+            attention_mask is not None
+            and get_build_dtype() in capabilities.gqa_dtypes
+            and capabilities.supports_fused_rope
+            and isinstance(self.rotary_emb, BaseRope)
+            and not isinstance(self.rotary_emb, _MRopeBase)
+        )
 
 
 class Qwen3MoeCausalLMModel(Qwen2MoECausalLMModel):

@@ -21,6 +21,9 @@ Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed 
 - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
   model)
 - q_norm / k_norm over each head before RoPE (modeling_qwen3_next.py:261)
+- follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
+  (modeling_qwen3_next.py:250)
+- follows config.norm_topk_prob (unset: moe.renormalize False) (modeling_qwen3_next.py:831)
 
 Replicates HuggingFace's ``Qwen3NextForCausalLM``.
 """
@@ -390,6 +393,10 @@ class Qwen3NextTextModel(TextModel):
     - a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
     - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
       model)
+    - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
+      (modeling_qwen3_next.py:250)
+    - follows config.norm_topk_prob (unset: moe.renormalize False)
+      (modeling_qwen3_next.py:831)
     """
 
     def __init__(self, config: ArchitectureConfig):
