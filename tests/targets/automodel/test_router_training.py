@@ -90,13 +90,13 @@ def test_qwen3_moe_gets_the_loss_and_no_jitter(tmp_path: Path) -> None:
 # What each behaviour's generated test must catch: (edit of the generated model, the test).
 SABOTAGE = {
     "coefficient": (
-        "loss = loss + coefficient * aux_loss.to(loss.device)",
+        "loss = loss + self.config.router_aux_loss_coef * aux_loss.to(loss.device)",
         "loss = loss + aux_loss.to(loss.device)",
         "test_load_balancing_loss_matches_hf",
     ),
     "recipe-coefficient": (
-        "logits = MoEAuxLossAutoScaler.apply(logits, coefficient * aux_loss)",
-        "logits = MoEAuxLossAutoScaler.apply(logits, 0.0 * aux_loss)",
+        "aux_term = self.config.router_aux_loss_coef * aux_loss",
+        "aux_term = 0.0 * aux_loss",
         "test_logits_carry_the_load_balancing_gradient",
     ),
     "mask": (
@@ -131,7 +131,8 @@ def test_generated_tests_catch_an_ignored_router_behaviour(tmp_path: Path, how: 
     text = model_file.read_text()
     assert text.count(old) == 1
     clean = run_generated_tests(out, test)
-    assert clean.returncode == 0 and "1 passed" in clean.stdout, clean.stdout[-3000:]
+    assert clean.returncode == 0 and "passed" in clean.stdout, clean.stdout[-3000:]
     model_file.write_text(text.replace(old, new))
     broken = run_generated_tests(out, test)
-    assert broken.returncode == 1 and "1 failed" in broken.stdout, broken.stdout[-3000:]
+    summary = broken.stdout.strip().splitlines()[-1]  # every selected test fails
+    assert broken.returncode == 1 and "failed" in summary and "passed" not in summary, summary
