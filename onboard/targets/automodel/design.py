@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onboard.analysis.features import features
@@ -30,6 +30,7 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec, Evidence, MoESpec
+from onboard.targets.automodel.router_training import RouterTraining, router_training
 from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_ties, text_view
 from onboard.targets.base import Candidate, Proposal
 from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
@@ -128,6 +129,8 @@ class MoEDesign:
     # (MoEConfig.apply_router_weight_after_down); "" leaves AutoModel's default, which scales
     # the activation before the down projection: equal in exact arithmetic, not in fp32
     weighted_after_down: str = ""
+    # HF's load-balancing loss (output_router_logits) and router jitter, where recognised
+    training: RouterTraining = field(default_factory=RouterTraining)
 
 
 @dataclass(frozen=True)
@@ -309,7 +312,7 @@ def design_model(
         hidden=proposal.hidden,
         reasons=reasons,
         changes=_changes(spec, proposal.chosen),
-        switches=_switches(hf),
+        switches=_switches(hf, moe.training.handled if moe else ()),
         moe=moe,
         mixers=mixer_designs(spec, hf, tiny_config, probe),
         output_gate=text.attention.output_gate,
@@ -339,6 +342,9 @@ def _vlm_design(
     text_spec = text_view(spec, probe.model_class)
     text = design_model(text_spec, proposal, dict(tiny_config["text_config"]), probe)
     vision = design_vision(spec, hf_ties(spec))
+    if text.moe is not None:  # the VLM's forward has no load-balancing loss: its flags stay refused
+        moe = replace(text.moe, training=RouterTraining())
+        text = replace(text, moe=moe, switches=_switches(text.hf))
     return replace(
         text,
         arch=spec.source.architecture,
@@ -779,12 +785,14 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
 # Config flags that change what HF computes, off in the configs onboard analyses, and that the
 # generated code does not implement: it refuses a config that sets one instead of ignoring it.
 # HF MoE models add a load-balancing loss to the loss they return with output_router_logits, and
-# scale the MoE input by random noise in training with router_jitter_noise.
+# scale the MoE input by random noise in training with router_jitter_noise: the generated MoE
+# implements both where router_training recognises HF's code, and refuses them elsewhere.
 SWITCHES = ("use_bidirectional_attention", "output_router_logits", "router_jitter_noise")
 
 
-def _switches(hf: HFNames) -> tuple[Reason, ...]:
-    found = ((key, _source_line(hf.module, f"config.{key}")) for key in SWITCHES)
+def _switches(hf: HFNames, handled: tuple[str, ...] = ()) -> tuple[Reason, ...]:
+    keys = (key for key in SWITCHES if key not in handled)
+    found = ((key, _source_line(hf.module, f"config.{key}")) for key in keys)
     return tuple(Reason(key, f"{hf.source_file}:{line}") for key, line in found if line)
 
 
@@ -894,6 +902,20 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         else repr(router_spec.renormalize)
     )
     before = router_spec.order == "softmax_topk"
+    router_attribute = router.split(".")[0] if router else "gate"
+    modules = dict(probe.modules)
+    training = router_training(
+        hf.module,
+        hf.source_file,
+        {
+            "causal_lm": hf.causal_lm,
+            "pretrained": hf.pretrained,
+            "sparse_block": hf.sparse_block,
+            "router": modules.get(f"{path}.{router_attribute}", ""),
+        },
+        (moe.count_key, moe.top_k_key),
+        _config_aliases(spec.model_type),
+    )
     return MoEDesign(
         count_key=moe.count_key,
         top_k_key=moe.top_k_key,
@@ -902,13 +924,21 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         # a softmax over the top k logits already sums to 1
         norm_topk_prob=norm if before else "False",
         renames=_renames(moe, {name for name, _ in spec.weights.tensors}),
-        hf_router=router.split(".")[0] if router else "gate",
+        hf_router=router_attribute,
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
-        weighted_after_down=_weighted_after_down(hf, dict(probe.modules).get(f"{path}.experts")),
+        weighted_after_down=_weighted_after_down(hf, modules.get(f"{path}.experts")),
+        training=training,
         **_router_fields(spec, router_spec),
     )
+
+
+def _config_aliases(model_type: str) -> dict[str, str]:
+    """The HF config class' ``attribute_map``: other names of its keys (num_experts)."""
+    from transformers import CONFIG_MAPPING
+
+    return dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", None) or {})
 
 
 def _weighted_after_down(hf: HFNames, experts: str | None) -> str:
@@ -1026,6 +1056,19 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
             f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
         ),
     }
+    if moe.training.aux_loss:
+        reasons["aux_loss"] = Reason(
+            f"with output_router_logits, HF's causal LM adds config.{moe.training.coef_key} x "
+            "its load-balancing loss over the router logits of every sparse layer, padding "
+            "excluded by the 2-D attention mask",
+            moe.training.aux_loss,
+        )
+    if moe.training.jitter:
+        reasons["jitter"] = Reason(
+            "In training, HF's sparse block scales its input (the router's and the experts') by "
+            "noise drawn uniformly from [1 - j, 1 + j], j = config.router_jitter_noise",
+            moe.training.jitter,
+        )
     if moe.weighted_after_down:
         reasons["weighted_after_down"] = Reason(
             "each expert's down-projection output is scaled by its routing weight, as HF's "

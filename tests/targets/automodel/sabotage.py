@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from onboard.parity.report import ParityReport, Status
 from onboard.pipeline import NewResult
 from onboard.targets.automodel import TARGET
@@ -22,3 +27,32 @@ def parity_with(result: NewResult, file: str, old: str, new: str) -> ParityRepor
 
 def statuses(report: ParityReport) -> dict[str, Status]:
     return {c.name: c.status for c in report.checks}
+
+
+def run_generated_tests(out: Path, keyword: str) -> subprocess.CompletedProcess[str]:
+    """Run the generated tests under ``out`` whose names match ``keyword``, in a subprocess with
+    the overlay active (generated code never runs in onboard's process), as parity runs them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    tests = [str(p) for p in sorted(out.glob("tests/unit_tests/models/*/test_*.py"))]
+    assert tests, f"no generated tests under {out}"
+    return subprocess.run(
+        [sys.executable, "-c", _RUN, str(out), keyword, *tests],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+REPO = Path(__file__).resolve().parents[3]
+_RUN = """
+import os, sys
+from pathlib import Path
+from onboard.targets.automodel.overlay import install
+install([Path(sys.argv[1])])
+import pytest
+sys.exit(pytest.main([*sys.argv[3:], "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+    "-c", os.devnull, "--rootdir", sys.argv[1], "-k", sys.argv[2]]))
+"""

@@ -105,13 +105,16 @@ def test_moe_package_builds_on_automodel_moe(tmp_path: Path) -> None:
     adapter = plan.content_of(f"{package}/state_dict_adapter.py")
     # HF's decoder layer decides which layers are sparse; those get AutoModel's MoE.
     assert "if isinstance(self.mlp, HFQwen3MoeSparseMoeBlock):" in model
-    assert "self.mlp = MoE(moe_config, backend)" in model
+    # its MoE subclass shows the router logits to HF's load-balancing loss
+    assert "self.mlp = Qwen3MoeSparseMoE(config, moe_config, backend)" in model
     assert "(modeling_qwen3_moe.py:312)" in model  # where HF builds its sparse block
     assert "(modeling_qwen3_moe.py:258)" in model  # the router HF runs
     assert '"softmax_before_topk": True' in model
     assert '"norm_topk_prob": config.norm_topk_prob' in model
     assert "GenerationMixin, MoEFSDPSyncMixin" in model
-    assert 'UNSUPPORTED_SWITCHES = ("output_router_logits",)' in model
+    assert "UNSUPPORTED_SWITCHES" not in model  # output_router_logits is honoured
+    assert "return load_balancing_loss_func(" in model
+    assert "class Qwen3MoeGate(Gate):" in model and "jitter" not in model
     assert "(MoESplitExpertsStateDictMixin, StateDictAdapter)" in adapter
     assert "HF_TO_NATIVE" not in adapter  # the checkpoint already uses the mixin's names
     recipe = plan.content_of("examples/llm_finetune/qwen3_moe/qwen3_30b_a3b_hellaswag.yaml")
@@ -130,7 +133,9 @@ def test_mixtral_adapter_renames_the_expert_and_router_names(tmp_path: Path) -> 
     model = plan.content_of(f"{package}/model.py")
     assert '"norm_topk_prob": True' in model  # Mixtral always renormalises: no config key
     assert '"moe_inter_dim": config.intermediate_size' in model
-    assert 'UNSUPPORTED_SWITCHES = ("output_router_logits", "router_jitter_noise")' in model
+    assert "UNSUPPORTED_SWITCHES" not in model  # the loss and the jitter are both honoured
+    assert "self.jitter_noise = config.router_jitter_noise" in model
+    assert "(modeling_mixtral.py:125)" in model  # where HF's block draws the jitter
 
 
 @pytest.mark.parametrize(
