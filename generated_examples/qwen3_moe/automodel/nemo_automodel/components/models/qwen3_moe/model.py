@@ -46,15 +46,20 @@ from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.generation import GenerationMixin
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
-from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.modeling_outputs import MoeCausalLMOutputWithPast, MoeModelOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeAttention as HFQwen3MoeAttention
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeDecoderLayer as HFQwen3MoeDecoderLayer
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoePreTrainedModel as HFQwen3MoePreTrainedModel
-from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeRMSNorm, eager_attention_forward
+from transformers.models.qwen3_moe.modeling_qwen3_moe import (
+    Qwen3MoeRMSNorm,
+    eager_attention_forward,
+    load_balancing_loss_func,
+)
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock as HFQwen3MoeSparseMoeBlock
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, can_return_tuple
+from transformers.utils.output_capturing import OutputRecorder
 
 from nemo_automodel.components.models.common import BackendConfig, compute_lm_head_logits
 from nemo_automodel.components.models.common.hf_checkpointing_mixin import HFCheckpointingMixin
@@ -72,15 +77,13 @@ from nemo_automodel.components.moe.config import MoEConfig
 from nemo_automodel.components.moe.experts import GroupedExperts, GroupedExpertsDeepEP
 from nemo_automodel.components.moe.fsdp_mixin import MoEFSDPSyncMixin
 from nemo_automodel.components.moe.layers import Gate, MoE
+from nemo_automodel.components.moe.megatron.moe_utils import MoEAuxLossAutoScaler
 from nemo_automodel.shared.import_utils import get_check_model_inputs_decorator
 from nemo_automodel.shared.utils import dtype_from_str
 
 __all__ = ["Qwen3MoeForCausalLM"]
 
 check_model_inputs = get_check_model_inputs_decorator()
-# Config flags HF honours and this model does not implement: a config setting one is refused.
-# output_router_logits is read at modeling_qwen3_moe.py:636
-UNSUPPORTED_SWITCHES = ("output_router_logits",)
 THD_UNSUPPORTED = (
     "packed THD inputs need a Transformer Engine attention path, which this generated model "
     "does not have; use BSHD batches (packed_sequence_size: 0)"
@@ -126,11 +129,45 @@ def build_moe_config(
         "apply_router_weight_after_down": True,
         "train_gate": True,
         "gate_bias_update_factor": 0.0,
-        # HF adds a load-balancing loss only with output_router_logits, which this model refuses.
+        # Gate's own per-layer loss stays off: with output_router_logits the causal LM adds HF's,
+        # which pools the router statistics of every sparse layer (AutoModel's Gate cannot).
         "aux_loss_coeff": 0.0,
         "dtype": dtype or torch.get_default_dtype(),
     }
     return MoEConfig(**{**fields, **(overrides or {})})
+
+
+class RouterLogits(nn.Module):
+    """The router's logits ``[tokens, experts]`` as they are: HF's output recorder collects them
+    here for ``output_router_logits``."""
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits
+
+
+class Qwen3MoeGate(Gate):
+    """AutoModel's router, showing its logits to ``RouterLogits`` before it scores them."""
+
+    def __init__(self, config: MoEConfig, gate_precision: torch.dtype | None = None) -> None:
+        super().__init__(config, gate_precision=gate_precision)
+        self.router_logits = RouterLogits()
+
+    def _route_scores(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        return super()._route_scores(self.router_logits(scores))
+
+
+class Qwen3MoeSparseMoE(MoE):
+    """AutoModel's ``MoE`` with HF's training-time router behaviour.
+
+    Its router shows its logits for HF's load-balancing loss (modeling_qwen3_moe.py:662).
+    """
+
+    def __init__(self, config: Qwen3MoeConfig, moe_config: MoEConfig, backend: BackendConfig) -> None:
+        super().__init__(moe_config, backend)
+        if type(self.gate) is Gate:  # backend.fake_balanced_gate routes without logits
+            gate = Qwen3MoeGate(moe_config, gate_precision=backend.gate_precision)
+            gate.use_routing_core = self.gate.use_routing_core
+            self.gate = gate
 
 
 class Qwen3MoeAttention(HFQwen3MoeAttention):
@@ -212,7 +249,7 @@ class Qwen3MoeDecoderLayer(HFQwen3MoeDecoderLayer):
         # config.decoder_sparse_step-th layer not in config.mlp_only_layers); those get AutoModel's
         # MoE (modeling_qwen3_moe.py:312)
         if isinstance(self.mlp, HFQwen3MoeSparseMoeBlock):
-            self.mlp = MoE(moe_config, backend)
+            self.mlp = Qwen3MoeSparseMoE(config, moe_config, backend)
 
 
 class Qwen3MoePreTrainedModel(HFQwen3MoePreTrainedModel):
@@ -224,6 +261,7 @@ class Qwen3MoePreTrainedModel(HFQwen3MoePreTrainedModel):
     _can_record_outputs = {
         "hidden_states": Qwen3MoeDecoderLayer,
         "attentions": Qwen3MoeAttention,
+        "router_logits": OutputRecorder(RouterLogits, index=0),
     }
 
     @torch.no_grad()
@@ -271,7 +309,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> BaseModelOutputWithPast:
+    ) -> MoeModelOutputWithPast:
         """Run the decoder; ``attention_mask`` is a padding mask ``[B, S]`` or prepared masks."""
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
@@ -312,7 +350,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
                 **kwargs,
             )
         hidden_states = self.norm(hidden_states)
-        return BaseModelOutputWithPast(
+        return MoeModelOutputWithPast(
             last_hidden_state=hidden_states,
             past_key_values=past_key_values if use_cache else None,
         )
@@ -357,11 +395,6 @@ class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, Generat
     ) -> None:
         """``moe_config`` replaces the one read from ``config``; ``moe_overrides`` edits it."""
         reject_unsupported_tie_word_embeddings(type(self), config)
-        for key in UNSUPPORTED_SWITCHES:
-            if getattr(config, key, False):
-                raise NotImplementedError(
-                    f"{type(self).__name__} was generated for {key}=False; regenerate it with onboard for this config"
-                )
         super().__init__(config)
         self.backend = backend or BackendConfig()
         dtype = getattr(config, "dtype", None)
@@ -408,29 +441,86 @@ class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, Generat
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        output_router_logits: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
-    ) -> CausalLMOutputWithPast:
-        """Logits ``[B, S, V]`` (and the loss when ``labels`` are given)."""
-        outputs: BaseModelOutputWithPast = self.model(
+    ) -> MoeCausalLMOutputWithPast:
+        """Logits ``[B, S, V]`` (and the loss when ``labels`` are given).
+
+        With ``output_router_logits`` (the config's unless given) the output also holds every
+        sparse layer's router logits and HF's load-balancing loss ``aux_loss``; with ``labels``
+        the loss includes it times ``config.router_aux_loss_coef``, as HF's. Without ``labels``, in
+        training, the final hidden states (so the logits) carry that term's gradient instead:
+        AutoModel's recipes compute the loss from them and never pass labels (add ``aux_loss``
+        to such a loss yourself and it counts twice).
+        """
+        if output_router_logits is None:
+            output_router_logits = self.config.output_router_logits
+        outputs: MoeModelOutputWithPast = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             past_key_values=past_key_values,
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
+            output_router_logits=output_router_logits,
             **kwargs,
         )
-        logits = compute_lm_head_logits(self.lm_head, outputs.last_hidden_state, logits_to_keep).logits
+        hidden_states = outputs.last_hidden_state
+        aux_loss = None
+        if output_router_logits:
+            aux_loss = self.load_balancing_loss(outputs.router_logits, attention_mask)
+            if labels is None and self.training and torch.is_grad_enabled():
+                # the gradient of the coefficient x aux_loss joins the final hidden states' in
+                # backward (the recipes' loss reads them, or the logits made from them), as
+                # AutoModel's Gate joins its own loss's to the routing weights
+                aux_term = self.config.router_aux_loss_coef * aux_loss
+                hidden_states = MoEAuxLossAutoScaler.apply(hidden_states, aux_term)
+                if outputs.hidden_states is not None:
+                    outputs.hidden_states = (*outputs.hidden_states[:-1], hidden_states)
+        logits = compute_lm_head_logits(self.lm_head, hidden_states, logits_to_keep).logits
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return CausalLMOutputWithPast(
+        if loss is not None and aux_loss is not None:
+            # with output_router_logits, HF's causal LM adds config.router_aux_loss_coef x its
+            # load-balancing loss over the router logits of every sparse layer, padding excluded by
+            # the 2-D attention mask (modeling_qwen3_moe.py:662)
+            loss = loss + self.config.router_aux_loss_coef * aux_loss.to(loss.device)
+        return MoeCausalLMOutputWithPast(
             loss=loss,
+            aux_loss=aux_loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            router_logits=outputs.router_logits,
+        )
+
+    def load_balancing_loss(
+        self, router_logits: tuple[torch.Tensor, ...], attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """HF's ``load_balancing_loss_func`` over the router logits of every sparse layer.
+
+        ``attention_mask`` is the 2-D padding mask ``[B, S]`` (1 for a token) or None, as HF takes
+        it: padding does not count in the experts' load or mean probability.
+        """
+        sparse = sum(isinstance(layer.mlp, MoE) for layer in self.model.layers)
+        if len(router_logits or ()) != sparse:
+            raise ValueError(
+                f"{len(router_logits or ())} of {sparse} sparse layers gave router logits: the "
+                "load-balancing loss needs them all (backend.fake_balanced_gate gives none)"
+            )
+        if attention_mask is not None and (isinstance(attention_mask, dict) or attention_mask.dim() != 2):
+            raise ValueError(
+                "the load-balancing loss leaves padding out by the 2-D attention mask [batch, "
+                "sequence]; pass that mask, not prepared attention masks"
+            )
+        return load_balancing_loss_func(
+            router_logits,
+            self.config.num_local_experts,
+            self.config.num_experts_per_tok,
+            attention_mask,
         )
 
 

@@ -98,6 +98,8 @@ FAR = 3000  # positions far enough that every RoPE frequency turns
 TOLERANCE = {"cpu": 1e-6, "cuda": 1e-4}
 ROUTING_MARGIN = 1e-4  # router logits closer than this may pick different experts in the two
 DENSE_OVERRIDE = {"mlp_only_layers": [0]}  # makes layer 0 dense
+# the tiny config's load-balancing coefficient, or one that shows where the config has 0
+COEFFICIENT = TINY.get("router_aux_loss_coef") or 0.01
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +201,9 @@ def token_ids(device: torch.device, batch: int = 2, length: int = 16, seed: int 
     return ids.to(device)
 
 
-def routing_margin(hf, ids: torch.Tensor) -> float:
-    """The smallest gap between HF's k-th and (k+1)-th router logit, over tokens and layers."""
+def routing_margin(hf, ids: torch.Tensor, noise_seed: int | None = None, **inputs) -> float:
+    """The smallest gap between HF's k-th and (k+1)-th router logit, over tokens and layers
+    (in training, with the jitter drawn after ``noise_seed``, when given)."""
     gaps = []
 
     def record(module, inputs, outputs) -> None:
@@ -216,22 +219,30 @@ def routing_margin(hf, ids: torch.Tensor) -> float:
     ]
     try:
         with torch.no_grad():
-            hf(input_ids=ids)
+            if noise_seed is not None:
+                hf.train()
+                torch.manual_seed(noise_seed)
+            hf(input_ids=ids, **inputs)
     finally:
+        hf.eval()
         for hook in hooks:
             hook.remove()
     return min(gaps, default=float("inf"))
 
 
-def routed_token_ids(hf, device: torch.device) -> torch.Tensor:
-    """A batch where HF routes every token with a clear winner.
+def routed_token_ids(hf, device: torch.device, noise_seed: int | None = None, **inputs) -> torch.Tensor:
+    """A batch where HF routes every token with a clear winner (also with the jitter drawn
+    after ``noise_seed``, when given).
 
     Two router logits within float rounding of each other pick either expert, depending on
     summation order; the whole-model comparisons draw a batch without such near-ties.
     """
     for seed in range(42, 142):
         ids = token_ids(device, seed=seed)
-        if routing_margin(hf, ids) >= ROUTING_MARGIN:
+        margin = routing_margin(hf, ids, **inputs)
+        if noise_seed is not None:
+            margin = min(margin, routing_margin(hf, ids, noise_seed, **inputs))
+        if margin >= ROUTING_MARGIN:
             return ids
     raise AssertionError(f"no batch routes every token with a margin of {ROUTING_MARGIN}")
 
@@ -519,3 +530,69 @@ def test_training_loss_decreases(pair, device: torch.device) -> None:
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.9 * losses[0], losses
+
+
+# -- training-time router behaviour -----------------------------------------------------------
+
+
+def assert_same_gradients(model, hf, tolerance: float) -> None:
+    """Every parameter's gradient, in the checkpoint's names (HF's fused experts converted)."""
+    grads = model.state_dict_adapter.to_hf({n: p.grad for n, p in model.named_parameters()})
+    hf_grads = revert_weight_conversion(hf, {n: p.grad for n, p in hf.named_parameters()})
+    assert sorted(grads) == sorted(hf_grads)
+    for name, grad in hf_grads.items():
+        assert grads[name] is not None, name
+        assert_same(grads[name], grad, tolerance)
+
+
+def padded_pair(tmp_path: Path, device: torch.device):
+    """HF and the generated model in training with output_router_logits and COEFFICIENT, and a
+    routed batch whose first row ends in padding: (hf, model, ids, attention mask, labels)."""
+    config = make_config(output_router_logits=True, router_aux_loss_coef=COEFFICIENT)
+    hf = hf_reference(config, device)
+    model = load(generated(config, device), saved_checkpoint(hf, tmp_path))
+    mask = torch.ones(2, 16, dtype=torch.long, device=device)
+    mask[0, -5:] = 0
+    ids = routed_token_ids(hf, device, attention_mask=mask)
+    assert ids.shape == mask.shape
+    labels = ids.masked_fill(mask == 0, -100)
+    return hf.train(), model.train(), ids, mask, labels
+
+
+def test_load_balancing_loss_matches_hf(tmp_path: Path, device: torch.device) -> None:
+    """HF's loss with output_router_logits: cross entropy + coefficient x its load-balancing
+    loss over every sparse layer's router logits, the padding left out by the attention mask."""
+    hf, model, ids, mask, labels = padded_pair(tmp_path, device)
+    torch.manual_seed(0)
+    theirs = hf(input_ids=ids, attention_mask=mask, labels=labels)
+    torch.manual_seed(0)
+    ours = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert len(ours.router_logits) == len(theirs.router_logits) == len(SPARSE_LAYERS)
+    for mine, hfs in zip(ours.router_logits, theirs.router_logits, strict=True):
+        assert_same(mine, hfs, atol(device))
+    assert_same(ours.aux_loss, theirs.aux_loss, atol(device))
+    assert_same(ours.loss, theirs.loss, atol(device))
+    theirs.loss.backward()
+    ours.loss.backward()
+    assert_same_gradients(model, hf, 20 * atol(device))
+
+
+@pytest.mark.parametrize("through", ["logits", "hidden_states"])
+def test_logits_carry_the_load_balancing_gradient(tmp_path: Path, device: torch.device, through: str) -> None:
+    """AutoModel's recipes pass no labels and compute the loss from the logits (or from the
+    final hidden states and the head's weight): in training that cross entropy alone gets the
+    gradients of HF's loss with the aux term."""
+    hf, model, ids, mask, labels = padded_pair(tmp_path, device)
+    torch.manual_seed(0)
+    theirs = hf(input_ids=ids, attention_mask=mask, labels=labels)
+    torch.manual_seed(0)
+    ours = model(input_ids=ids, attention_mask=mask, output_hidden_states=through != "logits")
+    assert ours.loss is None and ours.aux_loss is not None
+    logits = ours.logits
+    if through == "hidden_states":
+        logits = F.linear(ours.hidden_states[-1], model.lm_head.weight)
+    vocab = logits.shape[-1]
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1))
+    theirs.loss.backward()
+    loss.backward()
+    assert_same_gradients(model, hf, 20 * atol(device))
