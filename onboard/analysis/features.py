@@ -265,6 +265,7 @@ _ABSENT_EVIDENCE = {
     "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention
     "text.attention.indexer": ("text.attention.head_dim", "text.attention.mla"),  # likewise
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
+    "text.attention.qk_norm_each_head": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),
     "text.final_norm": ("text.norm.kind",),
     "text.first_layer_without": ("text.norm.placement",),

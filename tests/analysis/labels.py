@@ -56,6 +56,7 @@ Value = str | bool | int | float | None | Unresolved
 BASELINE: dict[str, Value] = {
     "attention.kind": "standard",
     "attention.qk_norm": "none",
+    "attention.qk_norm_each_head": False,
     "attention.fused_qkv": "none",
     "attention.qk_norm_after_rope": False,
     "attention.qkv_bias": False,

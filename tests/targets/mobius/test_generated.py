@@ -305,7 +305,9 @@ def test_moe_treat_as_new_parity_passes(source: str, kind: str, tmp_path: Path) 
     )
     report = result.parity
     assert report.passed, [c for c in report.checks if c.status is Status.FAIL]
-    assert not [c for c in report.checks if c.status is Status.XFAIL]
+    # Flipped flags (checks marked +) may open a sliding window the cpu EP drops (bug T8)
+    excused = [c for c in report.checks if c.status is Status.XFAIL]
+    assert all(c.name.endswith("+") and c.bug == "T8" for c in excused), excused
     assert report.weights.ok and report.weights.checkpoint_tensors == report.weights.parameters
     experts = [row for row in report.weights.rows if row.group.endswith("experts")]
     assert experts and all(row.placed == row.checkpoint for row in experts)
