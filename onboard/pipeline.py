@@ -274,7 +274,6 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
         report = None
         refused = None
-        staging = None
         if options.parity and plan.model_file and source.is_remote_code:
             refused = _trust_remote_code(source, options, root)
         if options.parity and plan.model_file and refused is None:
