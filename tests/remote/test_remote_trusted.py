@@ -45,7 +45,7 @@ def test_probe_reads_what_the_names_hide(trusted_analysis) -> None:
     assert (attention.fused_qkv, attention.fused_qkv_layout) == ("wqkv", "kv_grouped")
     assert (attention.num_heads, attention.num_kv_heads) == (4, 2)
     assert not attention.alibi  # a reading that cannot even run is never accepted
-    (kind, rope), *_ = spec.text.rope
+    (_kind, rope), *_ = spec.text.rope
     assert rope.rope_type == "default" and rope.theta == 1_000_000.0
     assert spec.unresolved == ()
     assert dict(spec.source.remote_files).keys() == {
@@ -161,3 +161,44 @@ def test_inspect_with_trust_probes_the_classes(cli_env, internlm2) -> None:
     features = json.loads(run.stdout)["features"]
     values = {f["name"]: f["value"] for f in features}
     assert values["attention.fused_qkv"] == "kv_grouped"
+
+
+def test_features_cite_lines_that_still_hold() -> None:
+    import re
+
+    folder = Path(__file__).parents[1] / "fixtures" / "remote" / "internlm2-tiny"
+    lines = (folder / "modeling_internlm2.py").read_text().splitlines()
+    cited = re.findall(
+        r"`modeling_internlm2\.py:(\d+)` `(.*)`$", (folder / "FEATURES.md").read_text(), re.M
+    )
+    assert len(cited) >= 15
+    for number, code in cited:
+        assert lines[int(number) - 1].strip() == code.strip(), number
+
+
+def test_hybrid_remote_code_passes_with_zero_hand_edits(cli_env, checkpoint, tmp_path) -> None:
+    """tern: LFM2-style short convolutions beside attention, read by the same mixer readers."""
+    run = onboard(
+        "new",
+        str(checkpoint("tern-tiny")),
+        "--out",
+        str(tmp_path / "out"),
+        "--trust-remote-code",
+        "--json",
+        env=cli_env,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["parity"]["passed"]
+    assert report["classification"]["kind"] == "hybrid"
+
+
+def test_moe_experts_in_a_module_list_are_named(cli_env, checkpoint, tmp_path) -> None:
+    run = onboard(
+        "inspect", str(checkpoint("brook-tiny")), "--trust-remote-code", "--json", env=cli_env
+    )
+    assert run.returncode == 0, run.stderr
+    unresolved = json.loads(run.stdout)["spec"]["unresolved"]
+    found = [d for d in unresolved if d["what"].startswith("experts kept as a ModuleList")]
+    assert found and "4 x BrookMLP(w1, w3, w2)" in found[0]["detail"]
+    assert found[0]["where"].startswith("modeling_brook.py:")
