@@ -238,3 +238,27 @@ def test_checkpoint_code_failing_later_names_its_line(
     _one_line_error(
         run, ExitCode.REMOTE_CODE_FAILED, f"failed {doing} at modeling_internlm2.py:{line}"
     )
+
+
+def test_dynamic_rope_remote_code_gets_the_default_tables(cli_env, internlm2, tmp_path) -> None:
+    """The checkpoint's own dynamic NTK RoPE (its code, not transformers') is read as dynamic,
+    and the generated code does not inherit mobius' M8."""
+    config = json.loads((internlm2 / "config.json").read_text())
+    config["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
+    (internlm2 / "config.json").write_text(json.dumps(config, indent=2))
+    run = onboard(
+        "new",
+        str(internlm2),
+        "--out",
+        str(tmp_path / "out"),
+        "--treat-as-new",
+        "--trust-remote-code",
+        "--json",
+        env=cli_env,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    ((_kind, rope),) = report["spec"]["text"]["rope"]
+    assert rope["rope_type"] == "dynamic"
+    assert report["parity"]["passed"]
+    assert any("M8 not inherited" in note for note in report["parity"]["notes"])
