@@ -262,3 +262,12 @@ def test_dynamic_rope_remote_code_gets_the_default_tables(cli_env, internlm2, tm
     assert rope["rope_type"] == "dynamic"
     assert report["parity"]["passed"]
     assert any("M8 not inherited" in note for note in report["parity"]["notes"])
+
+
+def test_parity_command_on_a_registered_remote_type(cli_env, internlm2) -> None:
+    refused = onboard("parity", str(internlm2), env=cli_env)
+    _one_line_error(refused, ExitCode.REFUSED, "needs --trust-remote-code")
+    run = onboard("parity", str(internlm2), "--trust-remote-code", "--json", env=cli_env)
+    assert run.returncode == ExitCode.FAILED, run.stderr
+    report = json.loads(run.stdout)
+    assert [b["id"] for b in report["target_bugs"]] == ["M9"]
