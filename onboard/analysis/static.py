@@ -881,13 +881,14 @@ class StaticReader:
         return True
 
     def _rope_calls(self, attention_class: str) -> list[ast.Call]:
+        """Calls of a rotary function in any method of the attention (or a class it derives
+        from): 2024 code often projects and rotates in a helper of the forward."""
         calls = []
         for owner in (attention_class, *self.src.bases(attention_class)):
-            forward = self.src.method(owner, "forward")
-            for node in ast.walk(forward) if forward is not None else ():
+            for node in ast.walk(self.src.classes[owner]):
                 if isinstance(node, ast.Call) and "rotary" in (_name_of(node.func) or ""):
                     calls.append(node)
-        return calls
+        return sorted(calls, key=lambda c: c.lineno)
 
     def _cite_plain_scale(self, attention_class: str) -> None:
         """Without a ``scaling`` attribute: where the scores are divided by sqrt(head_dim)."""
@@ -1251,7 +1252,7 @@ class StaticReader:
             self._delta("attention has no forward", self.src.classes[attention_class])
             return
         calls = [n for n in ast.walk(forward) if isinstance(n, ast.Call)]
-        rope_calls = [c for c in calls if "rotary" in (_name_of(c.func) or "")]
+        rope_calls = self._rope_calls(attention_class)
         norm_calls = [
             c for c in calls if _self_attr(c.func) and c.func.attr in ("q_norm", "k_norm")
         ]

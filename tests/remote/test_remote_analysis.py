@@ -55,10 +55,31 @@ TRUTH = {
         "rope.partial": False,  # 14
         "embeddings.tied": False,  # 16
     },
+    "kiln-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "none",  # 11
+        "attention.fused_qkv": "concatenated",  # 8
+        "attention.qkv_bias": False,  # 8
+        "attention.o_bias": False,  # 9
+        "attention.sliding_window": "none",  # 11
+        "mlp.kind": "gated",  # 13
+        "mlp.activation": "silu",  # 14
+        "mlp.bias": False,  # 13
+        "norm.kind": "rms",  # 5
+        "norm.placement": "pre",  # 6
+        "norm.final": True,  # 7
+        "embedding.scale": "none",  # 15
+        "logits.final_softcap": False,  # 16
+        "logits.bias": False,  # 16
+        "positions": "alibi",  # 12
+        "rope.type": "none",  # 12
+        "rope.partial": False,  # 12
+        "embeddings.tied": False,  # 16
+    },
 }
 
 
-MODELS = ("ember", "quill")
+MODELS = ("ember", "quill", "kiln")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +132,30 @@ def test_values_read_from_the_config_and_the_source(analyses) -> None:
         "mlp_out": "post_feedforward_layernorm",
     }
     assert quill.mlp.projections == ("up_proj", "down_proj") and quill.mlp.bias_key == "mlp_bias"
+
+
+def test_kiln_layout_and_names_are_the_checkpoints(analyses) -> None:
+    """FEATURES.md 1-4, 8, 10: transformer.wte/h/ln_f renamed onto the Llama layout, the blocks'
+    own norm names, W_pack as one fused projection, multi-head, ALiBi instead of RoPE."""
+    spec = analyses["kiln-tiny"].spec
+    assert spec.weights.renames == (
+        ("transformer.wte.", "model.embed_tokens."),
+        ("transformer.h.", "model.layers."),
+        ("transformer.ln_f.", "model.norm."),
+    )
+    text = spec.text
+    assert dict(text.norm.names) == {"attn_in": "ln_1", "mlp_in": "ln_2"}
+    assert text.names == ()  # self_attn, o_proj, mlp and gate/up/down_proj are Llama's names
+    attention = text.attention
+    assert (attention.fused_qkv, attention.fused_qkv_layout) == ("W_pack", "concatenated")
+    assert (attention.num_heads, attention.num_kv_heads, attention.head_dim) == (4, 4, 16)
+    assert attention.alibi and attention.scale == 16**-0.5
+    assert [(kind, rope.rope_type) for kind, rope in text.rope] == [("full_attention", None)]
+    assert text.mlp.projections == ("gate_proj", "up_proj", "down_proj")
+    cited = {path: {e.where for e in evidence} for path, evidence in spec.evidence}
+    assert {"modeling_kiln.py:89", "modeling_kiln.py:95"} <= cited["text.attention.fused_qkv"]
+    assert "modeling_kiln.py:24" in cited["text.attention.alibi"]
+    assert {"modeling_kiln.py:163", "modeling_kiln.py:152"} <= cited["text.layout.dispatch"]
 
 
 def test_evidence_cites_the_lines_features_md_cites(analyses) -> None:
