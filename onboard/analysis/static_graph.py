@@ -287,6 +287,8 @@ def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
         ) or any(isinstance(n, ast.Name) and n.id in derived for n in ast.walk(value))
         if not from_fused:
             continue
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            continue  # a piece of it (q = qkv[..., :a]): read by _sliced below
         decided, split, undecided = _verdict(value)
         if len({layout for layout, _ in decided}) > 1:
             return FusedLayout(None, stmt, "reshaped two ways")
@@ -303,7 +305,39 @@ def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         for target in targets:
             derived.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    if derived and not reshaped and (sliced := _sliced(method, derived)) is not None:
+        return FusedLayout("concatenated", sliced, "sliced along its last axis into q, k, v")
     return None if not derived else FusedLayout(None, method, "no split of it read")
+
+
+def _sliced(method: ast.FunctionDef, derived: set[str]) -> ast.AST | None:
+    """``q = qkv[..., :a]``, ``k = qkv[..., a:b]``, ``v = qkv[..., b:]`` (Phi-3): three slices
+    of the last axis in q, k, v order, the first from the start and the last to the end."""
+    slices: dict[str, tuple[ast.Assign, ast.Slice]] = {}
+    for stmt in ast.walk(method):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        value, target = stmt.value, stmt.targets[0]
+        if not (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in derived
+            and isinstance(value.slice, ast.Tuple)
+            and len(value.slice.elts) == 2
+            and ast.unparse(value.slice.elts[0]) == "..."
+            and isinstance(value.slice.elts[1], ast.Slice)
+        ):
+            continue
+        letter = target.id.lower().lstrip("x_")[:1]
+        if letter in "qkv" and letter not in slices:
+            slices[letter] = (stmt, value.slice.elts[1])
+    if set(slices) != {"q", "k", "v"}:
+        return None
+    q, k, v = (slices[letter][1] for letter in "qkv")
+    if q.lower is not None or v.upper is not None or k.lower is None or k.upper is None:
+        return None
+    return slices["q"][0]
 
 
 def _verdict(value: ast.AST) -> tuple[list[tuple[str, str]], bool, bool]:

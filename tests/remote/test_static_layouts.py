@@ -137,6 +137,19 @@ def test_a_view_with_three_before_the_heads_is_concatenated() -> None:
     assert result.text.attention.fused_qkv_layout == "concatenated"
 
 
+SLICES = (
+    "query_states = proj[..., : self.hidden_size]\n"
+    "        key_states = proj[..., self.hidden_size : 2 * self.hidden_size]\n"
+    "        value_states = proj[..., 2 * self.hidden_size :]"
+)
+
+
+def test_slices_of_w_pack_in_q_k_v_order_are_concatenated() -> None:
+    result = kiln((SPLIT, SLICES))
+    assert result.deltas == ()
+    assert result.text.attention.fused_qkv_layout == "concatenated"
+
+
 @pytest.mark.parametrize(
     ("replacement", "why"),
     [
@@ -150,6 +163,12 @@ def test_a_view_with_three_before_the_heads_is_concatenated() -> None:
             "the order of q, k and v is not readable",
         ),
         ("query_states, key_states, value_states = self._pieces(proj)", "no split of it read"),
+        (  # v's rows in the middle: no slice order says q, k, v
+            SLICES.replace("value_states = proj[..., 2", "key_states_ = proj[..., 2")
+            .replace("key_states = proj[..., self", "value_states = proj[..., self")
+            .replace("key_states_", "key_states"),
+            "no split of it read",
+        ),
     ],
 )
 def test_a_fused_projection_never_becomes_separate_projections_silently(

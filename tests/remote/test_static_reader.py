@@ -32,6 +32,7 @@ READ_FULLY = (
     "ernie4_5",
     "glm",
     "glm4",
+    "phi3",  # one fused qkv_proj, sliced into q, k, v
 )
 # Types the reader must refuse (a delta), with a fragment of the reason.
 REFUSED = {
