@@ -294,6 +294,10 @@ def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
             return FusedLayout(None, stmt, "reshaped two ways")
         if decided:
             layout, why = decided[0]
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if layout != "kv_grouped" and not _index_order(method, names):
+                return FusedLayout(None, stmt, "its pieces are taken in another order than q, k, v")
             return FusedLayout(layout, stmt, why)
         if split and (reshaped or undecided):
             return FusedLayout(None, stmt, "split after a reshape onboard cannot read")
@@ -338,6 +342,37 @@ def _sliced(method: ast.FunctionDef, derived: set[str]) -> ast.AST | None:
     if q.lower is not None or v.upper is not None or k.lower is None or k.upper is None:
         return None
     return slices["q"][0]
+
+
+def _index_order(method: ast.FunctionDef, names: set[str]) -> bool:
+    """Pieces taken by a constant index along the 3 (``q = proj[0]``, ``k = qkv[..., 1, :]``)
+    must be q, k, v in that order; no such pieces, nothing to contradict."""
+    for stmt in ast.walk(method):
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        value = stmt.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            value = value.func.value  # proj[0].view(...).transpose(...)
+        if not (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in names
+        ):
+            continue
+        parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        index = next(
+            (p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, int)),
+            None,
+        )
+        if index is None:
+            negative = next((p for p in parts if isinstance(p, ast.UnaryOp)), None)
+            if negative is None or not isinstance(negative.operand, ast.Constant):
+                continue
+            index = -negative.operand.value
+        letter = stmt.targets[0].id.lower().lstrip("x_")[:1]
+        if letter in "qkv" and "qkv".index(letter) != index % 3:
+            return False
+    return True
 
 
 def _verdict(value: ast.AST) -> tuple[list[tuple[str, str]], bool, bool]:

@@ -150,6 +150,21 @@ def test_slices_of_w_pack_in_q_k_v_order_are_concatenated() -> None:
     assert result.text.attention.fused_qkv_layout == "concatenated"
 
 
+UNFLATTEN = (
+    "proj = proj.unflatten(-1, (3, self.hidden_size)).unsqueeze(0).transpose(0, -2)\n"
+    "        proj = proj.squeeze(-2)\n"
+    "        query_states = proj[0]\n"
+    "        key_states = proj[1]\n"
+    "        value_states = proj[2]"
+)
+
+
+def test_baichuan_style_unflatten_and_indices_are_concatenated() -> None:
+    result = kiln((SPLIT, UNFLATTEN))
+    assert result.deltas == ()
+    assert result.text.attention.fused_qkv_layout == "concatenated"
+
+
 @pytest.mark.parametrize(
     ("replacement", "why"),
     [
@@ -163,6 +178,10 @@ def test_slices_of_w_pack_in_q_k_v_order_are_concatenated() -> None:
             "the order of q, k and v is not readable",
         ),
         ("query_states, key_states, value_states = self._pieces(proj)", "no split of it read"),
+        (
+            UNFLATTEN.replace("proj[1]", "proj[_K]").replace("proj[2]", "proj[1]"),
+            "its pieces are taken in another order than q, k, v",
+        ),
         (  # v's rows in the middle: no slice order says q, k, v
             SLICES.replace("value_states = proj[..., 2", "key_states_ = proj[..., 2")
             .replace("key_states = proj[..., self", "value_states = proj[..., self")
