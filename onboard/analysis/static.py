@@ -270,7 +270,8 @@ class StaticReader:
         embed, final = self._model_parts(model_class, parts, layers)
         if embed is None:
             return None
-        layer = graph.children(self.src, layer_class)
+        built = self._present(layer_class)  # `if config.add_cross_attention:` evaluated
+        layer = {a: c for a, c in graph.children(self.src, layer_class).items() if a in built}
         blocks = self._layer_roles(layer_class, layer)
         if blocks is None:
             return None
