@@ -111,9 +111,11 @@ class AttentionSpec:
     yarn_mscale: bool = False  # scale *= yarn mscale(factor, mscale_all_dim) ** 2 (DeepSeek)
     # HF attribute of one projection to q, k and v (Phi-3: qkv_proj); its rows are q, k, v one
     # after the other (concatenated), head by head (per_head: Persimmon, GPT-NeoX), or in
-    # fused_qkv_groups groups of heads, each holding its heads' q, v, k (grouped: CodeGen)
+    # fused_qkv_groups groups of heads, each holding its heads' q, v, k (grouped: CodeGen), or
+    # key/value head by key/value head, each with its query heads, then its k, then its v
+    # (kv_grouped: InternLM2's wqkv)
     fused_qkv: str | None = None
-    fused_qkv_layout: Literal["concatenated", "per_head", "grouped"] = "concatenated"
+    fused_qkv_layout: Literal["concatenated", "per_head", "grouped", "kv_grouped"] = "concatenated"
     fused_qkv_groups: int = 1
     # Multi-query attention switched on by a config flag (GPT-BigCode, Falcon: multi_query):
     # one k/v head whatever num_key_value_heads says; kv_heads_expr is HF's rule, over the config

@@ -47,8 +47,9 @@ TrustOpt = Annotated[
     bool,
     typer.Option(
         "--trust-remote-code",
-        help="Allow parity to import the checkpoint's own code (auto_map), pinned to the "
-        "hashes of the files analysed.",
+        help="Allow onboard to import the checkpoint's own code (auto_map), pinned to the "
+        "hashes of its files: the analysis builds and probes a tiny model of it, and parity "
+        "runs it as the reference. Without it the code is only read as text.",
     ),
 ]
 DeviceOpt = Annotated[
@@ -200,6 +201,7 @@ def inspect(
     repo: ReadRepoOpt = None,
     revision: RevisionOpt = None,
     treat_as_new: Annotated[bool, typer.Option("--treat-as-new")] = False,
+    trust_remote_code: TrustOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Classify a model, list its features with evidence and the closest known variants."""
@@ -220,7 +222,7 @@ def inspect(
         progress("source")
         source = load_source(model, revision=revision)
         progress("analysis")
-        analysis = analyse(source)
+        analysis = analyse(source, run_remote_code=_run_remote_code(source, trust_remote_code))
         chosen_target = load_target(target)
         library = chosen_target.open_library(repo)
         proposal = chosen_target.propose(analysis.spec, library, treat_as_new=treat_as_new)
@@ -321,8 +323,10 @@ def parity_command(
     with _status(not as_json) as progress:
         progress("source")
         source = load_source(model, revision=revision)
+        if source.is_remote_code:
+            _trust_for_parity(source, generated, trust_remote_code)
         progress("analysis")
-        analysis = analyse(source)
+        analysis = analyse(source, run_remote_code=source.is_remote_code)
         chosen_target = load_target(target)
         library = chosen_target.open_library(repo)
         treat_as_new = generated is not None
@@ -337,8 +341,6 @@ def parity_command(
                 f"{analysis.spec.model_type} is not registered in {target}; "
                 "run `onboard new` or pass --generated"
             )
-        if source.is_remote_code:
-            _trust_for_parity(source, generated, trust_remote_code)
         progress("parity")
         report = chosen_target.parity(analysis, proposal, module, library, device=device)
     code = ExitCode.OK if report.passed else ExitCode.FAILED
@@ -348,6 +350,16 @@ def parity_command(
         print_parity(report, out, generated=generated is not None)
     if code:
         raise typer.Exit(code)
+
+
+def _run_remote_code(source, trusted: bool) -> bool:
+    """Whether the analysis builds the checkpoint's own classes: remote code, trusted."""
+    if not (source.is_remote_code and trusted):
+        return False
+    from onboard.remote_code import register_remote_classes
+
+    register_remote_classes(source.config, source.remote_files)
+    return True
 
 
 def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:

@@ -23,13 +23,12 @@ from onboard.errors import (
     BadInputError,
     ConflictError,
     EnvironmentFailure,
-    RefusedError,
     UnsupportedFeatureError,
 )
 from onboard.journal import JOURNAL, pending, repair
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
-from onboard.remote_code import check_hashes, register_remote_classes, require_trust
+from onboard.remote_code import check_hashes, register_remote_classes, untrusted
 from onboard.render import RenderResult, generated_before, recorded_remote_code, render
 from onboard.source import ModelSource, load_source, with_hub_id
 from onboard.targets.base import Library, Proposal, Target, load_target
@@ -110,21 +109,20 @@ def command_line(options: NewOptions) -> str:
     return " ".join(parts)
 
 
-def _trust_remote_code(source: ModelSource, options: NewOptions, root: Path) -> str | None:
-    """Import the checkpoint's code for the HF reference, or say why parity cannot run.
+def _run_remote_code(source: ModelSource, options: NewOptions, root: Path) -> bool:
+    """With ``--trust-remote-code``, import the checkpoint's code (registered with transformers'
+    Auto classes) for the analysis and the HF reference; whether it was.
 
-    The code must be the bytes that were analysed and, for a model onboarded here before, the
-    bytes its answers file recorded (``--force`` accepts new code, as it accepts new files).
+    The code must be the bytes read from the checkpoint and, for a model onboarded here before,
+    the bytes its answers file recorded (``--force`` accepts new code, as it accepts new files).
     """
-    try:
-        require_trust(source.model_type, source.remote_files, options.trust_remote_code)
-    except RefusedError as refusal:
-        return refusal.message
+    if not (source.is_remote_code and options.trust_remote_code):
+        return False
     answers, recorded = recorded_remote_code(root, source.model_type)
     if recorded and not options.force:
         check_hashes(source.remote_files, recorded, str(answers))
     register_remote_classes(source.config, source.remote_files)
-    return None
+    return True
 
 
 def _require_writable(root: Path) -> None:
@@ -212,8 +210,12 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         elif source.hub_id is None:
             source = replace(source, notices=(*source.notices, _NO_HUB_ID))
         source = _noticed(source, repaired)
+    target_root = repo or (options.out or default_out(source.model_type, options.target))
+    trusted = _run_remote_code(source, options, target_root.expanduser().resolve())
     with clock.phase("analysis"):
-        analysis = with_flags(source, analyse(source))
+        analysis = with_flags(source, analyse(source, run_remote_code=trusted))
+        for note in analysis.build_notes:
+            source = _noticed(source, note)
     with clock.phase("target"):
         # A model onboard registered earlier is regenerated, not "already supported".
         regenerate = options.treat_as_new or (
@@ -223,8 +225,13 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
     if proposal.already_supported is not None:
         report = None
-        if options.parity:  # remote code is never "already supported": no trust check here
-            with clock.phase("parity"):
+        refused = (
+            untrusted(source.model_type, source.remote_files)
+            if source.is_remote_code and not trusted
+            else None
+        )
+        if options.parity and refused is None:  # the library's class against HF's (or the
+            with clock.phase("parity"):  # checkpoint's own code, trusted)
                 report = target.parity(analysis, proposal, None, library, device=options.device)
                 report = flag_attempts.library_flag_notes(
                     target, report, analysis, proposal, library, options.device
@@ -240,6 +247,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             report,
             None,
             timings=tuple(clock.laps),
+            refused=refused if options.parity else None,
         )
 
     out = None if repo else (options.out or default_out(analysis.spec.model_type, options.target))
@@ -274,8 +282,8 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
         report = None
         refused = None
-        if options.parity and plan.model_file and source.is_remote_code:
-            refused = _trust_remote_code(source, options, root)
+        if options.parity and plan.model_file and source.is_remote_code and not trusted:
+            refused = untrusted(source.model_type, source.remote_files)
         if options.parity and plan.model_file and refused is None:
             report, staging = _staged_parity(
                 target, clock, plan, generating, analysis, generating_proposal, library, options

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import RefusedError, RemoteCodeError
+from onboard.remote_idioms import REMOTE_PACKAGE_PREFIX
 from onboard.source import SourceFile, remote_modules
 
 TRUST_FLAG = "--trust-remote-code"
@@ -29,10 +30,14 @@ TRUST_FLAG = "--trust-remote-code"
 
 def require_trust(model_type: str, files: Sequence[SourceFile], trusted: bool) -> None:
     """Parity runs the checkpoint's code: refuse unless the user said so."""
-    if trusted:
-        return
+    if not trusted:
+        raise RefusedError(untrusted(model_type, files))
+
+
+def untrusted(model_type: str, files: Sequence[SourceFile]) -> str:
+    """Why the checkpoint's code does not run (the parity reference, the tiny model)."""
     names = ", ".join(f.name for f in files)
-    raise RefusedError(
+    return (
         f"parity refused: {model_type} exists only as remote code ({names}), and running it "
         f"needs {TRUST_FLAG} (read those files first)"
     )
@@ -80,7 +85,7 @@ def _import_package(files: Sequence[SourceFile]) -> str:
     digest = hashlib.sha256()
     for file in sorted(files, key=lambda f: f.name):
         digest.update(f"{file.name}\0{file.sha256}\0".encode())
-    name = f"onboard_remote_{digest.hexdigest()[:16]}"
+    name = f"{REMOTE_PACKAGE_PREFIX}{digest.hexdigest()[:16]}"
     if name in sys.modules:
         return name
     scratch = Path(tempfile.mkdtemp(prefix="onboard-remote-"))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
+from onboard.remote_idioms import build_remote, is_remote
 
 PERTURB_STD = 0.05
 # Tiny models hold well under a million values; this many means a size no shrink reached (a key
@@ -41,6 +42,8 @@ def build_tiny_model(
 
     refuse_oversized(hf_config, build)
     torch.manual_seed(seed)  # after the meta build, so the weights are those of the seed alone
+    if is_remote(hf_config):  # the checkpoint's own classes: 2024 habits repaired and noted
+        return build_remote(build, hf_config).float().eval()
     try:
         model = build()
     except Exception as exc:  # transformers raises many types for inconsistent configs

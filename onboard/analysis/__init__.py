@@ -16,6 +16,7 @@ from onboard.checkpoint import parameter_shapes
 from onboard.classify import Classification, Kind, classify, require_in_scope
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
+from onboard.remote_idioms import notes_of
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, Delta, FlagSpecs, SourceRef, WeightSpec
 from onboard.tiny import (
@@ -56,15 +57,22 @@ class Analysis:
     variants: tuple[Analysis, ...] = ()
     # On a variant: the analysed spec and each flag's spec alone, for code that reads the flags
     flagged_from: FlagSpecs | None = None
+    # What the tiny build repaired in a checkpoint's own code (remote_idioms), one line each
+    build_notes: tuple[str, ...] = ()
 
 
-def analyse(source: ModelSource) -> Analysis:
+def analyse(source: ModelSource, *, run_remote_code: bool = False) -> Analysis:
+    """``run_remote_code``: the checkpoint's own classes are registered (trusted, hashes
+    checked), so remote code is built and probed like a transformers model; without it,
+    remote code is read as text."""
     modeling = source.hf_file("modeling_") or source.remote_file("modeling_")
     classification = classify(source.config, modeling.text if modeling else None)
     require_in_scope(classification)
     if source.is_remote_code:
-        from onboard.analysis.remote import analyse_remote
+        from onboard.analysis.remote import analyse_remote, analyse_remote_classes
 
+        if run_remote_code:
+            return analyse_remote_classes(source, classification, _analyse_decoder)
         return analyse_remote(source, classification)
     if classification.kind == Kind.VLM:
         from onboard.analysis.vision import analyse_vlm
@@ -109,7 +117,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         hf_config,
         tiny_config,
         probe,
-        source.hf_files,
+        source.hf_files or source.remote_files,
         model=model,
         real_layers=real_layers,
         blocks=layout.blocks if layout else None,
@@ -132,7 +140,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         evidence=builder.log.freeze(),
         unresolved=unresolved,
     )
-    return Analysis(spec, classification, tiny, probe)
+    return Analysis(spec, classification, tiny, probe, build_notes=notes_of(hf_model))
 
 
 def _probed(
@@ -265,5 +273,6 @@ def _source_ref(source: ModelSource, probe: Probe) -> SourceRef:
         architecture=source.architecture or probe.model_class,
         transformers_version=transformers.__version__,
         hf_files=tuple((f.name, f.sha256) for f in source.hf_files),
+        remote_files=tuple((f.name, f.sha256) for f in source.remote_files),
         hub_id=source.hub_id,
     )

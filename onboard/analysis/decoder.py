@@ -308,9 +308,7 @@ class DecoderSpecBuilder(Reader):
         for trial in TRIALS:
             if not mismatches:
                 break
-            reading = next(
-                (r for r in trial.readings(text) if not self._attention_mismatches(r)), None
-            )
+            reading = next((r for r in trial.readings(text) if self._attention_matches(r)), None)
             if reading is not None:
                 for cited in changed_by(text, reading):  # the grouped rows came with pairs
                     self._probe(cited.path, f"{LAYER0}self_attn", cited.observation)
@@ -332,6 +330,20 @@ class DecoderSpecBuilder(Reader):
         except Exception:  # a model that cannot be copied is not checked; it is incomplete anyway
             return ()
         return check_attention(text, model, self.tiny)
+
+    def _attention_matches(self, text: TextDecoderSpec) -> bool:
+        """Every attention computes what ``text`` says: a reading the interpreter cannot even
+        run (rows that do not split as it says) is not a match."""
+        if self.model is None:
+            return False
+        from onboard.analysis.spec_check import find_mismatches
+        from onboard.tiny_model import perturb
+
+        try:
+            model = perturb(copy.deepcopy(self.model))
+        except Exception:  # a model that cannot be copied cannot prove a reading
+            return False
+        return find_mismatches(text, model, self.tiny, attention_only=True) == []
 
     def moe(self, layer_types: Sequence[str] = ()) -> dict[str, Any]:
         """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones).

@@ -47,11 +47,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     experts = block.experts
     layout = expert_layout(experts)
     if layout is None:
-        return MoEFindings(
-            None,
-            (),
-            (Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__),),
-        )
+        return MoEFindings(None, (), (_unread_experts(experts, prefix),))
     num_experts, width = layout.num_experts, layout.width
     first = layout.first_name
     shape = tuple(getattr(experts, first).shape)
@@ -143,6 +139,22 @@ class ExpertLayout:
     def first_name(self) -> str:
         """HF's name of the experts' first projection."""
         return "up_proj" if self.plain else "gate_up_proj"
+
+
+def _unread_experts(experts: Any, prefix: str) -> Delta:
+    """What the experts are, when they are not transformers 5's stacked 3-D parameters."""
+    import torch
+
+    if isinstance(experts, torch.nn.ModuleList) and len(experts):
+        first = experts[0]
+        linears = [n for n, m in first.named_children() if isinstance(m, torch.nn.Linear)]
+        return Delta(
+            "experts kept as a ModuleList of per-expert MLPs; onboard reads transformers 5's "
+            "stacked experts (gate_up_proj / up_proj and down_proj, 3-D) only",
+            source_location(type(first).forward) or f"{prefix}.experts",
+            f"{prefix}.experts: {len(experts)} x {type(first).__name__}({', '.join(linears)})",
+        )
+    return Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__)
 
 
 def expert_layout(experts: Any) -> ExpertLayout | None:

@@ -422,12 +422,37 @@ def _rotates(attention: Any, call: tuple[tuple, dict, Any] | None) -> bool | Non
         return None
     cos, sin = rope
     identity = (torch.ones_like(cos), torch.zeros_like(sin))
+    # A freshly initialised post-norm model (no norm before attention) feeds it embeddings of
+    # std initializer_range: q.k is then so small that attention is uniform whatever RoPE
+    # does. Both runs take the same hidden states rescaled to RMS_RESCALED.
+    args, kwargs = _rescaled_hidden(args, kwargs)
     try:
+        rotated = attention(*args, **kwargs)
         plain = attention(*args, **{**kwargs, "position_embeddings": identity})
     except Exception:  # an attention that cannot be rerun on its own tells nothing
         return None
+    rotated = rotated[0] if isinstance(rotated, tuple) else rotated
     plain = plain[0] if isinstance(plain, tuple) else plain
-    return bool((plain - output).abs().max().item() > 1e-6)
+    return bool((plain - rotated).abs().max().item() > 1e-6)
+
+
+RMS_RESCALED = 4.0
+
+
+def _rescaled_hidden(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The attention's call with its hidden states (first argument) at RMS ``RMS_RESCALED``."""
+    import torch
+
+    def rescale(x: torch.Tensor) -> torch.Tensor:
+        rms = x.float().pow(2).mean().sqrt().clamp_min(1e-12)
+        return x * (RMS_RESCALED / rms).to(x.dtype)
+
+    if args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+        return (rescale(args[0]), *args[1:]), kwargs
+    hidden = kwargs.get("hidden_states")
+    if isinstance(hidden, torch.Tensor):
+        return args, {**kwargs, "hidden_states": rescale(hidden)}
+    return args, kwargs
 
 
 def source_location(function: Any) -> str | None:
@@ -469,7 +494,13 @@ def _rotary_dims(rotary: Any) -> tuple[tuple[str, int], ...]:
 
 
 def _attention_rotary_dims(attention: Any) -> tuple[tuple[str, int], ...]:
-    """GPT-J keeps RoPE in the attention: a sin/cos table over its first ``rotary_dim``."""
+    """RoPE kept in the attention: GPT-J's sin/cos table over its first ``rotary_dim``, or a
+    rotary module of its own (2024 remote code: InternLM2's ``attention.rotary_emb``)."""
+    if attention is None:
+        return ()
+    own = getattr(attention, "rotary_emb", None)
+    if own is not None and (dims := _rotary_dims(own)):
+        return dims
     dim = getattr(attention, "rotary_dim", None)
     table = getattr(attention, "embed_positions", None)
     if not isinstance(dim, int) or table is None or table.shape[-1] != dim:

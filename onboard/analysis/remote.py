@@ -9,6 +9,8 @@ line by line against the closest transformers classes, for a reviewer. Parity (o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onboard.analysis import Analysis
 from onboard.analysis.similarity import compare_with_transformers
 from onboard.analysis.static import ConfigValues, StaticReader
@@ -17,6 +19,22 @@ from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.source import ModelSource
 from onboard.spec import ArchitectureSpec, SourceRef, WeightSpec
 from onboard.tiny import TinyConfig, shrink_config
+
+
+def analyse_remote_classes(
+    source: ModelSource,
+    classification: Classification,
+    analyse_decoder: Callable[[ModelSource, Classification], Analysis],
+) -> Analysis:
+    """The checkpoint's own classes (registered after the trust check) built tiny and probed,
+    as a transformers model is: names, dispatch tables and layouts stop mattering, and MoE and
+    hybrid decoders are read by the same readers. Evidence lines point into its files."""
+    if classification.kind == Kind.VLM:
+        raise UnsupportedFeatureError(
+            f"{source.model_type} is a vision-language model that exists only as remote code; "
+            "onboard reads remote-code decoders (dense, MoE, hybrid) so far"
+        )
+    return analyse_decoder(source, classification)
 
 
 def analyse_remote(source: ModelSource, classification: Classification) -> Analysis:

@@ -418,6 +418,12 @@ class SpecInterpreter:
             fused = self.linear(x, f"{prefix}{spec.fused_qkv}.")
             fused = fused.view(batch, seq, self.heads, 3, self.head_dim)
             q, k, v = (fused[..., i, :].reshape(batch, seq, -1) for i in range(3))
+        elif spec.fused_qkv and spec.fused_qkv_layout == "kv_grouped":  # (kv head, q.. k v, d)
+            per = self.heads // self.kv_heads
+            fused = self.linear(x, f"{prefix}{spec.fused_qkv}.")
+            fused = fused.view(batch, seq, self.kv_heads, per + 2, self.head_dim)
+            q = fused[..., :per, :].reshape(batch, seq, -1)
+            k, v = (fused[..., i, :].reshape(batch, seq, -1) for i in (-2, -1))
         elif spec.fused_qkv:  # q, k and v concatenated along the output
             widths = [self.heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
             q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)

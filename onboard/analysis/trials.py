@@ -73,6 +73,14 @@ def _grouped_qkv(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     return tuple(readings)
 
 
+def _kv_grouped_qkv(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """InternLM2: per key/value head, its query heads' rows, then its k, then its v."""
+    attention = text.attention
+    if not attention.fused_qkv or not 0 < attention.num_kv_heads < attention.num_heads:
+        return ()
+    return (_with_attention(text, fused_qkv_layout="kv_grouped"),)
+
+
 def _interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     """GLM, Helium, ERNIE rotate (x0, x1), (x2, x3) ... pairs."""
     rotating = [r for _, r in text.rope if r.rope_type is not None]
@@ -134,6 +142,13 @@ TRIALS = (
         r"query, value, key = ",
         _grouped_qkv,
         lambda t: t.attention.fused_qkv_groups if t.attention.fused_qkv_layout == "grouped" else 0,
+    ),
+    Trial(
+        "text.attention.fused_qkv",
+        "matches HF only with its rows read per key/value head: its query heads, k, v",
+        r"\[\.\.\., *-2, *:\]",
+        _kv_grouped_qkv,
+        lambda t: t.attention.fused_qkv_layout == "kv_grouped",
     ),
     Trial(
         "text.rope.interleaved",

@@ -751,6 +751,7 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         rows = {
             "concatenated": "the q rows, then k's, then v's",
             "per_head": "each head's q, k and v rows in turn",
+            "kv_grouped": "per key/value head, its query heads' rows, then its k and v rows",
         }.get(text.attention.fused_qkv_layout, text.attention.fused_qkv_layout)
         reasons["fused_qkv"] = Reason(
             f"one {text.attention.fused_qkv} projection gives q, k and v: {rows}",

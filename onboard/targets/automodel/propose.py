@@ -315,6 +315,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     attention = text.attention
     fused_ok = attention.fused_qkv_layout == "concatenated" and attention.qk_norm == "none"
     fused_ok |= attention.fused_qkv_layout == "per_head" and attention.qk_norm != "full_width"
+    fused_ok |= attention.fused_qkv_layout == "kv_grouped" and attention.qk_norm == "none"
     if attention.fused_qkv and (not fused_ok or attention.output_gate):
         found.append(
             f"one fused {attention.fused_qkv} for q, k and v ({attention.fused_qkv_layout}, "

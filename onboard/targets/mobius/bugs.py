@@ -268,12 +268,13 @@ BUGS: dict[str, KnownBug] = {
 @dataclass(frozen=True)
 class WeightBug:
     """A conversion defect of a library class: its ``preprocess_weights`` leaves the checkpoint
-    tensors ``unused`` matches unapplied. No config change avoids it, so the failure stands and
-    the report names the bug."""
+    tensors ``unused`` matches unapplied, or (``check="build"``) raises what ``unused`` matches.
+    The failure stands and the report names the bug."""
 
     id: str
     title: str
     unused: re.Pattern[str]
+    check: str = "weights"  # the parity check whose failure detail it explains
 
 
 WEIGHT_BUGS: dict[str, WeightBug] = {
@@ -284,6 +285,21 @@ WEIGHT_BUGS: dict[str, WeightBug] = {
             "DeepSeekV3CausalLMModel.preprocess_weights only splits the fused in-memory experts: "
             "a checkpoint's per-expert tensors are never applied",
             re.compile(r"\.experts\.\d+\."),
+        ),
+        WeightBug(
+            "M9",
+            "InternLM2CausalLMModel names its head lm_head and its preprocess_weights never "
+            "renames InternLM2's output.weight (mobius/models/internlm.py): an untied "
+            "checkpoint's head is never loaded",
+            re.compile(r"^output\.weight \(from output\.weight\) fills no parameter"),
+        ),
+        WeightBug(
+            "M10",
+            "InternLM2CausalLMModel.preprocess_weights, for tied embeddings, takes "
+            "`state_dict.get(...) or state_dict.get(...)` of two tensors "
+            "(mobius/models/internlm.py): a tied checkpoint does not build",
+            re.compile(r"Boolean value of Tensor with more than one value is ambiguous"),
+            check="build",
         ),
     )
 }
@@ -300,12 +316,17 @@ def applicable(
     )
 
 
-def weight_bugs(bug_ids: tuple[str, ...], problems: tuple[str, ...]) -> tuple[WeightBug, ...]:
-    """The conversion bugs among ``bug_ids`` whose tensors the weight proof names as a problem."""
+def weight_bugs(
+    bug_ids: tuple[str, ...], problems: tuple[str, ...], check: str = "weights"
+) -> tuple[WeightBug, ...]:
+    """The conversion bugs among ``bug_ids`` whose tensors the weight proof (or whose error the
+    failed ``check``) names as a problem."""
     return tuple(
         WEIGHT_BUGS[b]
         for b in bug_ids
-        if b in WEIGHT_BUGS and any(WEIGHT_BUGS[b].unused.search(p) for p in problems)
+        if b in WEIGHT_BUGS
+        and WEIGHT_BUGS[b].check == check
+        and any(WEIGHT_BUGS[b].unused.search(p) for p in problems)
     )
 
 

@@ -305,6 +305,7 @@ class ModelDesign:
     generic_preprocess: bool = False
     fused_qkv: str | None = None  # HF's one q/k/v projection, split for mobius' Attention
     fused_qkv_per_head: bool = False  # its rows run (head, q/k/v, head_dim)
+    fused_qkv_kv_grouped: bool = False  # per key/value head: its query heads, k, v (InternLM2)
     fused_qkv_groups: int = 0  # its rows run (group, q/v/k, the group's heads) (CodeGen)
     # HF's base_model_prefix, added to names saved without it, and the checkpoint's other
     # top-level modules (the head), which keep their names
@@ -518,6 +519,7 @@ def _fused_qkv(attention: AttentionSpec | None) -> dict[str, Any]:
     return {
         "fused_qkv": attention.fused_qkv,
         "fused_qkv_per_head": attention.fused_qkv_layout == "per_head",
+        "fused_qkv_kv_grouped": attention.fused_qkv_layout == "kv_grouped",
         "fused_qkv_groups": attention.fused_qkv_groups
         if attention.fused_qkv_layout == "grouped"
         else 0,

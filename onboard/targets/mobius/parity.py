@@ -433,6 +433,14 @@ def blame_known_bugs(
             TargetBug(b.id, b.title, next(p for p in problems if b.unused.search(p)))
             for b in weight_bugs(bug_ids, problems)
         )
+    build_failures = tuple(
+        c.detail for c in checks if c.name == "build" and c.status is Status.FAIL
+    )
+    if crashed := weight_bugs(bug_ids, build_failures, "build"):
+        return checks, tuple(
+            TargetBug(b.id, b.title, next(p for p in build_failures if b.unused.search(p)))
+            for b in crashed
+        )
     suspects = applicable(bug_ids, provider, text_config)
     if not suspects:
         return checks, ()
