@@ -826,8 +826,8 @@ class StaticReader:
     def _fused_layout(
         self, attention_class: str, fused: str, heads: int, kv_heads: int
     ) -> tuple[str, int]:
-        """The fused projection's rows as the forward splits them; what the spec cannot hold
-        (InternLM2's grouped rows with several query heads per key/value head) is refused."""
+        """The fused projection's rows as the forward splits them (InternLM2's rows per
+        key/value head are kv_grouped, per_head when each has one query head)."""
         read = graph.fused_layout(self.src, attention_class, fused)
         where = read.node or self.src.classes[attention_class]
         if read.layout is None:
@@ -840,17 +840,8 @@ class StaticReader:
             )
             return "concatenated", 1
         self._cite("text.attention.fused_qkv", where)
-        if read.layout == "kv_grouped":
-            if heads == kv_heads:  # one query head per key/value head: (head, q/k/v, head_dim)
-                return "per_head", 1
-            self._delta(
-                f"fused q/k/v projection {fused} in rows of (key/value head, "
-                f"{heads // kv_heads} query heads + key + value, head_dim): the spec's fused "
-                "layouts (concatenated, per head, CodeGen's groups) cannot hold it",
-                where,
-                read.why,
-            )
-            return "concatenated", 1
+        if read.layout == "kv_grouped" and heads == kv_heads:
+            return "per_head", 1  # one query head per key/value head: (head, q/k/v, head_dim)
         return read.layout, 1
 
     def _alibi(self, attention_class: str) -> bool:

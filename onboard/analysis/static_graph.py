@@ -277,6 +277,14 @@ def fused_layout(src: SourceModel, class_name: str, fused: str) -> FusedLayout:
 
 def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
     derived: set[str] = set()
+    # local names a view's dims may be spelled with (groups = self.num_key_value_groups + 2)
+    local = {
+        stmt.targets[0].id: stmt.value
+        for stmt in ast.walk(method)
+        if isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    }
     reshaped = False  # viewed in a way that decides nothing: a later split is ambiguous
     for stmt in ast.walk(method):
         if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
@@ -289,7 +297,7 @@ def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
             continue
         if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
             continue  # a piece of it (q = qkv[..., :a]): read by _sliced below
-        decided, split, undecided = _verdict(value)
+        decided, split, undecided = _verdict(value, local)
         if len({layout for layout, _ in decided}) > 1:
             return FusedLayout(None, stmt, "reshaped two ways")
         if decided:
@@ -298,6 +306,10 @@ def _layout_in(method: ast.FunctionDef, fused: str) -> FusedLayout | None:
             names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
             if layout != "kv_grouped" and not _index_order(method, names):
                 return FusedLayout(None, stmt, "its pieces are taken in another order than q, k, v")
+            if layout == "kv_grouped" and not _kv_grouped_order(method, names):
+                return FusedLayout(
+                    None, stmt, "grouped per key/value head, but k and v are not read as [-2], [-1]"
+                )
             return FusedLayout(layout, stmt, why)
         if split and (reshaped or undecided):
             return FusedLayout(None, stmt, "split after a reshape onboard cannot read")
@@ -375,7 +387,32 @@ def _index_order(method: ast.FunctionDef, names: set[str]) -> bool:
     return True
 
 
-def _verdict(value: ast.AST) -> tuple[list[tuple[str, str]], bool, bool]:
+def _kv_grouped_order(method: ast.FunctionDef, names: set[str]) -> bool:
+    """InternLM2's rows per key/value head: k is the next-to-last piece, v the last."""
+    found: dict[str, int] = {}
+    for stmt in ast.walk(method):
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        value = stmt.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            value = value.func.value
+        if not (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in names
+        ):
+            continue
+        parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+        for part in parts:
+            if isinstance(part, ast.UnaryOp) and isinstance(part.operand, ast.Constant):
+                letter = stmt.targets[0].id.lower().lstrip("x_")[:1]
+                found.setdefault(letter, -part.operand.value)
+    return found.get("k") == -2 and found.get("v") == -1
+
+
+def _verdict(
+    value: ast.AST, local: dict[str, ast.expr] | None = None
+) -> tuple[list[tuple[str, str]], bool, bool]:
     """(layouts the reshapes in ``value`` decide, whether it splits, whether it reshapes in a
     way that decides nothing)."""
     decided: list[tuple[str, str]] = []
@@ -396,7 +433,7 @@ def _verdict(value: ast.AST) -> tuple[list[tuple[str, str]], bool, bool]:
                 shape = list(shape[1].elts)
             if len(shape) == 1 and isinstance(shape[0], ast.Tuple | ast.List):
                 shape = list(shape[0].elts)
-            found = _shape_verdict(shape)
+            found = _shape_verdict([(local or {}).get(_local_name(d), d) for d in shape])
             if found is None:
                 undecided = True
             else:
@@ -404,6 +441,10 @@ def _verdict(value: ast.AST) -> tuple[list[tuple[str, str]], bool, bool]:
         elif name in ("split", "chunk"):
             split = True
     return decided, split, undecided
+
+
+def _local_name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 _HEAD_DIM = re.compile(r"head_(dim|size)")

@@ -76,10 +76,29 @@ TRUTH = {
         "rope.partial": False,  # 12
         "embeddings.tied": False,  # 16
     },
+    "internlm2-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "none",  # 6
+        "attention.fused_qkv": "kv_grouped",  # 4
+        "attention.qkv_bias": False,  # 4 (bias off in the tiny config)
+        "attention.o_bias": False,  # 5
+        "attention.sliding_window": "none",
+        "mlp.kind": "gated",  # 8
+        "mlp.activation": "silu",  # 8
+        "mlp.bias": False,  # 8
+        "norm.kind": "rms",  # 9
+        "norm.placement": "pre",  # 3
+        "norm.final": True,  # 1
+        "embedding.scale": "none",
+        "logits.final_softcap": False,
+        "positions": "rope",  # 7
+        "rope.partial": False,  # 7
+        "embeddings.tied": False,
+    },
 }
 
 
-MODELS = ("ember", "quill", "kiln")
+MODELS = ("ember", "quill", "kiln", "internlm2")
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +175,31 @@ def test_kiln_layout_and_names_are_the_checkpoints(analyses) -> None:
     assert {"modeling_kiln.py:89", "modeling_kiln.py:95"} <= cited["text.attention.fused_qkv"]
     assert "modeling_kiln.py:24" in cited["text.attention.alibi"]
     assert {"modeling_kiln.py:163", "modeling_kiln.py:152"} <= cited["text.layout.dispatch"]
+
+
+def test_internlm2_names_and_grouped_wqkv_are_read(analyses) -> None:
+    """Its FEATURES.md 1, 2, 4, 5, 7, 8: InternLM2's names kept through renames, wqkv's rows
+    per key/value head, RoPE theta 1e6 from rope_theta with rope_scaling null."""
+    spec = analyses["internlm2-tiny"].spec
+    assert spec.weights.renames == (
+        ("model.tok_embeddings.", "model.embed_tokens."),
+        (".attention.", ".self_attn."),
+        (".feed_forward.", ".mlp."),
+        ("output.", "lm_head."),
+    )
+    text = spec.text
+    assert dict(text.names) == {"o_proj": "wo"}
+    assert dict(text.norm.names) == {"attn_in": "attention_norm", "mlp_in": "ffn_norm"}
+    assert text.mlp.projections == ("w1", "w3", "w2")
+    attention = text.attention
+    assert (attention.fused_qkv, attention.num_heads, attention.num_kv_heads) == ("wqkv", 4, 2)
+    ((_, rope),) = text.rope
+    assert (rope.rope_type, rope.theta) == ("default", 1e6)
+    cited = {path: {e.where for e in evidence} for path, evidence in spec.evidence}
+    assert {"modeling_internlm2.py:135", "modeling_internlm2.py:171"} <= cited[
+        "text.attention.fused_qkv"
+    ]
+    assert "modeling_internlm2.py:214" in cited["text.layout.dispatch"]
 
 
 def test_evidence_cites_the_lines_features_md_cites(analyses) -> None:

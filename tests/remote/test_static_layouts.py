@@ -393,12 +393,23 @@ def test_internlm2_names_are_found_by_structure() -> None:
     assert [rope.rope_type for _, rope in text.rope] == ["default"]
 
 
-def test_internlm2_grouped_wqkv_with_shared_heads_is_refused() -> None:
+def test_internlm2_grouped_wqkv_with_shared_heads_is_kv_grouped() -> None:
+    """Two query heads per key/value head: rows (kv head, 2 q + k + v, head_dim)."""
     config = {**INTERNLM2_CONFIG, "num_key_value_heads": 2}
     result = read(INTERNLM2, config, "TinyForCausalLM", "modeling_tiny.py")
+    assert result.deltas == (), refusals(result)
+    assert result.text.attention.fused_qkv_layout == "kv_grouped"
+
+
+def test_internlm2_grouped_wqkv_with_k_and_v_swapped_is_refused() -> None:
+    swapped = INTERNLM2.replace("qkv_states[..., -2, :]", "qkv_states[..., -1_, :]")
+    swapped = swapped.replace("qkv_states[..., -1, :]", "qkv_states[..., -2, :]")
+    swapped = swapped.replace("-1_", "-1")
+    config = {**INTERNLM2_CONFIG, "num_key_value_heads": 2}
+    result = read(swapped, config, "TinyForCausalLM", "modeling_tiny.py")
     message = refusals(result)
-    assert "fused q/k/v projection wqkv in rows of (key/value head, 2 query heads" in message
-    assert "cannot hold it" in message and "@modeling_tiny.py:" in message
+    assert "fused q/k/v projection wqkv" in message
+    assert "k and v are not read as [-2], [-1]" in message and "@modeling_tiny.py:" in message
 
 
 def test_internlm2_mlp_order_comes_from_the_forward() -> None:
