@@ -301,6 +301,7 @@ class StaticReader:
         rotary = next((c.cls for c in parts.values() if "rotary" in c.attr), None)
         if rotary in self.src.classes:
             self.roles["rotary"] = rotary
+        self._unread_config_math((self.causal_lm, model_class, layer_class))
         return TextDecoderSpec(
             vocab_size=int(self.cfg.get("vocab_size", 0)),
             hidden_size=int(self.cfg.get("hidden_size", 0)),
@@ -1317,6 +1318,26 @@ class StaticReader:
             self._absent("text.scales", self.causal_lm, "no config multiplier")
         return tuple(found)
 
+    def _unread_config_math(self, classes: Sequence[str]) -> None:
+        """A forward that multiplies or divides by a config value onboard does not read
+        (MiniCPM's logits / (hidden_size / dim_model_base)) would be dropped: a delta."""
+        read = {*MULTIPLIER_KEYS, *_READ_KEYS}
+        for class_name in classes:
+            forward = self.src.method(class_name, "forward")
+            for node in ast.walk(forward) if forward is not None else ():
+                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
+                    continue
+                keys = {_config_key(n) for n in ast.walk(node)} - {None}
+                unread = sorted(k for k in keys if k not in read)
+                if unread:
+                    self._delta(
+                        f"{class_name}.forward scales by config.{', config.'.join(unread)}, "
+                        "which onboard does not read",
+                        node,
+                        ast.unparse(node)[:100],
+                    )
+                    return
+
     def _lm_head_bias(self, head: ast.Assign | None) -> bool:
         """torch's Linear has a bias unless built with ``bias=False``."""
         if head is None:
@@ -1349,6 +1370,18 @@ class StaticReader:
         return float(cap)
 
 
+# Config keys whose use in arithmetic the reader explains (soft-caps, embedding scale, the
+# multipliers' divisors) or that only size things.
+_READ_KEYS = frozenset(
+    {
+        "final_logit_softcapping",
+        "hidden_size",
+        "num_hidden_layers",
+        "vocab_size",
+        "num_attention_heads",
+        "head_dim",
+    }
+)
 # What attention code calls its output projection, when the forward does not show it.
 OUTPUT_NAMES = frozenset({"o_proj", "wo", "dense", "out_proj", "c_proj", "o"})
 

@@ -445,3 +445,17 @@ def test_a_model_without_a_layer_list_is_refused_with_its_children() -> None:
         "causal LM TinyForCausalLM: no child holds an nn.ModuleList of decoder layers "
         "(found children model (TinyModel), output (Linear))"
     ) in refusals(result)
+
+
+def test_logits_scaled_by_a_config_value_onboard_does_not_read_are_refused() -> None:
+    """MiniCPM divides the hidden states by hidden_size / dim_model_base before its head."""
+    result = kiln(
+        (
+            "logits = self.lm_head(hidden_states[:, -logits_to_keep:, :])",
+            "hidden_states = hidden_states / (self.config.hidden_size / self.config.dim_model_base)"
+            "\n        logits = self.lm_head(hidden_states[:, -logits_to_keep:, :])",
+        )
+    )
+    message = refusals(result)
+    assert "KilnForCausalLM.forward scales by config.dim_model_base" in message
+    assert "@modeling_kiln.py:33" in message
