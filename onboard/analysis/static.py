@@ -344,9 +344,21 @@ class StaticReader:
                     self._cite("text.layout.layers", part.node)
                     return candidate, part
         found = ", ".join(c.describe() for c in top.values()) or "none"
+        nested = [
+            f"{c.attr}.{inner.attr}.{part.attr}"
+            for c in top.values()
+            if c.cls in self.src.classes
+            for inner in graph.children(self.src, c.cls).values()
+            if inner.cls in self.src.classes and inner.cls != c.cls
+            for part in graph.children(self.src, inner.cls).values()
+            if part.in_list
+        ]
+        where = f"; the layers sit deeper ({', '.join(nested)}), which onboard does not read" * (
+            bool(nested)
+        )
         self._delta(
             f"causal LM {self.causal_lm}: no child holds an nn.ModuleList of decoder layers "
-            f"(found children {found})",
+            f"(found children {found}){where}",
             self.src.classes.get(self.causal_lm),
         )
         return None
