@@ -238,3 +238,20 @@ def test_a_modeling_file_with_a_syntax_error_is_one_clear_error(checkpoint) -> N
     modeling.write_text(modeling.read_text() + "\ndef broken(:\n")
     with pytest.raises(InvalidConfigError, match=r"modeling_quill\.py cannot be read"):
         analyse(load_source(str(folder)))
+
+
+@pytest.mark.parametrize("name", ["kiln-tiny", "internlm2-tiny"])
+def test_the_text_reading_equals_the_trusted_probe(analyses, checkpoint, name: str) -> None:
+    """The same checkpoint built from its own classes and probed (--trust-remote-code) gives
+    the same catalogue features, weight renames and names as the reading of its text."""
+    from onboard.remote_code import register_remote_classes
+
+    source = load_source(str(checkpoint(name)))
+    register_remote_classes(source.config, source.remote_files)
+    trusted = analyse(source, run_remote_code=True).spec
+    static = analyses[name].spec
+    assert feature_values(static) == feature_values(trusted)
+    assert static.weights.renames == trusted.weights.renames
+    assert static.text.names == trusted.text.names
+    assert static.text.norm.names == trusted.text.norm.names
+    assert static.text.mlp.projections == trusted.text.mlp.projections
