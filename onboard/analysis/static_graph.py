@@ -197,15 +197,21 @@ def scopes(src: SourceModel, class_name: str) -> list[ast.AST]:
     return [*classes, *(functions[name] for name in sorted(named & set(functions)))]
 
 
-def does_attention(src: SourceModel, class_name: str) -> ast.AST | None:
+def does_attention(src: SourceModel, class_name: str, depth: int = 1) -> ast.AST | None:
     """The call that makes ``class_name`` an attention (a softmax over scores, or a kernel that
-    takes one), or None."""
+    takes one), in it or in a class it holds (ChatGLM's core_attention), or None."""
     for scope in scopes(src, class_name):
         for node in ast.walk(scope):
             if isinstance(node, ast.Call) and _name_of(node.func) in ATTENTION_CALLS:
                 return node
             if isinstance(node, ast.Name) and node.id == "ALL_ATTENTION_FUNCTIONS":
                 return node
+    if depth > 0:
+        for part in children(src, class_name).values():
+            if part.cls in src.classes and part.cls != class_name:
+                found = does_attention(src, part.cls, depth - 1)
+                if found is not None:
+                    return found
     return None
 
 
