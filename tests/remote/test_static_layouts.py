@@ -463,18 +463,22 @@ def test_logits_scaled_by_a_config_value_onboard_does_not_read_are_refused() -> 
 
 def test_an_attention_whose_softmax_sits_in_a_child_is_found_and_the_child_refused() -> None:
     """ChatGLM computes the softmax in a core_attention module of its attention."""
-    text = INTERNLM2.replace(
-        "attn_weights = nn.functional.softmax(attn_weights, dim=-1)",
-        "attn_weights = self.core(attn_weights)",
-    ).replace(
-        "self.wo = nn.Linear(",
-        "self.core = TinyCore()\n        self.wo = nn.Linear(",
-    ).replace(
-        "class TinyAttention(nn.Module):",
-        "class TinyCore(nn.Module):\n"
-        "    def forward(self, scores):\n"
-        "        return nn.functional.softmax(scores, dim=-1)\n\n\n"
-        "class TinyAttention(nn.Module):",
+    text = (
+        INTERNLM2.replace(
+            "attn_weights = nn.functional.softmax(attn_weights, dim=-1)",
+            "attn_weights = self.core(attn_weights)",
+        )
+        .replace(
+            "self.wo = nn.Linear(",
+            "self.core = TinyCore()\n        self.wo = nn.Linear(",
+        )
+        .replace(
+            "class TinyAttention(nn.Module):",
+            "class TinyCore(nn.Module):\n"
+            "    def forward(self, scores):\n"
+            "        return nn.functional.softmax(scores, dim=-1)\n\n\n"
+            "class TinyAttention(nn.Module):",
+        )
     )
     result = read(text, INTERNLM2_CONFIG, "TinyForCausalLM", "modeling_tiny.py")
     assert dict(result.roles)["attention"] == "TinyAttention"
