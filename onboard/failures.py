@@ -38,7 +38,7 @@ def classify(exc: BaseException) -> OnboardError:
     """The onboard error ``exc`` stands for (itself when it already is one)."""
     if isinstance(exc, OnboardError):
         return exc
-    remote = _remote_frame(exc)
+    remote = remote_frame(exc)
     if remote is not None:
         return RemoteCodeError(
             f"the checkpoint's own code failed at {remote}: {_one_line(exc)} (not an onboard "
@@ -57,7 +57,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
-def _remote_frame(exc: BaseException) -> str | None:
+def remote_frame(exc: BaseException) -> str | None:
     """``file:line`` of the innermost frame in the checkpoint's code, if the error passed there."""
     found = None
     for frame in traceback.extract_tb(exc.__traceback__):

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import RefusedError, RemoteCodeError
-from onboard.remote_idioms import REMOTE_PACKAGE_PREFIX
+from onboard.failures import REMOTE_PACKAGE_PREFIX
+from onboard.remote_idioms import failure
 from onboard.source import SourceFile, remote_modules
 
 TRUST_FLAG = "--trust-remote-code"
@@ -112,6 +113,4 @@ def _class(package: str, reference: str) -> type:
         module = importlib.import_module(f"{package}.{module_name}")
         return getattr(module, class_name)
     except Exception as exc:  # the checkpoint's code itself fails: report, do not trace back
-        raise RemoteCodeError(
-            f"importing {reference} from the checkpoint's code failed: {type(exc).__name__}: {exc}"
-        ) from None
+        raise RemoteCodeError(failure(exc, f"importing {reference}")) from None

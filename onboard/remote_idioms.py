@@ -18,15 +18,13 @@ on real memory, not on transformers' meta device, so ``__init__`` runs as writte
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from onboard.errors import RemoteCodeError
+from onboard.failures import REMOTE_PACKAGE_PREFIX, remote_frame
 
-REMOTE_PACKAGE_PREFIX = "onboard_remote_"  # remote_code imports each revision under this
 NOTES = "onboard_build_notes"  # attribute of a built model: what was repaired, one line each
 # Classes whose listed tied keys were cleared (each import of a revision is cleared once), with
 # the list, which every later build of the class ties again
@@ -56,20 +54,11 @@ def build_remote(build: Callable[[], Any], hf_config: Any) -> Any:
 def failure(exc: BaseException, doing: str) -> str:
     """One line: what the checkpoint's code raised while onboard was ``doing`` something, and
     the line of that code where it was raised."""
-    where = code_line(exc)
+    where = remote_frame(exc)
     at = f" at {where}" if where else ""
     lines = str(exc).splitlines()
     reason = f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
     return f"the checkpoint's own code failed {doing}{at}: {reason}"
-
-
-def code_line(exc: BaseException) -> str | None:
-    """``modeling_x.py:149`` for the innermost frame of the checkpoint's files, if any."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if REMOTE_PACKAGE_PREFIX in f.filename]
-    if not mine:
-        return None
-    return f"{Path(mine[-1].filename).name}:{mine[-1].lineno}"
 
 
 def notes_of(model: Any) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ tiny configs, so code that ignores a flag fails.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -65,9 +66,10 @@ Analyse = Callable[[ModelSource], Any]  # ModelSource -> Analysis
 
 
 def flag_candidates(config: Any, source: ModelSource) -> dict[str, bool]:
-    """The boolean keys of the HF config (defaults included) that the HF source reads."""
+    """The boolean keys of the HF config (defaults included) that the HF source (or the
+    checkpoint's own code) reads."""
     values = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    texts = "\n".join(f.text for f in source.hf_files)
+    texts = "\n".join(f.text for f in source.hf_files or source.remote_files)
     return {
         key: value
         for key, value in values.items()
@@ -89,15 +91,17 @@ def flipped(source: ModelSource, flags: dict[str, bool]) -> ModelSource:
 
 
 def with_flags(source: ModelSource, analysis: Any) -> Any:
-    """The analysis with its flags read, for a decoder transformers defines; a VLM, remote
-    code (read, not run) or a spec with unresolved parts keeps what it has."""
+    """The analysis with its flags read, for a decoder that was built and probed (transformers'
+    own, or trusted remote code, flipped the same way); a VLM, remote code read as text only or
+    a spec with unresolved parts keeps what it has."""
     spec = analysis.spec
     if analysis.probe is None or spec.vision is not None or spec.unresolved:
         return analysis
     from onboard.analysis import analyse
     from onboard.hf_config import make_hf_config
 
-    return read_flags(source, analysis, make_hf_config(source.config), analyse)
+    run = functools.partial(analyse, run_remote_code=source.is_remote_code)
+    return read_flags(source, analysis, make_hf_config(source.config), run)
 
 
 def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse) -> Any:

@@ -14,13 +14,21 @@ from typing import Any
 from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import analysed_layer, hf_module, learns
 from onboard.checkpoint import parameter_shapes, tensor_shapes
-from onboard.errors import UnsupportedFeatureError
+from onboard.errors import ExitCode, UnsupportedFeatureError
+from onboard.remote_idioms import failure, is_remote
 
 PROBE_TOKENS = 6
 
 
 class TinyModelRunError(UnsupportedFeatureError):
     """transformers' own forward fails at the tiny sizes (other sizes may run)."""
+
+
+class RemoteCodeRunError(TinyModelRunError):
+    """The checkpoint's own code (trusted remote code) raised while the tiny model ran: its
+    failure, not onboard's (exit 6); a TinyModelRunError still, so the fallback heads are tried."""
+
+    exit_code = ExitCode.REMOTE_CODE_FAILED
 
 
 @dataclass(frozen=True)
@@ -312,6 +320,8 @@ def _trace_layer_flow(model: Any, layer: Any) -> LayerFlow:
         ids = torch.arange(1, PROBE_TOKENS + 1).unsqueeze(0) % model.config.vocab_size
         model(input_ids=ids, use_cache=False)
     except Exception as exc:  # the HF code itself fails on the tiny shapes
+        if is_remote(model.config):
+            raise RemoteCodeRunError(failure(exc, "running the tiny model")) from None
         raise TinyModelRunError(
             f"transformers' {type(hf_module(model)).__name__} does not run at the tiny sizes "
             f"onboard uses ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"

@@ -1,14 +1,17 @@
-"""Analysis of a model that exists only as Hub remote code, from its source text alone.
+"""Analysis of a model that exists only as Hub remote code.
 
-Nothing here imports or runs the checkpoint's files: the modeling file is read with ``ast``
-(``static.StaticReader``), config values come from config.json and the remote config class's
-defaults, and the tiny config is shrunk from those. What the reader cannot account for is listed
-line by line against the closest transformers classes, for a reviewer. Parity (only with
-``--trust-remote-code``) is what finally proves the reading.
+Trusted (``--trust-remote-code``), the checkpoint's own classes are built tiny and probed like a
+transformers model (``analyse_remote_classes``); the static reading then only lends its source
+lines, where it agrees. Untrusted, nothing here imports or runs the checkpoint's files: the
+modeling file is read with ``ast`` (``static.StaticReader``), config values come from
+config.json and the remote config class's defaults, and the tiny config is shrunk from those.
+What the reader cannot account for is listed line by line against the closest transformers
+classes, for a reviewer; parity (only with the flag) is what finally proves that reading.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from onboard.analysis import Analysis
@@ -34,7 +37,33 @@ def analyse_remote_classes(
             f"{source.model_type} is a vision-language model that exists only as remote code; "
             "onboard reads remote-code decoders (dense, MoE, hybrid) so far"
         )
-    return analyse_decoder(source, classification)
+    analysis = analyse_decoder(source, classification)
+    return dataclasses.replace(analysis, spec=_cited(analysis.spec, source))
+
+
+def _cited(spec: ArchitectureSpec, source: ModelSource) -> ArchitectureSpec:
+    """The probed spec with the static reader's source lines where the probe found none (the
+    placement of the norms, the embedding scale ...), taken only when the text reading is
+    complete and agrees feature for feature: its lines then show what was measured."""
+    from onboard.analysis.features import feature_values
+
+    causal_lm = source.remote_causal_lm
+    try:
+        read = StaticReader(source.remote_files, source.config, causal_lm or "").read()
+    except Exception:  # the text reading is a bonus here: the probe stands without it
+        return spec
+    if read.text is None or read.deltas:
+        return spec
+    if feature_values(dataclasses.replace(spec, text=read.text)) != feature_values(spec):
+        return spec
+    lines = {path: [e for e in found if e.kind == "source"] for path, found in read.evidence}
+    evidence = tuple(
+        (path, found)
+        if any(e.kind == "source" for e in found)
+        else (path, (*found, *lines.get(path, ())))
+        for path, found in spec.evidence
+    )
+    return dataclasses.replace(spec, evidence=evidence)
 
 
 def analyse_remote(source: ModelSource, classification: Classification) -> Analysis:

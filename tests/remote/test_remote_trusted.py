@@ -100,6 +100,11 @@ def test_generated_code_passes_with_zero_hand_edits(cli_env, internlm2, tmp_path
     assert parity["passed"]
     default = {c["name"]: c["status"] for c in parity["checks"] if c["provider"] == "default"}
     assert default["weights"] == default["prefill"] == default["decode"] == "pass"
+    # The checkpoint's config.bias is a flag of the architecture: the code follows it, proved
+    # on the tiny model with it flipped (21 tensors, the biases included)
+    assert default["weights+"] == default["prefill+"] == "pass"
+    model = (tmp_path / "out/src/mobius/models/internlm2.py").read_text()
+    assert "attn_qkv_bias=bool(config.bias)" in model
 
 
 @pytest.mark.parametrize(
@@ -202,3 +207,34 @@ def test_moe_experts_in_a_module_list_are_named(cli_env, checkpoint, tmp_path) -
     found = [d for d in unresolved if d["what"].startswith("experts kept as a ModuleList")]
     assert found and "4 x BrookMLP(w1, w3, w2)" in found[0]["detail"]
     assert found[0]["where"].startswith("modeling_brook.py:")
+
+
+@pytest.mark.parametrize(
+    ("anchor", "inserted", "doing"),
+    [
+        (
+            "        return self.w2(self.act_fn(self.w1(x)) * self.w3(x))\n",
+            '        raise RuntimeError("flash_attn kernels need CUDA")\n',
+            "running the tiny model",
+        ),
+        (
+            "from transformers.activations import ACT2FN\n",
+            "from transformers.utils import a_helper_transformers_removed\n",
+            "importing modeling_internlm2.InternLM2ForCausalLM",
+        ),
+    ],
+    ids=["forward", "import"],
+)
+def test_checkpoint_code_failing_later_names_its_line(
+    cli_env, internlm2, tmp_path, anchor, inserted, doing
+) -> None:
+    modeling = internlm2 / "modeling_internlm2.py"
+    source = modeling.read_text()
+    modeling.write_text(source.replace(anchor, inserted + anchor, 1))
+    line = source[: source.index(anchor)].count("\n") + 1
+    run = onboard(
+        "new", str(internlm2), "--out", str(tmp_path / "out"), "--trust-remote-code", env=cli_env
+    )
+    _one_line_error(
+        run, ExitCode.REMOTE_CODE_FAILED, f"failed {doing} at modeling_internlm2.py:{line}"
+    )

@@ -14,7 +14,7 @@ Like :class:`~mobius.models.gemma.Gemma2CausalLMModel`, with the changes listed 
 - norms before and after attention and the MLP (modeling_ember.py:262)
 - embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
 - q_norm / k_norm over each head before RoPE (modeling_ember.py:191)
-- attention biases (q/k/v True, o False) (modeling_ember.py:180)
+- attention biases (q/k/v True, o False) (modeling_ember.py:179)
 
 Replicates HuggingFace's ``EmberForCausalLM``.
 """
@@ -56,9 +56,9 @@ class EmberConfig(Gemma2Config):
             attn_qk_norm=True,
             # q_norm / k_norm on each head (modeling_ember.py:191)
             attn_qk_norm_full=False,
-            # q/k/v bias always on (modeling_ember.py:180)
+            # q/k/v bias always on (modeling_ember.py:179)
             attn_qkv_bias=True,
-            # o_proj bias always off (modeling_ember.py:189)
+            # o_proj bias always off (modeling_ember.py:188)
             attn_o_bias=False,
             # MLP bias always off (modeling_ember.py:121)
             mlp_bias=False,
@@ -72,7 +72,7 @@ class EmberConfig(Gemma2Config):
             rope_interleave=False,
             # no layer slides
             sliding_window=None,
-            # final logit soft-cap (modeling_ember.py:422)
+            # final logit soft-cap (modeling_ember.py:421)
             final_logit_softcapping=config.final_logit_softcapping,
         )
 
