@@ -101,6 +101,7 @@ def analyse_remote(source: ModelSource, classification: Classification) -> Analy
         weights=WeightSpec(
             tensors=(),
             tied_keys=("lm_head.weight",) if result.text.tie_word_embeddings else (),
+            renames=result.renames,
         ),
         evidence=result.evidence,
         unresolved=result.deltas,

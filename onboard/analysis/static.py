@@ -5,7 +5,13 @@ analysis then reads the source with ``ast``: it follows the construction graph (
 model -> decoder layer -> attention / MLP / norms), reads constructor arguments (biases, norm
 widths, activation keys), follows the decoder layer's forward to place the norms, and looks for
 the operations that change numerics (``1 + weight``, ``tanh`` soft-capping, embedding scaling).
-Every value cites its line. What it cannot read becomes an unresolved delta with that line.
+The roles are found by structure, not by Llama's names (``static_graph``): ``transformer.h``,
+``attention`` / ``feed_forward``, ``wqkv`` / ``wo``, ``w1`` / ``w3`` / ``w2`` and classes picked
+from ``ATTENTION_CLASSES[config._attn_implementation]`` are read, and the checkpoint keeps its
+names (weight renames onto the Llama layout). A fused q/k/v projection is read with the layout
+its forward shows, ALiBi from its slopes; neither is ever read as something else silently.
+Every value cites its line. What it cannot read becomes an unresolved delta with that line,
+saying what was expected and what was found.
 Values come with confidence 0.8: read, not measured (a trusted run measures them).
 """
 
@@ -16,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onboard.analysis import static_graph as graph
 from onboard.analysis.norm_reader import placement_of
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
 from onboard.source import SourceFile
@@ -60,12 +67,31 @@ class SourceModel:
         return Evidence("source", f"{self.file.name}:{node.lineno}", " ".join(line.split())[:120])
 
     def method(self, class_name: str, name: str) -> ast.FunctionDef | None:
-        cls = self.classes.get(class_name)
-        if cls is None:
-            return None
-        return next(
-            (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None
-        )
+        """The class's method, or the one it inherits from a class of the file."""
+        for owner in (class_name, *self.bases(class_name)):
+            cls = self.classes.get(owner)
+            found = next(
+                (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+                if cls is not None
+                else (),
+                None,
+            )
+            if found is not None:
+                return found
+        return None
+
+    def bases(self, class_name: str) -> tuple[str, ...]:
+        """The file's classes ``class_name`` derives from, nearest first."""
+        found: list[str] = []
+        todo = [class_name]
+        while todo:
+            cls = self.classes.get(todo.pop(0))
+            for base in cls.bases if cls is not None else ():
+                name = base.id if isinstance(base, ast.Name) else None
+                if name in self.classes and name not in found and name != class_name:
+                    found.append(name)
+                    todo.append(name)
+        return tuple(found)
 
     def assignments(self, class_name: str) -> dict[str, ast.Assign]:
         """``self.<attr> = ...`` in ``__init__`` (first assignment of each attribute)."""
@@ -191,6 +217,8 @@ class StaticResult:
     deltas: tuple[Delta, ...]
     roles: tuple[tuple[str, str], ...]  # role (attention, mlp, ...) -> the file's class
     explained_lines: frozenset[int]  # lines of the modeling file some detected value cites
+    # Checkpoint-name substrings -> the Llama layout's (transformer.h. -> model.layers.)
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 class StaticReader:
@@ -210,6 +238,9 @@ class StaticReader:
         self.roles: dict[str, str] = {"causal_lm": causal_lm}
         self.explained: set[int] = set()
         self.parallel = False  # set while reading the layer: the MLP reads attention's input
+        self.attn_attr, self.mlp_attr = "self_attn", "mlp"  # the layer's names for them
+        self.names: dict[str, str] = {}  # spec role -> the file's attribute, where they differ
+        self.renames: tuple[tuple[str, str], ...] = ()
 
     def _cite(self, path: str, node: ast.AST) -> None:
         self.log.add(path, self.src.cite(node))
@@ -228,47 +259,49 @@ class StaticReader:
             tuple(self.deltas),
             tuple(self.roles.items()),
             frozenset(self.explained),
+            self.renames,
         )
 
     # -- construction graph ---------------------------------------------------------------
 
     def _read(self) -> TextDecoderSpec | None:
-        top = self.src.assignments(self.causal_lm)
-        model_class = self._built_class(top.get("model"))
-        if model_class not in self.src.classes:
-            self._delta(
-                "no `self.model = <Model>(config)` in the causal LM class",
-                self.src.classes.get(self.causal_lm),
-            )
+        top = graph.children(self.src, self.causal_lm)
+        found = self._decoder(top)
+        if found is None:
             return None
-        parts = self.src.assignments(model_class)
-        layer_class = self._built_class(parts.get("layers"))
-        if layer_class not in self.src.classes:
-            self._delta("no decoder layer list `self.layers`", self.src.classes[model_class])
+        decoder, layers = found
+        model_class = str(decoder.cls)
+        layer_class = str(layers.cls)
+        parts = graph.children(self.src, model_class)
+        embed, final = self._model_parts(model_class, parts, layers)
+        if embed is None:
             return None
-        layer = self.src.assignments(layer_class)
-        attention_class = self._built_class(layer.get("self_attn"))
-        mlp_class = self._built_class(layer.get("mlp"))
-        if attention_class not in self.src.classes or mlp_class not in self.src.classes:
-            self._delta(
-                "decoder layer without self_attn / mlp classes", self.src.classes[layer_class]
-            )
+        built = self._present(layer_class)  # `if config.add_cross_attention:` evaluated
+        layer = {a: c for a, c in graph.children(self.src, layer_class).items() if a in built}
+        blocks = self._layer_roles(layer_class, layer)
+        if blocks is None:
             return None
+        attention_child, mlp_child, norms = blocks
+        self.attn_attr, self.mlp_attr = attention_child.attr, mlp_child.attr
+        attention_class, mlp_class = str(attention_child.cls), str(mlp_child.cls)
         self.roles.update(
             model=model_class,
             decoder_layer=layer_class,
             attention=attention_class,
             mlp=mlp_class,
         )
-        norms = {a: n for a, n in layer.items() if self._is_norm(_called_class(n.value))}
-        self._unknown_children(layer_class, layer, {"self_attn", "mlp", *norms})
-        norm = self._norm(layer_class, norms, parts.get("norm"))
+        head = self._head(top, decoder)
+        self._renames(decoder, embed, layers, final, head)
+        norm = self._norm(layer_class, norms, final.node if final else None)
+        if final is None:
+            self._delta(f"{model_class} has no final norm", self.src.classes[model_class])
         attention = self._attention(attention_class)
         self._check_attention_forward(attention_class, attention)
         kinds, window, kinds_key = self._layer_types(attention_class, model_class)
-        rotary = self._built_class(parts.get("rotary_emb"))
+        rotary = next((c.cls for c in parts.values() if "rotary" in c.attr), None)
         if rotary in self.src.classes:
             self.roles["rotary"] = rotary
+        self._unread_config_math((self.causal_lm, model_class, layer_class))
         return TextDecoderSpec(
             vocab_size=int(self.cfg.get("vocab_size", 0)),
             hidden_size=int(self.cfg.get("hidden_size", 0)),
@@ -280,22 +313,204 @@ class StaticReader:
             attention=attention,
             mlp=self._mlp(mlp_class),
             norm=norm,
-            rope=self._rope(kinds, attention.head_dim),
+            rope=self._rope(kinds, attention),
             tie_word_embeddings=self._tied(),
-            embedding_scale=self._embedding_scale(model_class, parts.get("embed_tokens")),
+            embedding_scale=self._embedding_scale(model_class, embed.node),
             final_logit_softcap=self._final_softcap(),
-            lm_head_bias=self._lm_head_bias(top.get("lm_head")),
+            lm_head_bias=self._lm_head_bias(head.node if head else None),
             scales=self._scales(
                 {
-                    "embedding": [model_class, _called_class(parts["embed_tokens"].value)]
-                    if "embed_tokens" in parts
-                    else [model_class],
+                    "embedding": [model_class, embed.cls],
                     "residual": [layer_class],
                     "logits": [self.causal_lm],
                 },
                 skip={attention.scale_key},
             ),
+            names=tuple(self.names.items()),
         )
+
+    # The roles are found by structure: the decoder is the child holding an nn.ModuleList of a
+    # class of the file, the embedding an nn.Embedding, the final norm a norm; in a layer the
+    # attention is the child whose class takes a softmax over its projections, the MLP the one
+    # made of linear projections only. Names are kept as the checkpoint writes them (renames).
+
+    def _decoder(self, top: Mapping[str, graph.Child]) -> tuple[graph.Child, graph.Child] | None:
+        for candidate in top.values():
+            if candidate.cls not in self.src.classes or candidate.in_list:
+                continue
+            for part in graph.children(self.src, candidate.cls).values():
+                if part.in_list and part.cls in self.src.classes:
+                    self._cite("text.layout.decoder", candidate.node)
+                    self._cite("text.layout.layers", part.node)
+                    return candidate, part
+        found = ", ".join(c.describe() for c in top.values()) or "none"
+        nested = [
+            f"{c.attr}.{inner.attr}.{part.attr}"
+            for c in top.values()
+            if c.cls in self.src.classes
+            for inner in graph.children(self.src, c.cls).values()
+            if inner.cls in self.src.classes and inner.cls != c.cls
+            for part in graph.children(self.src, inner.cls).values()
+            if part.in_list
+        ]
+        where = f"; the layers sit deeper ({', '.join(nested)}), which onboard does not read" * (
+            bool(nested)
+        )
+        self._delta(
+            f"causal LM {self.causal_lm}: no child holds an nn.ModuleList of decoder layers "
+            f"(found children {found}){where}",
+            self.src.classes.get(self.causal_lm),
+        )
+        return None
+
+    def _model_parts(
+        self, model_class: str, parts: Mapping[str, graph.Child], layers: graph.Child
+    ) -> tuple[graph.Child | None, graph.Child | None]:
+        """(the token embedding, the final norm); other learned parts are deltas."""
+        embeddings = [c for c in parts.values() if graph.torch_base(self.src, c.cls) == "Embedding"]
+        vocab = [c for c in embeddings if _mentions(c.node, "vocab")]
+        embed = vocab[0] if vocab else (embeddings[0] if len(embeddings) == 1 else None)
+        norms = [c for c in parts.values() if self._is_norm(c.cls)]
+        final = norms[-1] if len(norms) == 1 else None
+        known = {layers.attr, *(c.attr for c in (embed, final) if c is not None)}
+        for c in parts.values():
+            if c.attr in known or "rotary" in c.attr:
+                continue
+            self._delta(
+                f"{model_class}.{c.attr} has no role in the spec ({c.describe()})",
+                c.node,
+                self.src.cite(c.node).detail,
+            )
+        if embed is None:
+            found = ", ".join(c.describe() for c in parts.values())
+            self._delta(
+                f"{model_class}: no token embedding (an nn.Embedding over the vocabulary) among "
+                f"its children {found}",
+                self.src.classes[model_class],
+            )
+        else:
+            self._cite("text.layout.embedding", embed.node)
+        if final is not None:
+            self._cite("text.final_norm", final.node)
+        return embed, final
+
+    def _layer_roles(
+        self, layer_class: str, layer: Mapping[str, graph.Child]
+    ) -> tuple[graph.Child, graph.Child, dict[str, ast.Assign]] | None:
+        """(attention, MLP, norms) of the decoder layer, told apart by what their classes do."""
+        norms = {c.attr: c.node for c in layer.values() if self._is_norm(c.cls)}
+        attention, mlp, why = [], [], []
+        for c in layer.values():
+            if c.attr in norms:
+                continue
+            if c.refused:
+                why.append(c.refused)
+                continue
+            if c.cls not in self.src.classes:
+                continue
+            if graph.does_attention(self.src, c.cls) is not None:
+                attention.append(c)
+            elif self._linears_only(c.cls):
+                mlp.append(c)
+        if len(attention) == 1 and len(mlp) == 1:
+            for c in (attention[0], mlp[0]):
+                self._cite(f"text.layout.{'attention' if c is attention[0] else 'mlp'}", c.node)
+                if c.table is not None:
+                    self._cite_table(c)
+            self._unknown_children(
+                layer_class,
+                {a: c.node for a, c in layer.items()},
+                {attention[0].attr, mlp[0].attr, *norms},
+            )
+            return attention[0], mlp[0], norms
+        found = ", ".join(c.describe() for c in layer.values()) or "none"
+        expected = []
+        if len(attention) != 1:
+            expected.append(
+                f"{len(attention)} attentions (classes taking a softmax over their projections: "
+                f"{', '.join(c.attr for c in attention) or 'none'})"
+            )
+        if len(mlp) != 1:
+            expected.append(
+                f"{len(mlp)} MLPs (classes of two or more linears and no softmax: "
+                f"{', '.join(c.attr for c in mlp) or 'none'})"
+            )
+        self._delta(
+            f"decoder layer {layer_class}: found children {found}; expected one attention and "
+            f"one MLP, found {' and '.join(expected)}" + (f"; {'; '.join(why)}" if why else ""),
+            self.src.classes[layer_class],
+        )
+        return None
+
+    def _linears_only(self, class_name: str) -> bool:
+        """At least two linear projections (what else it holds is reported by the MLP reader)."""
+        parts = graph.children(self.src, class_name)
+        return sum(c.cls == "Linear" for c in parts.values()) >= 2
+
+    def _cite_table(self, c: graph.Child) -> None:
+        """The dispatch and the table it reads."""
+        table = next(
+            (
+                n
+                for n in self.src.tree.body
+                if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == c.table for t in n.targets)
+            ),
+            None,
+        )
+        self._cite("text.layout.dispatch", c.node)
+        if table is not None:
+            self.log.add("text.layout.dispatch", self.src.cite(table))
+
+    def _head(self, top: Mapping[str, graph.Child], decoder: graph.Child) -> graph.Child | None:
+        linears = [c for c in top.values() if c.cls == "Linear"]
+        vocab = [c for c in linears if _mentions(c.node, "vocab")]
+        head = top.get("lm_head") or (vocab[0] if vocab else None)
+        if head is not None and head.cls != "Linear":
+            self._delta(
+                f"the head {head.describe()} is not an nn.Linear: onboard does not read it",
+                head.node,
+            )
+        for c in top.values():
+            if c is not head and c is not decoder:
+                self._delta(
+                    f"{self.causal_lm}.{c.attr} has no role in the spec ({c.describe()})", c.node
+                )
+        return head
+
+    def _renames(
+        self,
+        decoder: graph.Child,
+        embed: graph.Child,
+        layers: graph.Child,
+        final: graph.Child | None,
+        head: graph.Child | None,
+    ) -> None:
+        """Checkpoint-name substrings -> the Llama layout's, as transformers-side layouts
+        (GPT-2's transformer.h) are written; the checkpoint keeps its own names."""
+        d = decoder.attr
+        pairs = [
+            (f"{d}.{embed.attr}.", "model.embed_tokens."),
+            (f"{d}.{layers.attr}.", "model.layers."),
+        ]
+        if final is not None:
+            pairs.append((f"{d}.{final.attr}.", "model.norm."))
+        if self.attn_attr != "self_attn":
+            pairs.append((f".{self.attn_attr}.", ".self_attn."))
+        if self.mlp_attr != "mlp":
+            pairs.append((f".{self.mlp_attr}.", ".mlp."))
+        if head is not None and head.attr != "lm_head":
+            pairs.append((f"{head.attr}.", "lm_head."))
+        self.renames = tuple((old, new) for old, new in pairs if old != new)
+        if self.renames:
+            self.log.add(
+                "weights.renames",
+                Evidence(
+                    "source",
+                    f"{self.src.file.name}:{decoder.node.lineno}",
+                    "; ".join(f"{old} -> {new}" for old, new in self.renames),
+                ),
+            )
 
     def _built_class(self, node: ast.Assign | None) -> str | None:
         """The file's own class an assignment constructs (looking inside ``nn.ModuleList``)."""
@@ -466,11 +681,11 @@ class StaticReader:
             elif source == "mlp":
                 roles.setdefault("mlp_out", name)
             return f"norm:{name}"
-        if name == "self_attn":
+        if name == self.attn_attr:
             if source.startswith("norm:"):
                 roles.setdefault("attn_in", source[5:])
             return "attn"
-        if name == "mlp":
+        if name == self.mlp_attr:
             if source.startswith("norm:"):
                 if roles.get("attn_in") == source[5:] and "attn_out" not in roles:
                     self.parallel = True  # the MLP reads the attention's own input (Cohere)
@@ -511,21 +726,28 @@ class StaticReader:
 
     def _attention(self, attention_class: str) -> AttentionSpec:
         parts = self._present(attention_class)
-        self._unknown_children(
-            attention_class,
-            parts,
-            {"q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "rotary_emb"},
-        )
         heads = int(self.cfg.get("num_attention_heads", 1))
         kv_heads = int(self.cfg.get("num_key_value_heads") or heads)
         head_dim = int(self.cfg.get("head_dim") or int(self.cfg.get("hidden_size", 0)) // heads)
+        projections = self._projections(attention_class, parts)
+        self._unknown_children(
+            attention_class,
+            parts,
+            {*projections.values(), "q_norm", "k_norm", "rotary_emb"},
+        )
+        fused = projections.get("qkv")
+        layout, groups = "concatenated", 1
+        if fused is not None:
+            layout, groups = self._fused_layout(attention_class, fused, heads, kv_heads)
         biases, bias_keys = {}, []
         for letter in "qkvo":
-            node = parts.get(f"{letter}_proj")
+            attr = projections.get(letter, fused if letter != "o" else None)
+            node = parts.get(attr) if attr else None
             if node is None:
-                self._delta(f"attention has no {letter}_proj", self.src.classes[attention_class])
                 biases[letter] = False
                 continue
+            if attr != f"{letter}_proj" and attr != fused:
+                self.names[f"{letter}_proj"] = attr
             value, key = self._bool_keyword(node, "bias", default=True)
             biases[letter] = value
             if key:
@@ -540,6 +762,8 @@ class StaticReader:
             qk_norm = "full_width" if "num" in text and "head" in text else "per_head"
             self._cite("text.attention.qk_norm", parts["q_norm"])
         scale_key = self._scale_key(parts.get("scaling"))
+        if "scaling" not in parts:
+            self._cite_plain_scale(attention_class)
         scale = head_dim**-0.5
         power = 1.0 if scale_key in MULTIPLIER_KEYS else -0.5
         if scale_key is not None:
@@ -556,8 +780,9 @@ class StaticReader:
         self._absent("text.attention.mla", attention_class, "q/k/v projections, no latent ranks")
         if qk_norm == "none":
             self._absent("text.attention.qk_norm", attention_class, "no q_norm / k_norm")
-        self._absent("text.attention.fused_qkv", attention_class, "q_proj, k_proj, v_proj")
-        self._absent("text.rope_layers_key", attention_class, "RoPE in every layer of a kind")
+        if fused is None:
+            self._absent("text.attention.fused_qkv", attention_class, "q, k, v projected apart")
+        self._absent("text.rope_layers_key", attention_class, "no per-layer RoPE list")
         return AttentionSpec(
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -572,7 +797,127 @@ class StaticReader:
             bias_keys=tuple(bias_keys),
             scale_key=scale_key,
             scale_power=power,
+            fused_qkv=fused,
+            fused_qkv_layout=layout,  # type: ignore[arg-type]
+            fused_qkv_groups=groups,
+            alibi=self._alibi(attention_class),
         )
+
+    def _projections(self, attention_class: str, parts: Mapping[str, ast.Assign]) -> dict[str, str]:
+        """Letter (q, k, v, o, or qkv for one fused projection) -> the attention's linear.
+
+        The output projection is the linear applied to something else than the block's input;
+        the input ones are the others: three are told apart by their names (q_proj, wq, query),
+        one is a fused q/k/v projection whose layout the forward shows."""
+        linears = [a for a, n in parts.items() if _called_class(n.value) == "Linear"]
+        if {"q_proj", "k_proj", "v_proj", "o_proj"} <= set(linears):
+            return {letter: f"{letter}_proj" for letter in "qkvo"}
+        calls = graph.linear_calls(self.src, attention_class, set(linears))
+        on_input = {name for name, first in calls if first}
+        outputs = [n for n in dict.fromkeys(name for name, _ in calls) if n not in on_input]
+        named_o = [n for n in linears if n.lower() in OUTPUT_NAMES]
+        found: dict[str, str] = {}
+        if len(outputs) == 1:
+            found["o"] = outputs[0]
+        elif len(named_o) == 1:
+            found["o"] = named_o[0]
+        inputs = [n for n in linears if n != found.get("o")]
+        letters = {_letter(n): n for n in inputs}
+        if len(inputs) == 1 and "o" in found:
+            found["qkv"] = inputs[0]
+            self._cite("text.attention.fused_qkv", parts[inputs[0]])
+        elif len(inputs) == 3 and set(letters) == {"q", "k", "v"} and "o" in found:
+            found.update(letters)
+        else:
+            described = ", ".join(
+                f"{a} ({_called_class(n.value)})"
+                for a, n in parts.items()
+                if graph.is_module(self.src, n.value)
+            )
+            self._delta(
+                f"attention {attention_class}: found children {described or 'none'}; expected "
+                "q, k, v projections told apart by name (q_proj, wq, query, ...) or one fused "
+                "q/k/v linear, and one output linear applied to the attention's result",
+                self.src.classes[attention_class],
+            )
+        return found
+
+    def _fused_layout(
+        self, attention_class: str, fused: str, heads: int, kv_heads: int
+    ) -> tuple[str, int]:
+        """The fused projection's rows as the forward splits them (InternLM2's rows per
+        key/value head are kv_grouped, per_head when each has one query head)."""
+        read = graph.fused_layout(self.src, attention_class, fused)
+        where = read.node or self.src.classes[attention_class]
+        if read.layout is None:
+            self._delta(
+                f"fused q/k/v projection {fused}: the forward splits it in a way onboard cannot "
+                f"read ({read.why}); expected a split or a view showing q, k, v concatenated or "
+                "per head",
+                where,
+                self.src.cite(where).detail,
+            )
+            return "concatenated", 1
+        self._cite("text.attention.fused_qkv", where)
+        if read.layout == "kv_grouped" and heads == kv_heads:
+            return "per_head", 1  # one query head per key/value head: (head, q/k/v, head_dim)
+        return read.layout, 1
+
+    def _alibi(self, attention_class: str) -> bool:
+        """ALiBi: the standard slopes computed in the file, and no RoPE applied; anything else
+        named for ALiBi is refused, never read as RoPE."""
+        formula, named = graph.alibi_slopes(self.src)
+        if formula is None and named is None:
+            self._absent("text.attention.alibi", attention_class, "no ALiBi slopes")
+            return False
+        where = formula or named
+        if formula is None:
+            self._delta(
+                "ALiBi with slopes onboard cannot read: expected the ALiBi paper's "
+                "2 ** (-(2 ** -(log2(heads) - 3))) series",
+                where,
+                self.src.cite(where).detail,
+            )
+            return False
+        if self._rope_calls(attention_class):
+            self._delta(
+                "ALiBi slopes and RoPE in one file: which layers use which is not readable",
+                where,
+                self.src.cite(where).detail,
+            )
+            return False
+        self._cite("text.attention.alibi", formula)
+        if named is not None:
+            self._cite("text.attention.alibi", named)
+        return True
+
+    def _rope_calls(self, attention_class: str) -> list[ast.Call]:
+        """Calls of a rotary function in any method of the attention (or a class it derives
+        from): 2024 code often projects and rotates in a helper of the forward."""
+        calls = []
+        for owner in (attention_class, *self.src.bases(attention_class)):
+            for node in ast.walk(self.src.classes[owner]):
+                if isinstance(node, ast.Call) and "rotary" in (_name_of(node.func) or ""):
+                    calls.append(node)
+        return sorted(calls, key=lambda c: c.lineno)
+
+    def _cite_plain_scale(self, attention_class: str) -> None:
+        """Without a ``scaling`` attribute: where the scores are divided by sqrt(head_dim)."""
+        for scope in graph.scopes(self.src, attention_class):
+            for node in ast.walk(scope):
+                if (
+                    isinstance(node, ast.BinOp)
+                    and (
+                        (isinstance(node.op, ast.Div) and _mentions(node.right, "sqrt"))
+                        or (
+                            isinstance(node.op, ast.Pow)
+                            and ast.unparse(node.right).replace(" ", "") == "-0.5"
+                        )
+                    )
+                    and (_mentions(node, "head_dim") or _mentions(node, "head_size"))
+                ):
+                    self._cite("text.attention.scale", node)
+                    return
 
     def _scale_key(self, scaling: ast.Assign | None) -> str | None:
         """``head_dim ** -0.5`` -> None; ``config.k ** -0.5`` -> ``k``; anything else, a delta."""
@@ -717,11 +1062,22 @@ class StaticReader:
             kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
         elif len(linears) == 2:
             kind, projections = "plain", self._plain_order(mlp_class, linears)
+        elif len(linears) == 3 and (order := self._gated_order(mlp_class, linears)) is not None:
+            kind, projections = "gated", order  # InternLM2: w1 (gate), w3 (up), w2 (down)
         else:
             self._delta(
-                "MLP projections not understood", self.src.classes[mlp_class], ", ".join(linears)
+                f"MLP {mlp_class}: projections not understood (found linears "
+                f"{', '.join(linears) or 'none'}; expected gate/up/down, as the forward shows "
+                "down(act(gate(x)) * up(x)), or up and down)",
+                self.src.classes[mlp_class],
+                ", ".join(linears),
             )
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
+        self._unknown_children(
+            mlp_class,
+            parts,
+            {*linears, *(a for a in parts if "act" in a)},
+        )
         self.log.add("text.mlp.kind", self.src.cite(self.src.classes[mlp_class]))
         act_key, activation = "hidden_act", self.cfg.get("hidden_act", "silu")
         for node in ast.walk(self.src.classes[mlp_class]):
@@ -749,6 +1105,34 @@ class StaticReader:
         self._cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
         return MLPSpec(kind, str(activation), bias, width, projections, bias_key, act_key)
 
+    def _gated_order(self, mlp_class: str, linears: list[str]) -> tuple[str, str, str] | None:
+        """(gate, up, down) from ``down(act(gate(x)) * up(x))`` in the forward: down is the
+        outer call, gate the one inside the activation, up the other."""
+        forward = self.src.method(mlp_class, "forward")
+        names = set(linears)
+        for node in ast.walk(forward) if forward is not None else ():
+            if not (isinstance(node, ast.Call) and _self_attr(node.func)):
+                continue
+            down = node.func.attr
+            if down not in names or not node.args:
+                continue
+            product = node.args[0]
+            if not (isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult)):
+                continue
+            gate = up = None
+            for side in (product.left, product.right):
+                inner = _inner_linear(side, names)
+                if inner is None:
+                    continue
+                if isinstance(side, ast.Call) and _self_attr(side.func) and side.func.attr == inner:
+                    up = inner
+                else:
+                    gate = inner  # wrapped: the activation's argument
+            if gate and up and len({gate, up, down}) == 3:
+                self._cite("text.mlp.kind", node)
+                return gate, up, down
+        return None
+
     def _plain_order(self, mlp_class: str, linears: list[str]) -> tuple[str, ...]:
         """The projection the forward calls first is the input one."""
         forward = self.src.method(mlp_class, "forward")
@@ -764,7 +1148,19 @@ class StaticReader:
         first = order[-1] if order else linears[0]  # ast.walk visits outer calls first
         return (first, next(name for name in linears if name != first))
 
-    def _rope(self, kinds: tuple[str, ...], head_dim: int) -> tuple[tuple[str, RopeSpec], ...]:
+    def _rope(
+        self, kinds: tuple[str, ...], attention: AttentionSpec
+    ) -> tuple[tuple[str, RopeSpec], ...]:
+        if attention.alibi:  # positions enter as ALiBi biases: nothing rotates
+            where = self.log.freeze()
+            alibi = dict(where).get("text.attention.alibi", ())
+            for kind in dict.fromkeys(kinds):
+                for evidence in alibi[:1]:
+                    self.log.add(
+                        f"text.rope.{kind}",
+                        Evidence("source", evidence.where, "ALiBi biases, no rotary embedding"),
+                    )
+            return tuple((kind, RopeSpec(None, 0.0)) for kind in dict.fromkeys(kinds))
         key = "rope_parameters" if self.cfg.get("rope_parameters") else "rope_scaling"
         params = self.cfg.get(key) or {}
         if not isinstance(params, dict):
@@ -867,7 +1263,7 @@ class StaticReader:
             self._delta("attention has no forward", self.src.classes[attention_class])
             return
         calls = [n for n in ast.walk(forward) if isinstance(n, ast.Call)]
-        rope_calls = [c for c in calls if "rotary" in (_name_of(c.func) or "")]
+        rope_calls = self._rope_calls(attention_class)
         norm_calls = [
             c for c in calls if _self_attr(c.func) and c.func.attr in ("q_norm", "k_norm")
         ]
@@ -875,8 +1271,12 @@ class StaticReader:
             self._cite("text.attention.qk_norm", call)
         for call in rope_calls:
             self._cite("text.rope.applied", call)
-        if not rope_calls:
-            self._delta("attention forward applies no RoPE function", forward)
+        if not rope_calls and not attention.alibi:
+            self._delta(
+                "attention forward applies no RoPE function and the file computes no ALiBi "
+                "slopes: how positions enter is not read",
+                forward,
+            )
         elif norm_calls and max(c.lineno for c in norm_calls) > rope_calls[0].lineno:
             self._delta("q/k norm applied after RoPE", max(norm_calls, key=lambda c: c.lineno))
         if attention.qk_norm != "none" and not norm_calls:
@@ -930,6 +1330,26 @@ class StaticReader:
             self._absent("text.scales", self.causal_lm, "no config multiplier")
         return tuple(found)
 
+    def _unread_config_math(self, classes: Sequence[str]) -> None:
+        """A forward that multiplies or divides by a config value onboard does not read
+        (MiniCPM's logits / (hidden_size / dim_model_base)) would be dropped: a delta."""
+        read = {*MULTIPLIER_KEYS, *_READ_KEYS}
+        for class_name in classes:
+            forward = self.src.method(class_name, "forward")
+            for node in ast.walk(forward) if forward is not None else ():
+                if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
+                    continue
+                keys = {_config_key(n) for n in ast.walk(node)} - {None}
+                unread = sorted(k for k in keys if k not in read)
+                if unread:
+                    self._delta(
+                        f"{class_name}.forward scales by config.{', config.'.join(unread)}, "
+                        "which onboard does not read",
+                        node,
+                        ast.unparse(node)[:100],
+                    )
+                    return
+
     def _lm_head_bias(self, head: ast.Assign | None) -> bool:
         """torch's Linear has a bias unless built with ``bias=False``."""
         if head is None:
@@ -962,6 +1382,33 @@ class StaticReader:
         return float(cap)
 
 
+# Config keys whose use in arithmetic the reader explains (soft-caps, embedding scale, the
+# multipliers' divisors) or that only size things.
+_READ_KEYS = frozenset(
+    {
+        "final_logit_softcapping",
+        "hidden_size",
+        "num_hidden_layers",
+        "vocab_size",
+        "num_attention_heads",
+        "head_dim",
+    }
+)
+# What attention code calls its output projection, when the forward does not show it.
+OUTPUT_NAMES = frozenset({"o_proj", "wo", "dense", "out_proj", "c_proj", "o"})
+
+
+def _letter(name: str) -> str:
+    """q, k or v for a projection's name (q_proj, wq, query, W_q); ? otherwise."""
+    lowered = name.lower().removeprefix("w_")
+    if len(lowered) > 1 and lowered[0] == "w" and lowered[1] in "qkv":
+        lowered = lowered[1:]
+    for letter, word in (("q", "query"), ("k", "key"), ("v", "value")):
+        if lowered.startswith((word, f"{letter}_")) or lowered == letter:
+            return letter
+    return "?"
+
+
 def _assignment(stmt: ast.stmt) -> tuple[list[str], ast.AST | None]:
     if isinstance(stmt, ast.Assign):
         names = []
@@ -974,6 +1421,16 @@ def _assignment(stmt: ast.stmt) -> tuple[list[str], ast.AST | None]:
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
         return [stmt.target.id], stmt.value
     return [], None
+
+
+def _inner_linear(node: ast.AST, names: set[str]) -> str | None:
+    """The one ``self.<linear>(...)`` call inside ``node``, if exactly one."""
+    found = {
+        n.func.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and _self_attr(n.func) and n.func.attr in names
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 def _one_plus_weight(node: ast.AST) -> bool:

@@ -55,10 +55,50 @@ TRUTH = {
         "rope.partial": False,  # 14
         "embeddings.tied": False,  # 16
     },
+    "kiln-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "none",  # 11
+        "attention.fused_qkv": "concatenated",  # 8
+        "attention.qkv_bias": False,  # 8
+        "attention.o_bias": False,  # 9
+        "attention.sliding_window": "none",  # 11
+        "mlp.kind": "gated",  # 13
+        "mlp.activation": "silu",  # 14
+        "mlp.bias": False,  # 13
+        "norm.kind": "rms",  # 5
+        "norm.placement": "pre",  # 6
+        "norm.final": True,  # 7
+        "embedding.scale": "none",  # 15
+        "logits.final_softcap": False,  # 16
+        "logits.bias": False,  # 16
+        "positions": "alibi",  # 12
+        "rope.type": "none",  # 12
+        "rope.partial": False,  # 12
+        "embeddings.tied": False,  # 16
+    },
+    "internlm2-tiny": {
+        **PLAIN,
+        "attention.qk_norm": "none",  # 6
+        "attention.fused_qkv": "kv_grouped",  # 4
+        "attention.qkv_bias": False,  # 4 (bias off in the tiny config)
+        "attention.o_bias": False,  # 5
+        "attention.sliding_window": "none",
+        "mlp.kind": "gated",  # 8
+        "mlp.activation": "silu",  # 8
+        "mlp.bias": False,  # 8
+        "norm.kind": "rms",  # 9
+        "norm.placement": "pre",  # 3
+        "norm.final": True,  # 1
+        "embedding.scale": "none",
+        "logits.final_softcap": False,
+        "positions": "rope",  # 7
+        "rope.partial": False,  # 7
+        "embeddings.tied": False,
+    },
 }
 
 
-MODELS = ("ember", "quill")
+MODELS = ("ember", "quill", "kiln", "internlm2")
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +153,55 @@ def test_values_read_from_the_config_and_the_source(analyses) -> None:
     assert quill.mlp.projections == ("up_proj", "down_proj") and quill.mlp.bias_key == "mlp_bias"
 
 
+def test_kiln_layout_and_names_are_the_checkpoints(analyses) -> None:
+    """FEATURES.md 1-4, 8, 10: transformer.wte/h/ln_f renamed onto the Llama layout, the blocks'
+    own norm names, W_pack as one fused projection, multi-head, ALiBi instead of RoPE."""
+    spec = analyses["kiln-tiny"].spec
+    assert spec.weights.renames == (
+        ("transformer.wte.", "model.embed_tokens."),
+        ("transformer.h.", "model.layers."),
+        ("transformer.ln_f.", "model.norm."),
+    )
+    text = spec.text
+    assert dict(text.norm.names) == {"attn_in": "ln_1", "mlp_in": "ln_2"}
+    assert text.names == ()  # self_attn, o_proj, mlp and gate/up/down_proj are Llama's names
+    attention = text.attention
+    assert (attention.fused_qkv, attention.fused_qkv_layout) == ("W_pack", "concatenated")
+    assert (attention.num_heads, attention.num_kv_heads, attention.head_dim) == (4, 4, 16)
+    assert attention.alibi and attention.scale == 16**-0.5
+    assert [(kind, rope.rope_type) for kind, rope in text.rope] == [("full_attention", None)]
+    assert text.mlp.projections == ("gate_proj", "up_proj", "down_proj")
+    cited = {path: {e.where for e in evidence} for path, evidence in spec.evidence}
+    assert {"modeling_kiln.py:89", "modeling_kiln.py:95"} <= cited["text.attention.fused_qkv"]
+    assert "modeling_kiln.py:24" in cited["text.attention.alibi"]
+    assert {"modeling_kiln.py:163", "modeling_kiln.py:152"} <= cited["text.layout.dispatch"]
+
+
+def test_internlm2_names_and_grouped_wqkv_are_read(analyses) -> None:
+    """Its FEATURES.md 1, 2, 4, 5, 7, 8: InternLM2's names kept through renames, wqkv's rows
+    per key/value head, RoPE theta 1e6 from rope_theta with rope_scaling null."""
+    spec = analyses["internlm2-tiny"].spec
+    assert spec.weights.renames == (
+        ("model.tok_embeddings.", "model.embed_tokens."),
+        (".attention.", ".self_attn."),
+        (".feed_forward.", ".mlp."),
+        ("output.", "lm_head."),
+    )
+    text = spec.text
+    assert dict(text.names) == {"o_proj": "wo"}
+    assert dict(text.norm.names) == {"attn_in": "attention_norm", "mlp_in": "ffn_norm"}
+    assert text.mlp.projections == ("w1", "w3", "w2")
+    attention = text.attention
+    assert (attention.fused_qkv, attention.num_heads, attention.num_kv_heads) == ("wqkv", 4, 2)
+    ((_, rope),) = text.rope
+    assert (rope.rope_type, rope.theta) == ("default", 1e6)
+    cited = {path: {e.where for e in evidence} for path, evidence in spec.evidence}
+    assert {"modeling_internlm2.py:135", "modeling_internlm2.py:171"} <= cited[
+        "text.attention.fused_qkv"
+    ]
+    assert "modeling_internlm2.py:214" in cited["text.layout.dispatch"]
+
+
 def test_evidence_cites_the_lines_features_md_cites(analyses) -> None:
     cited = {
         path: {e.where for e in evidence} for path, evidence in analyses["ember-tiny"].spec.evidence
@@ -149,3 +238,20 @@ def test_a_modeling_file_with_a_syntax_error_is_one_clear_error(checkpoint) -> N
     modeling.write_text(modeling.read_text() + "\ndef broken(:\n")
     with pytest.raises(InvalidConfigError, match=r"modeling_quill\.py cannot be read"):
         analyse(load_source(str(folder)))
+
+
+@pytest.mark.parametrize("name", ["kiln-tiny", "internlm2-tiny"])
+def test_the_text_reading_equals_the_trusted_probe(analyses, checkpoint, name: str) -> None:
+    """The same checkpoint built from its own classes and probed (--trust-remote-code) gives
+    the same catalogue features, weight renames and names as the reading of its text."""
+    from onboard.remote_code import register_remote_classes
+
+    source = load_source(str(checkpoint(name)))
+    register_remote_classes(source.config, source.remote_files)
+    trusted = analyse(source, run_remote_code=True).spec
+    static = analyses[name].spec
+    assert feature_values(static) == feature_values(trusted)
+    assert static.weights.renames == trusted.weights.renames
+    assert static.text.names == trusted.text.names
+    assert static.text.norm.names == trusted.text.norm.names
+    assert static.text.mlp.projections == trusted.text.mlp.projections

@@ -32,6 +32,7 @@ READ_FULLY = (
     "ernie4_5",
     "glm",
     "glm4",
+    "phi3",  # one fused qkv_proj, sliced into q, k, v
 )
 # Types the reader must refuse (a delta), with a fragment of the reason.
 REFUSED = {
@@ -43,6 +44,9 @@ REFUSED = {
     "diffllama": "lambda_q1",
     "hunyuan_v1_dense": "query_layernorm",
     "minicpm3": "q_a_proj has no role",  # latent attention is not read statically
+    "opt": "the layers sit deeper (model.decoder.layers)",  # a nested decoder
+    "gpt2": "GPT2Model.wpe has no role in the spec (wpe (Embedding))",  # learned positions
+    "gpt_neox": "split after a reshape onboard cannot read",  # per-head rows behind a variable
 }
 
 
