@@ -1440,6 +1440,10 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
             renames.append((f".{name}", f".{moe.block_name}.{moe.router_name}.{_CORRECTION}"))
         if moe.block_name != "mlp":
             renames.append((f".{moe.block_name}.", ".mlp."))
+        shared = moe.shared
+        for role, hf_name in shared.projections if shared and not shared.stacked else ():
+            if hf_name != f"{role}_proj":  # the generated MLP's names (w1 -> gate_proj ...)
+                renames.append((f".{shared.name}.{hf_name}.", f".{shared.name}.{role}_proj."))
         for role, ours in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
             if moe.leaf(role) != ours:
                 renames.append((f".{moe.leaf(role)}.", f".{ours}."))
