@@ -57,8 +57,6 @@ class MLPRoles:
 def mlp_roles(module: Any) -> MLPRoles | str:
     """The roles of ``module``'s linear children, told by its own forward; else why not (one
     sentence). The module must learn nothing but two or three bias-free linear layers."""
-    from transformers.activations import ACT2FN
-
     linears = {n: m for n, m in module.named_children() if isinstance(m, torch.nn.Linear)}
     owned = {f"{name}.weight" for name in linears}
     learned = sorted(n for n, _ in module.named_parameters() if n not in owned)
@@ -67,23 +65,24 @@ def mlp_roles(module: Any) -> MLPRoles | str:
     if len(linears) not in (2, 3):
         return f"has {len(linears)} linear layer(s), not 2 (up, down) or 3 (gate, up, down)"
     activations = _candidate_activations(module)
-    x = torch.randn(5, _width_in(linears), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        try:
-            want = module(x)
-        except Exception as exc:  # another signature: not a per-expert MLP
-            return f"cannot run on hidden states alone ({type(exc).__name__})"
-        for order in itertools.permutations(linears):
-            roles = dict(zip(("down", "up", "gate"), order, strict=False))
-            if not _fits(linears, roles):
+    sizes = _hidden_sizes(linears)
+    if not sizes:
+        return "has no linear that writes the width the others read"
+    errors, ran = [], False
+    for hidden in sizes:  # square linears fit either way round: the forward says which runs
+        x = torch.randn(5, hidden, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            try:
+                want = module(x)
+            except Exception as exc:  # another signature, or not this width
+                errors.append(type(exc).__name__)
                 continue
-            for name in activations:
-                act = ACT2FN[name]
-                up = linears[roles["up"]](x)
-                inner = act(linears[roles["gate"]](x)) * up if "gate" in roles else act(up)
-                got = linears[roles["down"]](inner)
-                if got.shape == want.shape and torch.allclose(got, want, atol=ROLE_TOLERANCE):
-                    return MLPRoles(roles.get("gate"), roles["up"], roles["down"], name)
+            ran = True
+            found = _assignment(linears, hidden, activations, x, want)
+        if found is not None:
+            return found
+    if not ran:
+        return f"cannot run on hidden states alone ({errors[0]})"
     shapes = ", ".join(f"{n} {tuple(m.weight.shape)}" for n, m in linears.items())
     kind = "down(act(gate) * up)" if len(linears) == 3 else "down(act(up))"
     return f"computes no {kind} of its linears ({shapes}) with any of {', '.join(activations)}"
@@ -172,19 +171,44 @@ def _candidate_activations(module: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*own, *MEASURED_ACTIVATIONS)))
 
 
-def _width_in(linears: dict[str, Any]) -> int:
-    """The hidden size: the input width most of the linears read (gate and up, or up)."""
-    widths = [m.in_features for m in linears.values()]
-    return max(set(widths), key=widths.count)
+def _hidden_sizes(linears: dict[str, Any]) -> list[int]:
+    """The widths the hidden states may have: what all the linears but one read and that one
+    writes."""
+    sizes = []
+    for down in linears.values():
+        feeding = [m for m in linears.values() if m is not down]
+        if all(m.in_features == down.out_features for m in feeding):
+            sizes.append(int(down.out_features))
+    return list(dict.fromkeys(sizes))
 
 
-def _fits(linears: dict[str, Any], roles: dict[str, str]) -> bool:
-    """Whether the shapes allow the assignment: gate and up read what down writes, into the
-    width down reads."""
+def _assignment(
+    linears: dict[str, Any], hidden: int, activations: tuple[str, ...], x: Any, want: Any
+) -> MLPRoles | None:
+    """The first role assignment and activation that computes ``want`` from ``x``."""
+    from transformers.activations import ACT2FN
+
+    for order in itertools.permutations(linears):
+        roles = dict(zip(("down", "up", "gate"), order, strict=False))
+        if not _fits(linears, roles, hidden):
+            continue
+        for name in activations:
+            act = ACT2FN[name]
+            up = linears[roles["up"]](x)
+            inner = act(linears[roles["gate"]](x)) * up if "gate" in roles else act(up)
+            got = linears[roles["down"]](inner)
+            if got.shape == want.shape and torch.allclose(got, want, atol=ROLE_TOLERANCE):
+                return MLPRoles(roles.get("gate"), roles["up"], roles["down"], name)
+    return None
+
+
+def _fits(linears: dict[str, Any], roles: dict[str, str], hidden: int) -> bool:
+    """Whether the shapes allow the assignment: gate and up read the hidden states and write
+    the width down reads, down writes the hidden states."""
     down = linears[roles["down"]]
     feeding = [linears[roles[r]] for r in ("gate", "up") if r in roles]
-    return all(
-        m.in_features == down.out_features and m.out_features == down.in_features for m in feeding
+    return down.out_features == hidden and all(
+        m.in_features == hidden and m.out_features == down.in_features for m in feeding
     )
 
 
