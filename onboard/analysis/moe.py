@@ -58,10 +58,9 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
             Evidence("probe", f"{prefix}.experts.{first}", f"shape {shape}, {kind}"),
         )
     )
-    roles = getattr(experts, "roles", None)  # a ModuleList of per-expert MLPs (expert_lists)
-    if roles is not None:
+    if _per_expert(experts):  # a ModuleList of per-expert MLPs read as stacked (expert_lists)
         cls = type(experts[0])
-        detail = f"{len(experts)} x {cls.__name__}: {roles.formula()}, read as stacked"
+        detail = f"{len(experts)} x {cls.__name__}: {experts.roles.formula()}, read as stacked"
         where = source_location(cls.forward) or f"{prefix}.experts.0"
         evidence.append(("text.moe.experts", Evidence("probe", where, detail)))
     width_keys = ("moe_intermediate_size", "intermediate_size")
@@ -168,6 +167,13 @@ def _unread_experts(experts: Any, prefix: str) -> Delta:
     return Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__)
 
 
+def _per_expert(experts: Any) -> bool:
+    """The experts are per-expert MLPs that ``expert_lists`` reads as stacked."""
+    from onboard.analysis.expert_lists import StackedExperts
+
+    return isinstance(experts, StackedExperts)
+
+
 def expert_layout(experts: Any) -> ExpertLayout | None:
     plain = getattr(experts, "gate_up_proj", None) is None
     first = getattr(experts, "up_proj" if plain else "gate_up_proj", None)
@@ -240,7 +246,7 @@ def _check_experts(
     gate_fn = getattr(type(experts), "_apply_gate", None)
     custom_gate = gate_fn is not None and gate_fn.__module__ != "transformers.integrations.moe"
     # Per-expert MLPs read as stacked (expert_lists): their own forward is what computes
-    own = type(experts[0]) if getattr(experts, "roles", None) is not None else type(experts)
+    own = type(experts[0]) if _per_expert(experts) else type(experts)
     where = source_location(gate_fn if custom_gate else own.forward) or prefix
     try:
         with torch.no_grad():
@@ -249,11 +255,11 @@ def _check_experts(
         diff = (ours.float() - theirs.float()).abs().max().item()
     except Exception as exc:  # another forward signature, an unknown activation ...
         detail = f"{prefix}.experts: {type(exc).__name__}: {str(exc)[:120]}"
-        return Delta(f"{type(experts).__name__} forward not understood", where, detail)
+        return Delta(f"{own.__name__} forward not understood", where, detail)
     if math.isfinite(diff) and diff <= EXPERTS_TOLERANCE:
         return None
     return Delta(
-        f"{type(experts).__name__} computes something the spec does not describe",
+        f"{own.__name__} computes something the spec does not describe",
         where,
         f"{prefix}.experts: max abs {diff:.2g} against "
         + (f"{activation}(up)" if layout.plain else f"{activation}(gate) * up"),

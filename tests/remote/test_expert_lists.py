@@ -282,3 +282,59 @@ def test_a_stacked_view_runs_its_experts_as_transformers_does(brook) -> None:
             ]
         )
     assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_mobius_renames_the_shared_experts_own_names(brook) -> None:
+    """A shared expert whose linears are named unlike the routed experts' still loads into the
+    generated MLP's gate_proj / up_proj / down_proj; plain experts rename up and down only."""
+    from onboard.targets.mobius.design import _renames, renamed
+
+    moe = brook.spec.text.moe
+    standard = (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj"))
+    spec = dataclasses.replace(
+        brook.spec,
+        text=dataclasses.replace(
+            brook.spec.text, moe=dataclasses.replace(moe, expert_leaves=standard)
+        ),
+    )
+    renames = _renames(spec, None)
+    prefix = "model.layers.1.mlp."
+    for old, new in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
+        assert renamed(f"{prefix}shared_expert.{old}.weight", renames) == (
+            f"{prefix}shared_expert.{new}.weight"
+        )
+    assert (
+        renamed(f"{prefix}experts.0.up_proj.weight", renames) == f"{prefix}experts.0.up_proj.weight"
+    )
+
+    plain = dataclasses.replace(moe, plain=True, expert_leaves=(("up", "fc1"), ("down", "fc2")))
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=plain))
+    assert renamed(f"{prefix}experts.3.fc1.weight", _renames(spec, None)) == (
+        f"{prefix}experts.3.up_proj.weight"
+    )
+
+
+def test_plain_experts_read_as_stacked_run_as_themselves() -> None:
+    from transformers.activations import ACT2FN
+
+    from onboard.analysis.expert_lists import StackedPlainExperts
+    from onboard.analysis.moe import _check_experts, expert_layout, routed_output
+
+    holder = torch.nn.Module()
+    holder.experts = torch.nn.ModuleList([_Plain() for _ in range(3)])
+    experts = stack_expert_lists(holder).experts
+    assert isinstance(experts, StackedPlainExperts)
+    layout = expert_layout(experts)
+    assert (layout.num_experts, layout.width, layout.plain) == (3, 6, True)
+    assert getattr(experts, "gate_up_proj", None) is None and experts.up_proj.shape == (3, 6, 8)
+    hidden = torch.randn(7, 8, generator=torch.Generator().manual_seed(1))
+    indices = torch.tensor([[0, 1], [1, 2], [2, 0], [0, 2], [1, 0], [2, 1], [0, 1]])
+    weights = torch.rand(7, 2, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours = routed_output(experts, hidden, indices, weights, ACT2FN["relu"])
+        assert torch.allclose(ours, experts(hidden, indices, weights), atol=1e-6)
+    assert _check_experts(experts, layout, "relu", 2, "model.layers.0.mlp") is None
+    delta = _check_experts(experts, layout, "silu", 2, "model.layers.0.mlp")  # sabotage
+    assert (
+        delta is not None and delta.what == "_Plain computes something the spec does not describe"
+    )
