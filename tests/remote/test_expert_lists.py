@@ -27,25 +27,24 @@ BROOK = Path(__file__).parents[1] / "fixtures" / "remote" / "brook-tiny"
 W1_W3_W2 = (("gate", "w1"), ("up", "w3"), ("down", "w2"))
 
 
-def _registered(folder: Path):
-    """The checkpoint's source, its classes the ones transformers builds ``brook`` from."""
+@pytest.fixture(scope="module")
+def brook():
+    """brook analysed with its own classes registered for this module's tests, then unregistered
+    (tests/remote/test_fixture_files.py loads brook through transformers' own remote-code path)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    from onboard.analysis import analyse
     from onboard.remote_code import register_remote_classes
     from onboard.source import load_source
 
-    source = load_source(str(folder))
-    register_remote_classes(source.config, source.remote_files)
-    return source
-
-
-def _analysed(folder: Path):
-    from onboard.analysis import analyse
-
-    return analyse(_registered(folder), run_remote_code=True)
-
-
-@pytest.fixture(scope="module")
-def brook():
-    return _analysed(BROOK)
+    source = load_source(str(BROOK))
+    model_class = register_remote_classes(source.config, source.remote_files)
+    try:
+        yield analyse(source, run_remote_code=True)
+    finally:
+        CONFIG_MAPPING._extra_content.pop("brook", None)
+        MODEL_FOR_CAUSAL_LM_MAPPING._extra_content.pop(model_class.config_class, None)
 
 
 def _tiny_model(analysis, *, stacked: bool = True):
@@ -53,7 +52,6 @@ def _tiny_model(analysis, *, stacked: bool = True):
     from onboard.hf_config import make_hf_config
     from onboard.tiny_model import build_tiny_model, perturb
 
-    _registered(BROOK)  # a test may have registered a tampered copy's classes
     hf_config = make_hf_config(analysis.tiny.config)
     model = build_tiny_model(hf_config)
     return perturb(stack_expert_lists(model) if stacked else model), hf_config
@@ -242,7 +240,8 @@ class BrookOddMLP(BrookMLP):
 '''
 
 
-def test_experts_neither_gated_nor_plain_are_named_with_why(tmp_path) -> None:
+def test_experts_neither_gated_nor_plain_are_named_with_why(cli_env, tmp_path) -> None:
+    """Run in a subprocess: the tampered classes are never registered in this one."""
     folder = tmp_path / "brook-tiny"
     shutil.copytree(BROOK, folder, ignore=shutil.ignore_patterns("FEATURES.md"))
     modeling = folder / "modeling_brook.py"
@@ -257,13 +256,15 @@ def test_experts_neither_gated_nor_plain_are_named_with_why(tmp_path) -> None:
     lines = source.splitlines()
     start = next(i for i, text in enumerate(lines) if text.startswith("class BrookOddMLP"))
     line = lines.index("    def forward(self, x):", start) + 1
-    unresolved = _analysed(folder).spec.unresolved
-    found = [d for d in unresolved if d.what.startswith("experts kept as a ModuleList")]
+    run = onboard("inspect", str(folder), "--trust-remote-code", "--json", env=cli_env)
+    assert run.returncode == 0, run.stderr
+    unresolved = json.loads(run.stdout)["spec"]["unresolved"]
+    found = [d for d in unresolved if d["what"].startswith("experts kept as a ModuleList")]
     assert len(found) == 1
-    assert found[0].where == f"modeling_brook.py:{line}"
-    assert "neither gated (down(act(gate) * up)) nor plain (down(act(up)))" in found[0].what
-    assert "computes no down(act(gate) * up) of its linears (w1 (" in found[0].what
-    assert found[0].detail == "model.layers.1.mlp.experts: 4 x BrookOddMLP(w1, w3, w2)"
+    assert found[0]["where"] == f"modeling_brook.py:{line}"
+    assert "neither gated (down(act(gate) * up)) nor plain (down(act(up)))" in found[0]["what"]
+    assert "computes no down(act(gate) * up) of its linears (w1 (" in found[0]["what"]
+    assert found[0]["detail"] == "model.layers.1.mlp.experts: 4 x BrookOddMLP(w1, w3, w2)"
 
 
 def test_a_stacked_view_runs_its_experts_as_transformers_does(brook) -> None:
