@@ -122,6 +122,16 @@ class SharedExpertSpec:
     # Several gated experts held as 3-D gate_proj / up_proj / down_proj parameters [n, I, H],
     # [n, I, H], [n, H, I], each scaled by its router weight (Inkling; RouterSpec.shared_logits)
     stacked: bool = False
+    # HF's names of its linear layers by role (2024 remote code: gate -> w1, up -> w3, down -> w2);
+    # a plain one uses up and down only
+    projections: tuple[tuple[str, str], ...] = (
+        ("gate", "gate_proj"),
+        ("up", "up_proj"),
+        ("down", "down_proj"),
+    )
+
+    def leaf(self, role: str) -> str:
+        return dict(self.projections)[role]
 
 
 # Config keys that count the leading dense layers (the rest MoE): DeepSeek's name, AFMoE's

@@ -152,7 +152,10 @@ def _probed(
     tiny_heads: int = TINY_HEADS,
     aliases: dict[str, str] | None = None,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
-    """The tiny config, its HF config and model, the model's Llama-layout view, the probe."""
+    """The tiny config, its HF config and model, the model's Llama-layout view, the probe.
+    Experts kept as a ModuleList of per-expert MLPs are read as stacked experts."""
+    from onboard.analysis.expert_lists import stack_expert_lists
+
     tiny = shrink_config(
         config,
         layer_types,
@@ -162,7 +165,7 @@ def _probed(
         aliases=aliases,
     )
     tiny_config = make_hf_config(tiny.config)
-    hf_model = build_tiny_model(tiny_config)
+    hf_model = stack_expert_lists(build_tiny_model(tiny_config))
     layout = llama_view(hf_model)
     model = layout.model if layout else hf_model
     probe = probe_model(model, disk_model=hf_model)

@@ -530,6 +530,7 @@ class DecoderSpecBuilder(Reader):
             for name in reading.parameters
         }
         explained |= set(mixer_parameters)
+        explained |= _read_expert_parameters(self.model)
         if attention is not None and attention.spec.last_layer_o_bias:
             explained.add(f"self_attn.{attention.spec.last_layer_o_bias}")
         final = self._final_norm_name
@@ -596,6 +597,29 @@ class DecoderSpecBuilder(Reader):
                     found.where if found else f"config.json:{key}",
                     f"{key} = {value!r}",
                 )
+
+
+def _read_expert_parameters(model: Any) -> set[str]:
+    """Layer-relative names of the parameters of per-expert MLPs read by their roles: experts in a
+    ModuleList read as stacked, and a shared expert beside them whose linears ``mlp_roles`` reads
+    (2024 remote code's w1 / w3 / w2)."""
+    from onboard.analysis.expert_lists import StackedExperts, mlp_roles
+    from onboard.analysis.moe import SHARED_EXPERT_NAMES
+
+    if model is None:
+        return set()
+    found = set()
+    for name, module in model.named_modules():
+        match = re.match(r"^model\.layers\.\d+\.(.+)$", name)
+        if match is None or not isinstance(getattr(module, "experts", None), StackedExperts):
+            continue
+        block = match.group(1)
+        found |= {f"{block}.experts.{n}" for n, _ in module.experts.named_parameters()}
+        for shared in SHARED_EXPERT_NAMES:
+            child = getattr(module, shared, None)
+            if child is not None and not isinstance(mlp_roles(child), str):
+                found |= {f"{block}.{shared}.{n}" for n, _ in child.named_parameters()}
+    return found
 
 
 def _value(variants: dict[str, Reading], path: str) -> Any:

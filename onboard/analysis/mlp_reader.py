@@ -25,7 +25,7 @@ _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
 # A width the source computes from two config values (GPT-NeoX Japanese)
 _WIDTH_PRODUCT = re.compile(r"int\(config\.(\w+) \* config\.(\w+)\)")
 # Activations an MLP's module is compared with when no config key names one.
-_MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
+MEASURED_ACTIVATIONS = ("gelu_pytorch_tanh", "gelu", "relu", "silu", "relu2")
 # Activations that learn parameters, by their HF name (computed by the spec and both targets).
 LEARNED_ACTIVATIONS = ("xielu",)
 # Where configs keep the MLP activation (OPT, GPT-2: activation_function; Falcon: activation).
@@ -154,7 +154,7 @@ class MLPReader(Reader):
         with torch.no_grad():
             want = module(x)
             for gate, up in (into, into[::-1]):
-                for name in _MEASURED_ACTIVATIONS:
+                for name in MEASURED_ACTIVATIONS:
                     act = ACT2FN[name]
                     got = linears[out[0]](act(linears[gate](x)) * linears[up](x))
                     if torch.allclose(got, want, atol=1e-6):
@@ -319,5 +319,5 @@ def activation_of(module: Any) -> str | None:
     except Exception:  # not an activation
         return None
     return next(
-        (a for a in _MEASURED_ACTIVATIONS if torch.allclose(ACT2FN[a](x), y, atol=1e-6)), None
+        (a for a in MEASURED_ACTIVATIONS if torch.allclose(ACT2FN[a](x), y, atol=1e-6)), None
     )

@@ -58,6 +58,11 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
             Evidence("probe", f"{prefix}.experts.{first}", f"shape {shape}, {kind}"),
         )
     )
+    if _per_expert(experts):  # a ModuleList of per-expert MLPs read as stacked (expert_lists)
+        cls = type(experts[0])
+        detail = f"{len(experts)} x {cls.__name__}: {experts.roles.formula()}, read as stacked"
+        where = source_location(cls.forward) or f"{prefix}.experts.0"
+        evidence.append(("text.moe.experts", Evidence("probe", where, detail)))
     width_keys = ("moe_intermediate_size", "intermediate_size")
     width_key = _size_key(width, tiny, real, width_keys) or "moe_intermediate_size"
     real_width = _real_size(width, tiny, real, width_keys)
@@ -142,19 +147,31 @@ class ExpertLayout:
 
 
 def _unread_experts(experts: Any, prefix: str) -> Delta:
-    """What the experts are, when they are not transformers 5's stacked 3-D parameters."""
+    """What the experts are, when they are neither transformers 5's stacked 3-D parameters nor a
+    ModuleList of per-expert MLPs ``stack_expert_lists`` reads as such."""
     import torch
+
+    from onboard.analysis.expert_lists import expert_list_roles
 
     if isinstance(experts, torch.nn.ModuleList) and len(experts):
         first = experts[0]
         linears = [n for n, m in first.named_children() if isinstance(m, torch.nn.Linear)]
+        why = expert_list_roles(experts)
         return Delta(
-            "experts kept as a ModuleList of per-expert MLPs; onboard reads transformers 5's "
-            "stacked experts (gate_up_proj / up_proj and down_proj, 3-D) only",
+            "experts kept as a ModuleList of per-expert MLPs that are neither gated "
+            "(down(act(gate) * up)) nor plain (down(act(up))): each expert "
+            + (why if isinstance(why, str) else "was not read"),
             source_location(type(first).forward) or f"{prefix}.experts",
             f"{prefix}.experts: {len(experts)} x {type(first).__name__}({', '.join(linears)})",
         )
     return Delta("expert layout not understood", f"{prefix}.experts", type(experts).__name__)
+
+
+def _per_expert(experts: Any) -> bool:
+    """The experts are per-expert MLPs that ``expert_lists`` reads as stacked."""
+    from onboard.analysis.expert_lists import StackedExperts
+
+    return isinstance(experts, StackedExperts)
 
 
 def expert_layout(experts: Any) -> ExpertLayout | None:
@@ -228,7 +245,9 @@ def _check_experts(
     weights = torch.rand(8, k)
     gate_fn = getattr(type(experts), "_apply_gate", None)
     custom_gate = gate_fn is not None and gate_fn.__module__ != "transformers.integrations.moe"
-    where = source_location(gate_fn if custom_gate else type(experts).forward) or prefix
+    # Per-expert MLPs read as stacked (expert_lists): their own forward is what computes
+    own = type(experts[0]) if _per_expert(experts) else type(experts)
+    where = source_location(gate_fn if custom_gate else own.forward) or prefix
     try:
         with torch.no_grad():
             theirs = experts(hidden, indices, weights)
@@ -236,11 +255,11 @@ def _check_experts(
         diff = (ours.float() - theirs.float()).abs().max().item()
     except Exception as exc:  # another forward signature, an unknown activation ...
         detail = f"{prefix}.experts: {type(exc).__name__}: {str(exc)[:120]}"
-        return Delta(f"{type(experts).__name__} forward not understood", where, detail)
+        return Delta(f"{own.__name__} forward not understood", where, detail)
     if math.isfinite(diff) and diff <= EXPERTS_TOLERANCE:
         return None
     return Delta(
-        f"{type(experts).__name__} computes something the spec does not describe",
+        f"{own.__name__} computes something the spec does not describe",
         where,
         f"{prefix}.experts: max abs {diff:.2g} against "
         + (f"{activation}(up)" if layout.plain else f"{activation}(gate) * up"),
@@ -287,6 +306,8 @@ def _real_size(tiny_value: int, tiny: Any, real: Any, keys: tuple[str, ...]) -> 
 def _shared_experts(
     block: Any, tiny: Any, real: Any, prefix: str, evidence: list[tuple[str, Evidence]]
 ) -> tuple[SharedExpertSpec | None, list[Delta]]:
+    from onboard.analysis.expert_lists import mlp_roles
+
     for name in SHARED_EXPERT_NAMES:
         module = getattr(block, name, None)
         if module is None:
@@ -297,15 +318,21 @@ def _shared_experts(
             return _stacked_shared(stacked, name, tiny, real, where, evidence)
         width = _gated_linear_width(module)
         plain = width is None and (width := _plain_linear_width(module)) is not None
-        if width is None:  # MiniMax-M3: a fused gate_up_proj, a clamped and shifted GLU
-            return None, [
-                Delta(
-                    "shared expert layout not understood",
-                    source_location(type(module).forward) or where,
-                    f"{where} ({type(module).__name__}) is not gate_proj / up_proj / down_proj "
-                    "linear layers",
-                )
-            ]
+        projections = SharedExpertSpec.projections
+        if width is None:  # other names (2024 remote code's w1 / w3 / w2), told by values
+            roles = mlp_roles(module)
+            if isinstance(roles, str):  # MiniMax-M3: a fused gate_up_proj, a clamped GLU
+                return None, [
+                    Delta(
+                        "shared expert layout not understood",
+                        source_location(type(module).forward) or where,
+                        f"{where} ({type(module).__name__}) is not gate_proj / up_proj / "
+                        f"down_proj linear layers, and it {roles}",
+                    )
+                ]
+            width = int(getattr(module, roles.down).in_features)
+            plain, projections = roles.plain, roles.leaves()
+            evidence.append(("text.moe.shared", Evidence("probe", where, roles.formula())))
         real_width, width_expr = _shared_width(width, tiny, real)
         gated = getattr(block, "shared_expert_gate", None) is not None
         evidence.append(
@@ -314,7 +341,9 @@ def _shared_experts(
         deltas = (
             [] if real_width else [Delta("shared expert width not explained", where, str(width))]
         )
-        spec = SharedExpertSpec(real_width or width, gated, name, width_expr, bool(plain))
+        spec = SharedExpertSpec(
+            real_width or width, gated, name, width_expr, bool(plain), projections=projections
+        )
         return spec, deltas
     return None, []
 

@@ -276,6 +276,12 @@ def probe_router(
         except Exception as exc:  # HF's router cannot run on what the probe feeds it
             return None, [], Delta("router could not be probed", where, f"{type(exc).__name__}")
         outputs = _router_outputs(output, hidden.shape[0], shape.shared_logits)
+        in_block = outputs is None and _only_logits(output, linear, hidden)
+        if in_block:  # 2024 MoE code routes the gate's logits in the block's own forward
+            from onboard.analysis.expert_lists import block_routing
+
+            routed = block_routing(block, hidden, top_k)
+            outputs = routed and _router_outputs(routed, hidden.shape[0], 0)
     if outputs is None:
         return (
             None,
@@ -292,7 +298,7 @@ def probe_router(
     if not matches:
         return None, [], Delta("router computes something no known router does", where, "")
     # Equivalent variants (top-k then softmax = softmax, top-k, renormalise): the one HF writes.
-    order = _source_order(type(router))
+    order = _source_order(type(block) if in_block else type(router))
     spec = next((m for m in matches if m.order == order), matches[0])
     detail = (
         f"{describe_router(spec)}; the only match of {len(candidates)} router variants run on "
@@ -301,7 +307,10 @@ def probe_router(
     if len(matches) > 1:
         detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
     if spec is not matches[0]:
-        detail += f", written so at {source_location(type(router).forward)}"
+        written = type(block) if in_block else type(router)
+        detail += f", written so at {source_location(written.forward)}"
+    if in_block:
+        detail += f"; routed in the block's forward ({source_location(type(block).forward)})"
     if shape.learned_scale and spec.learned_scale is None:
         return (
             None,
@@ -360,6 +369,20 @@ def _reproduces(found: tuple[Any, Any, Any], hf: RouterOutputs, num_experts: int
         if any((shared - t.float()).abs().max().item() <= ROUTER_TOLERANCE for t in others):
             return True
     return False
+
+
+def _only_logits(output: Any, linear: Any, hidden: Any) -> bool:
+    """The router gave back nothing but its linear's logits (a bare ``nn.Linear`` gate)."""
+    import torch
+
+    if not isinstance(output, torch.Tensor) or output.shape != (
+        hidden.shape[0],
+        linear.weight.shape[0],
+    ):
+        return False
+    return bool(
+        torch.allclose(output, torch.nn.functional.linear(hidden, linear.weight, linear.bias))
+    )
 
 
 def _routed_by_block(block: Any, hidden: Any, output: Any) -> Any:

@@ -93,6 +93,8 @@ class SpecInterpreter:
     """Runs ``TextDecoderSpec`` in torch with the HF model's weights."""
 
     def __init__(self, text: TextDecoderSpec, model: Any, tiny_config: Any) -> None:
+        from onboard.analysis.expert_lists import StackedExperts
+
         self.text = text
         self.model = model
         self.config = tiny_config
@@ -102,6 +104,9 @@ class SpecInterpreter:
             match = re.match(r"^model\.layers\.\d+\.(.+)\.weight$", name)
             if match and match.group(1) in text.transposed_linears:
                 self.params[name] = self.params[name].T
+        for name, module in model.named_modules():  # per-expert MLPs read as stacked experts
+            if isinstance(module, StackedExperts):
+                self.params[f"{name}.down_proj"] = module.down_proj
         if text.attention is not None:  # a pure state-space model has no attention sizes
             self.heads = tiny_config.num_attention_heads
             self.kv_heads = getattr(tiny_config, "num_key_value_heads", None) or self.heads
@@ -588,10 +593,12 @@ class SpecInterpreter:
             if spec.shared.stacked:  # each shared expert scaled by its router weight
                 shared = self.stacked_experts(shared_prefix, hidden, shares, act)
             elif spec.shared.plain:  # up, activation, down, as the routed experts
-                up = self.linear(hidden, f"{shared_prefix}up_proj.")
-                shared = self.linear(ACT2FN[spec.activation](up), f"{shared_prefix}down_proj.")
+                up = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('up')}.")
+                down = f"{shared_prefix}{spec.shared.leaf('down')}."
+                shared = self.linear(ACT2FN[spec.activation](up), down)
             else:
-                shared = self.dense_mlp(shared_prefix, hidden, gated=True)
+                gate, up, down = (spec.shared.leaf(r) for r in ("gate", "up", "down"))
+                shared = self.dense_mlp(shared_prefix, hidden, gated=(gate, up, down))
             if spec.shared.gated:
                 shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
             out = out + shared
@@ -607,7 +614,9 @@ class SpecInterpreter:
             out = out + (value @ downs[expert].T) * shares[:, expert, None].to(x.dtype)
         return out
 
-    def dense_mlp(self, prefix: str, x: Any, *, gated: bool = False) -> Any:
+    def dense_mlp(self, prefix: str, x: Any, *, gated: tuple[str, str, str] | None = None) -> Any:
+        """The dense MLP as the spec says, or (``gated``: its gate, up and down names) a shared
+        expert's gated MLP."""
         from transformers.activations import ACT2FN
 
         spec = self.text.mlp
@@ -619,7 +628,7 @@ class SpecInterpreter:
             gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
             return self.linear(act(gate) * up, f"{prefix}{down}.")
         if gated or spec.kind == "gated":
-            gate, up, down = ("gate_proj", "up_proj", "down_proj") if gated else spec.projections
+            gate, up, down = gated or spec.projections
             hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
             return self.linear(hidden, f"{prefix}{down}.")
         up, down = spec.projections

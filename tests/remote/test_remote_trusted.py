@@ -198,15 +198,21 @@ def test_hybrid_remote_code_passes_with_zero_hand_edits(cli_env, checkpoint, tmp
     assert report["classification"]["kind"] == "hybrid"
 
 
-def test_moe_experts_in_a_module_list_are_named(cli_env, checkpoint, tmp_path) -> None:
+def test_moe_experts_in_a_module_list_are_read(cli_env, checkpoint, tmp_path) -> None:
+    """brook's experts are a ModuleList of w1/w3/w2 MLPs: read as stacked experts, their roles
+    told by values and cited at the expert class's forward (tests/remote/test_expert_lists.py
+    has the rest)."""
     run = onboard(
         "inspect", str(checkpoint("brook-tiny")), "--trust-remote-code", "--json", env=cli_env
     )
     assert run.returncode == 0, run.stderr
-    unresolved = json.loads(run.stdout)["spec"]["unresolved"]
-    found = [d for d in unresolved if d["what"].startswith("experts kept as a ModuleList")]
-    assert found and "4 x BrookMLP(w1, w3, w2)" in found[0]["detail"]
-    assert found[0]["where"].startswith("modeling_brook.py:")
+    spec = json.loads(run.stdout)["spec"]
+    assert spec["unresolved"] == []
+    moe = spec["text"]["moe"]
+    assert moe["expert_leaves"] == [["gate", "w1"], ["up", "w3"], ["down", "w2"]]
+    assert moe["shared"]["projections"] == moe["expert_leaves"]
+    cited = [e for e in dict(spec["evidence"])["text.moe.experts"] if "read as stacked" in str(e)]
+    assert cited and "modeling_brook.py:116" in str(cited[0])
 
 
 @pytest.mark.parametrize(

@@ -1440,9 +1440,13 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
             renames.append((f".{name}", f".{moe.block_name}.{moe.router_name}.{_CORRECTION}"))
         if moe.block_name != "mlp":
             renames.append((f".{moe.block_name}.", ".mlp."))
-        for role, ours in (("gate", "gate_proj"), ("up", "up_proj"), ("down", "down_proj")):
-            if moe.leaf(role) != ours:
-                renames.append((f".{moe.leaf(role)}.", f".{ours}."))
+        shared = moe.shared
+        for role, hf_name in shared.projections if shared and not shared.stacked else ():
+            if hf_name != f"{role}_proj":  # the generated MLP's names (w1 -> gate_proj ...)
+                renames.append((f".{shared.name}.{hf_name}.", f".{shared.name}.{role}_proj."))
+        for role, leaf in moe.expert_leaves:  # gate (none when plain), up, down
+            if leaf != f"{role}_proj":
+                renames.append((f".{leaf}.", f".{role}_proj."))
         if moe.router_name != "gate":
             renames.append((f".mlp.{moe.router_name}.", ".mlp.gate."))
     mlp = spec.text.mlp
