@@ -134,9 +134,11 @@ def test_the_library_class_runs_against_the_checkpoint_code(
 def test_untrusted_registered_remote_type_does_not_run_the_code(
     cli_env, internlm2, tmp_path
 ) -> None:
+    """Read as text, it is the registered type; parity would run its code: refused."""
     run = onboard("new", str(internlm2), env=cli_env, cwd=tmp_path)
-    assert run.returncode != 0
-    assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+    assert run.returncode == ExitCode.REFUSED, run.stderr
+    assert "parity refused: internlm2 exists only as remote code" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "onboarded").exists()
 
 
 def test_checkpoint_code_that_fails_has_its_own_exit_code(cli_env, internlm2, tmp_path) -> None:
