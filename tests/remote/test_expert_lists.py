@@ -21,6 +21,7 @@ from onboard.analysis.expert_lists import (
     mlp_roles,
     stack_expert_lists,
 )
+from tests.remote.runs import trusted_new
 from tests.test_cli import onboard
 
 BROOK = Path(__file__).parents[1] / "fixtures" / "remote" / "brook-tiny"
@@ -207,17 +208,7 @@ def test_an_mlp_that_is_neither_gated_nor_plain_is_not_read() -> None:
 def test_brook_passes_into_mobius_with_zero_hand_edits(cli_env, tmp_path) -> None:
     folder = tmp_path / "brook-tiny"
     shutil.copytree(BROOK, folder, ignore=shutil.ignore_patterns("FEATURES.md"))
-    run = onboard(
-        "new",
-        str(folder),
-        "--out",
-        str(tmp_path / "out"),
-        "--trust-remote-code",
-        "--json",
-        env=cli_env,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = trusted_new(folder, tmp_path / "out", cli_env)
     assert report["classification"]["kind"] == "moe"
     parity = report["parity"]
     assert parity["passed"]

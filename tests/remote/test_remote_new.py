@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import ExitCode
+from tests.remote.runs import trusted_new
 from tests.test_cli import _one_line_error, onboard
 
 MODEL_FILE = "src/mobius/models/{name}.py"
@@ -39,17 +40,7 @@ def test_without_trust_files_are_generated_and_parity_is_refused(
 @pytest.mark.parametrize("name", ["ember", "quill"])
 def test_trusted_parity_passes_with_zero_hand_edits(cli_env, checkpoint, tmp_path, name) -> None:
     folder = checkpoint(f"{name}-tiny")
-    run = onboard(
-        "new",
-        str(folder),
-        "--out",
-        str(tmp_path / "out"),
-        "--trust-remote-code",
-        "--json",
-        env=cli_env,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = trusted_new(folder, tmp_path / "out", cli_env)
     parity = report["parity"]
     assert parity["passed"] and report["refused"] is None
     default = [c for c in parity["checks"] if c["provider"] == "default"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from onboard.errors import ExitCode
+from tests.remote.runs import trusted_new
 from tests.test_cli import _one_line_error, onboard
 
 
@@ -85,18 +86,7 @@ def test_each_fused_layout_but_the_right_one_fails_the_spec_check(trusted_analys
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 def test_generated_code_passes_with_zero_hand_edits(cli_env, internlm2, tmp_path, tie) -> None:
     folder = _tied(internlm2) if tie else internlm2
-    run = onboard(
-        "new",
-        str(folder),
-        "--out",
-        str(tmp_path / "out"),
-        "--treat-as-new",
-        "--trust-remote-code",
-        "--json",
-        env=cli_env,
-    )
-    assert run.returncode == 0, run.stderr
-    parity = json.loads(run.stdout)["parity"]
+    parity = trusted_new(folder, tmp_path / "out", cli_env, "--treat-as-new")["parity"]
     assert parity["passed"]
     default = {c["name"]: c["status"] for c in parity["checks"] if c["provider"] == "default"}
     assert default["weights"] == default["prefill"] == default["decode"] == "pass"
@@ -185,17 +175,7 @@ def test_features_cite_lines_that_still_hold() -> None:
 
 def test_hybrid_remote_code_passes_with_zero_hand_edits(cli_env, checkpoint, tmp_path) -> None:
     """tern: LFM2-style short convolutions beside attention, read by the same mixer readers."""
-    run = onboard(
-        "new",
-        str(checkpoint("tern-tiny")),
-        "--out",
-        str(tmp_path / "out"),
-        "--trust-remote-code",
-        "--json",
-        env=cli_env,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = trusted_new(checkpoint("tern-tiny"), tmp_path / "out", cli_env)
     assert report["parity"]["passed"]
     assert report["classification"]["kind"] == "hybrid"
 
@@ -254,18 +234,7 @@ def test_dynamic_rope_remote_code_gets_the_default_tables(cli_env, internlm2, tm
     config = json.loads((internlm2 / "config.json").read_text())
     config["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     (internlm2 / "config.json").write_text(json.dumps(config, indent=2))
-    run = onboard(
-        "new",
-        str(internlm2),
-        "--out",
-        str(tmp_path / "out"),
-        "--treat-as-new",
-        "--trust-remote-code",
-        "--json",
-        env=cli_env,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout)
+    report = trusted_new(internlm2, tmp_path / "out", cli_env, "--treat-as-new")
     ((_kind, rope),) = report["spec"]["text"]["rope"]
     assert rope["rope_type"] == "dynamic"
     assert report["parity"]["passed"]
