@@ -248,3 +248,37 @@ def test_parity_command_on_a_registered_remote_type(cli_env, internlm2) -> None:
     assert run.returncode == ExitCode.FAILED, run.stderr
     report = json.loads(run.stdout)
     assert [b["id"] for b in report["target_bugs"]] == ["M9"]
+
+
+def test_trusted_inspect_of_the_hybrid_equals_its_feature_list(cli_env, checkpoint) -> None:
+    """tern's FEATURES.md, feature by feature, as the probe of its own classes reads them."""
+    run = onboard(
+        "inspect", str(checkpoint("tern-tiny")), "--trust-remote-code", "--json", env=cli_env
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    values = {f["name"]: f["value"] for f in report["features"]}
+    assert {k: values[k] for k in TERN_FEATURES} == TERN_FEATURES
+    text = report["spec"]["text"]
+    assert text["layer_types"] == ["short_conv", "full_attention", "short_conv", "full_attention"]
+    conv = text["mixers"]["short_conv"]
+    assert (conv["conv_kernel"], conv["order"], conv["bias"]) == (3, ["b", "c", "x"], False)
+    ((_kind, rope),) = text["rope"]
+    assert rope["theta"] == 10000.0
+    assert report["spec"]["unresolved"] == []
+
+
+TERN_FEATURES = {
+    "layers.mixers": "short_conv",
+    "attention.qk_norm": "per_head",
+    "attention.qk_norm_after_rope": False,
+    "attention.qkv_bias": False,
+    "attention.o_bias": False,
+    "mlp.kind": "gated",
+    "mlp.activation": "silu",
+    "norm.kind": "rms",
+    "norm.placement": "pre",
+    "positions": "rope",
+    "rope.partial": False,
+    "embeddings.tied": True,
+}
