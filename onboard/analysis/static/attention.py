@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 from onboard.analysis import static_graph as graph
 from onboard.analysis.static.scales import read_cap
 from onboard.analysis.static.source_model import (
-    _call,
-    _called_class,
-    _config_key,
-    _first_tanh,
-    _is_one,
-    _keyword,
-    _mentions,
-    _name_of,
-    _self_attr,
+    call_of,
+    called_class,
+    config_key,
+    first_tanh,
+    is_one,
+    is_self_attr,
+    keyword_value,
+    mentions,
+    name_of,
 )
 from onboard.analysis.static.structure import unknown_children
 from onboard.block_specs import AttentionSpec
@@ -60,10 +60,14 @@ def read_attention(reader: StaticReader, attention_class: str) -> AttentionSpec:
         biases[letter] = value
         if key:
             bias_keys.append((letter, key))
-        reader.cite(f"text.attention.{letter}_bias", _keyword(_call(node.value), "bias") or node)
+        reader.cite(
+            f"text.attention.{letter}_bias", keyword_value(call_of(node.value), "bias") or node
+        )
     qk_norm = "none"
     if "q_norm" in parts:
-        width = _call(parts["q_norm"].value).args[0] if _call(parts["q_norm"].value).args else None
+        width = (
+            call_of(parts["q_norm"].value).args[0] if call_of(parts["q_norm"].value).args else None
+        )
         text = ast.unparse(width) if width is not None else ""
         qk_norm = "full_width" if "num" in text and "head" in text else "per_head"
         reader.cite("text.attention.qk_norm", parts["q_norm"])
@@ -116,7 +120,7 @@ def _projections(
     The output projection is the linear applied to something else than the block's input;
     the input ones are the others: three are told apart by their names (q_proj, wq, query),
     one is a fused q/k/v projection whose layout the forward shows."""
-    linears = [a for a, n in parts.items() if _called_class(n.value) == "Linear"]
+    linears = [a for a, n in parts.items() if called_class(n.value) == "Linear"]
     if {"q_proj", "k_proj", "v_proj", "o_proj"} <= set(linears):
         return {letter: f"{letter}_proj" for letter in "qkvo"}
     calls = graph.linear_calls(reader.src, attention_class, set(linears))
@@ -137,7 +141,7 @@ def _projections(
         found.update(letters)
     else:
         described = ", ".join(
-            f"{a} ({_called_class(n.value)})"
+            f"{a} ({called_class(n.value)})"
             for a, n in parts.items()
             if graph.is_module(reader.src, n.value)
         )
@@ -207,7 +211,7 @@ def _rope_calls(reader: StaticReader, attention_class: str) -> list[ast.Call]:
     calls = []
     for owner in (attention_class, *reader.src.bases(attention_class)):
         for node in ast.walk(reader.src.classes[owner]):
-            if isinstance(node, ast.Call) and "rotary" in (_name_of(node.func) or ""):
+            if isinstance(node, ast.Call) and "rotary" in (name_of(node.func) or ""):
                 calls.append(node)
     return sorted(calls, key=lambda c: c.lineno)
 
@@ -219,13 +223,13 @@ def _cite_plain_scale(reader: StaticReader, attention_class: str) -> None:
             if (
                 isinstance(node, ast.BinOp)
                 and (
-                    (isinstance(node.op, ast.Div) and _mentions(node.right, "sqrt"))
+                    (isinstance(node.op, ast.Div) and mentions(node.right, "sqrt"))
                     or (
                         isinstance(node.op, ast.Pow)
                         and ast.unparse(node.right).replace(" ", "") == "-0.5"
                     )
                 )
-                and (_mentions(node, "head_dim") or _mentions(node, "head_size"))
+                and (mentions(node, "head_dim") or mentions(node, "head_size"))
             ):
                 reader.cite("text.attention.scale", node)
                 return
@@ -244,17 +248,17 @@ def _scale_key(reader: StaticReader, scaling: ast.Assign | None) -> str | None:
         and ast.unparse(expr.right).replace(" ", "") == "-0.5"
     ):
         base = expr.left
-    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and _is_one(expr.left):
+    elif isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and is_one(expr.left):
         call = expr.right
-        if isinstance(call, ast.Call) and _name_of(call.func) == "sqrt" and call.args:
+        if isinstance(call, ast.Call) and name_of(call.func) == "sqrt" and call.args:
             base = call.args[0]
-    key = _config_key(base) if base is not None else None
+    key = config_key(base) if base is not None else None
     if base is not None and (key == "head_dim" or ast.unparse(base) == "self.head_dim"):
         return None
     if key is not None:
         return key
-    if _config_key(expr) in MULTIPLIER_KEYS:  # the config holds the scale itself (Granite)
-        return _config_key(expr)
+    if config_key(expr) in MULTIPLIER_KEYS:  # the config holds the scale itself (Granite)
+        return config_key(expr)
     reader.delta(
         "attention scale not explained by head_dim ** -0.5 or config.<key> ** -0.5",
         scaling,
@@ -264,7 +268,7 @@ def _scale_key(reader: StaticReader, scaling: ast.Assign | None) -> str | None:
 
 
 def _attention_softcap(reader: StaticReader, attention_class: str) -> float | None:
-    tanh = _first_tanh(reader.with_helpers(attention_class))
+    tanh = first_tanh(reader.with_helpers(attention_class))
     if tanh is None:
         reader.absent("text.attention.softcap", attention_class, "no tanh on the scores")
         return None
@@ -282,7 +286,7 @@ def check_attention_forward(
         return
     calls = [n for n in ast.walk(forward) if isinstance(n, ast.Call)]
     rope_calls = _rope_calls(reader, attention_class)
-    norm_calls = [c for c in calls if _self_attr(c.func) and c.func.attr in ("q_norm", "k_norm")]
+    norm_calls = [c for c in calls if is_self_attr(c.func) and c.func.attr in ("q_norm", "k_norm")]
     for call in norm_calls:
         reader.cite("text.attention.qk_norm", call)
     for call in rope_calls:

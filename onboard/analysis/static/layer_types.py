@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from onboard.analysis.static.source_model import _mentions
+from onboard.analysis.static.source_model import mentions
 from onboard.spec import Evidence
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def read_layer_types(
     declared = reader.cfg.get("layer_types")
     window = reader.cfg.get("sliding_window")
     model = reader.src.classes[model_class]
-    uses_window = _mentions(model, "sliding_window") or _mentions(
+    uses_window = mentions(model, "sliding_window") or mentions(
         reader.src.classes[attention_class], "sliding_window"
     )
     pattern = reader.cfg.get("sliding_window_pattern")

@@ -6,11 +6,11 @@ import ast
 from typing import TYPE_CHECKING
 
 from onboard.analysis.static.source_model import (
-    _call,
-    _called_class,
-    _config_key,
-    _keyword,
-    _self_attr,
+    call_of,
+    called_class,
+    config_key,
+    is_self_attr,
+    keyword_value,
 )
 from onboard.analysis.static.structure import unknown_children
 from onboard.block_specs import MLPSpec
@@ -39,7 +39,7 @@ PLAIN_ACTIVATIONS = frozenset(
 
 def read_mlp(reader: StaticReader, mlp_class: str) -> MLPSpec:
     parts = reader.src.assignments(mlp_class)
-    linears = [a for a, n in parts.items() if _called_class(n.value) == "Linear"]
+    linears = [a for a, n in parts.items() if called_class(n.value) == "Linear"]
     if {"gate_proj", "up_proj", "down_proj"} <= set(linears):
         kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
     elif "gate_up_proj" in linears:
@@ -71,7 +71,7 @@ def read_mlp(reader: StaticReader, mlp_class: str) -> MLPSpec:
             and isinstance(node.value, ast.Name)
             and node.value.id == "ACT2FN"
         ):
-            key = _config_key(node.slice)
+            key = config_key(node.slice)
             if key:
                 act_key, activation = key, reader.cfg.get(key)
                 reader.cite("text.mlp.activation", node)
@@ -87,7 +87,7 @@ def read_mlp(reader: StaticReader, mlp_class: str) -> MLPSpec:
     if last is None:  # not understood, reported above: nothing to read the bias from
         return MLPSpec(kind, str(activation), False, width, projections, None, act_key)
     bias, bias_key = reader.bool_keyword(last, "bias", default=True)
-    reader.cite("text.mlp.bias", _keyword(_call(last.value), "bias") or last)
+    reader.cite("text.mlp.bias", keyword_value(call_of(last.value), "bias") or last)
     return MLPSpec(kind, str(activation), bias, width, projections, bias_key, act_key)
 
 
@@ -99,7 +99,7 @@ def _gated_order(
     forward = reader.src.method(mlp_class, "forward")
     names = set(linears)
     for node in ast.walk(forward) if forward is not None else ():
-        if not (isinstance(node, ast.Call) and _self_attr(node.func)):
+        if not (isinstance(node, ast.Call) and is_self_attr(node.func)):
             continue
         down = node.func.attr
         if down not in names or not node.args:
@@ -112,7 +112,7 @@ def _gated_order(
             inner = _inner_linear(side, names)
             if inner is None:
                 continue
-            if isinstance(side, ast.Call) and _self_attr(side.func) and side.func.attr == inner:
+            if isinstance(side, ast.Call) and is_self_attr(side.func) and side.func.attr == inner:
                 up = inner
             else:
                 gate = inner  # wrapped: the activation's argument
@@ -129,7 +129,7 @@ def _plain_order(reader: StaticReader, mlp_class: str, linears: list[str]) -> tu
         [
             n.func.attr
             for n in ast.walk(forward)
-            if isinstance(n, ast.Call) and _self_attr(n.func) and n.func.attr in linears
+            if isinstance(n, ast.Call) and is_self_attr(n.func) and n.func.attr in linears
         ]
         if forward
         else []
@@ -143,6 +143,6 @@ def _inner_linear(node: ast.AST, names: set[str]) -> str | None:
     found = {
         n.func.attr
         for n in ast.walk(node)
-        if isinstance(n, ast.Call) and _self_attr(n.func) and n.func.attr in names
+        if isinstance(n, ast.Call) and is_self_attr(n.func) and n.func.attr in names
     }
     return found.pop() if len(found) == 1 else None

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.norm_reader import placement_of
 from onboard.analysis.static.source_model import (
-    _call,
-    _called_class,
-    _config_key,
-    _is_one,
-    _keyword,
-    _self_attr,
+    call_of,
+    called_class,
+    config_key,
+    is_one,
+    is_self_attr,
+    keyword_value,
 )
 from onboard.block_specs import NormSpec
 from onboard.spec import Evidence
@@ -54,11 +54,11 @@ def read_norm(
         )
         placement = "pre"
     reference = final or next(iter(norms.values()), None)
-    class_name = _called_class(reference.value) if reference else None
+    class_name = called_class(reference.value) if reference else None
     if class_name in reader.src.classes:
         reader.roles["norm"] = class_name
     kind, offset = _norm_class(reader, class_name)
-    eps_key = _config_key(_keyword(_call(reference.value), "eps")) if reference else None
+    eps_key = config_key(keyword_value(call_of(reference.value), "eps")) if reference else None
     eps = float(reader.cfg.get(eps_key, 1e-6)) if eps_key else 1e-6
     if reference is not None:
         reader.cite("text.norm.kind", reference)
@@ -159,10 +159,10 @@ def _producer(
     if isinstance(value, ast.Tuple) or call is None:
         return "other"
     func = call.func
-    if not (_self_attr(func)):
+    if not (is_self_attr(func)):
         return "other"
     name = func.attr
-    arg = call.args[0] if call.args else _keyword(call, "hidden_states")
+    arg = call.args[0] if call.args else keyword_value(call, "hidden_states")
     source = origin.get(arg.id, "") if isinstance(arg, ast.Name) else ""
     if name in norms:
         if source == "attn":
@@ -202,7 +202,7 @@ def _one_plus_weight(node: ast.AST) -> bool:
     if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
         return False
     sides = (node.left, node.right)
-    one = any(_is_one(side) for side in sides)
+    one = any(is_one(side) for side in sides)
     return one and any("weight" in ast.unparse(side) for side in sides)
 
 

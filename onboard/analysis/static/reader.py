@@ -23,16 +23,16 @@ from onboard.analysis.static.scales import (
     final_softcap,
     lm_head_bias,
     read_scales,
-    read_tied,
+    tied_embeddings,
     unread_config_math,
 )
 from onboard.analysis.static.source_model import (
     SourceModel,
-    _call,
-    _config_key,
-    _keyword,
-    _mentions,
-    _self_attr,
+    call_of,
+    config_key,
+    is_self_attr,
+    keyword_value,
+    mentions,
 )
 from onboard.analysis.static.structure import (
     layer_roles,
@@ -149,7 +149,7 @@ class StaticReader:
             mlp=read_mlp(self, mlp_class),
             norm=norm,
             rope=read_rope(self, kinds, attention),
-            tie_word_embeddings=read_tied(self),
+            tie_word_embeddings=tied_embeddings(self),
             embedding_scale=embedding_scale(self, model_class, embed.node),
             final_logit_softcap=final_softcap(self),
             lm_head_bias=lm_head_bias(self, head.node if head else None),
@@ -187,10 +187,10 @@ class StaticReader:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             inner = self.truth(class_name, test.operand)
             return None if inner is None else not inner
-        key = _config_key(test)
-        if key is None and _self_attr(test):
+        key = config_key(test)
+        if key is None and is_self_attr(test):
             source = self.src.assignments(class_name).get(test.attr)
-            key = _config_key(source.value) if source is not None else None
+            key = config_key(source.value) if source is not None else None
         if key is None:
             return None
         return bool(self.cfg.get(key, False))
@@ -198,7 +198,7 @@ class StaticReader:
     def cite_uses(self, path: str, scope: ast.AST, name: str) -> None:
         """Cite every simple statement in ``scope`` that mentions ``name``."""
         for node in ast.walk(scope):
-            if isinstance(node, ast.stmt) and not hasattr(node, "body") and _mentions(node, name):
+            if isinstance(node, ast.stmt) and not hasattr(node, "body") and mentions(node, name):
                 self.cite(path, node)
 
     def absent(self, path: str, class_name: str, what: str) -> None:
@@ -217,10 +217,10 @@ class StaticReader:
     def bool_keyword(
         self, node: ast.Assign, name: str, *, default: bool
     ) -> tuple[bool, str | None]:
-        value = _keyword(_call(node.value), name)
+        value = keyword_value(call_of(node.value), name)
         if value is None:
             return default, None
-        key = _config_key(value)
+        key = config_key(value)
         if key:
             return bool(self.cfg.get(key, False)), key
         try:

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from onboard.analysis.static.source_model import _name_of
+from onboard.analysis.static.source_model import name_of
 from onboard.block_specs import AttentionSpec
 from onboard.spec import Evidence, RopeSpec
 
@@ -82,7 +82,7 @@ def _conditional_rope(reader: StaticReader) -> None:
     forward = reader.src.method(reader.roles.get("attention", ""), "forward")
     for node in ast.walk(forward) if forward is not None else ():
         if isinstance(node, ast.If) and any(
-            isinstance(n, ast.Call) and "rotary" in (_name_of(n.func) or "") for n in ast.walk(node)
+            isinstance(n, ast.Call) and "rotary" in (name_of(n.func) or "") for n in ast.walk(node)
         ):
             reader.delta(
                 "RoPE applied only under a condition (layers without RoPE)",
@@ -106,7 +106,7 @@ def _rope_interleaved(reader: StaticReader) -> bool:
             if isinstance(node, ast.Slice) and _is_two(node.step):
                 reader.cite("text.rope.interleaved", node)
                 return True
-            if isinstance(node, ast.Call) and _name_of(node.func) == "repeat_interleave":
+            if isinstance(node, ast.Call) and name_of(node.func) == "repeat_interleave":
                 reader.cite("text.rope.interleaved", node)
                 return True
     rotate_half = next((f for f in _rotary_functions(reader) if f.name == "rotate_half"), None)

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from onboard.analysis.static.source_model import (
-    _called_class,
-    _config_key,
-    _first_tanh,
-    _mentions,
-    _self_attr,
+    called_class,
+    config_key,
+    first_tanh,
+    is_self_attr,
+    mentions,
 )
 from onboard.spec import Evidence, ScaleSpec
 from onboard.tiny import MULTIPLIER_KEYS
@@ -34,7 +34,7 @@ _READ_KEYS = frozenset(
 )
 
 
-def read_tied(reader: StaticReader) -> bool:
+def tied_embeddings(reader: StaticReader) -> bool:
     tied = bool(reader.cfg.get("tie_word_embeddings", True))
     reader.log.add(
         "text.tie_word_embeddings",
@@ -45,8 +45,8 @@ def read_tied(reader: StaticReader) -> bool:
 
 def embedding_scale(reader: StaticReader, model_class: str, embed: ast.Assign | None) -> str:
     candidates = [reader.src.classes[model_class]]
-    if embed is not None and _called_class(embed.value) in reader.src.classes:
-        candidates.append(reader.src.classes[_called_class(embed.value)])
+    if embed is not None and called_class(embed.value) in reader.src.classes:
+        candidates.append(reader.src.classes[called_class(embed.value)])
     for cls in candidates:
         for node in ast.walk(cls):
             if _is_sqrt_hidden(node):
@@ -94,7 +94,7 @@ def unread_config_math(reader: StaticReader, classes: Sequence[str]) -> None:
         for node in ast.walk(forward) if forward is not None else ():
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
                 continue
-            keys = {_config_key(n) for n in ast.walk(node)} - {None}
+            keys = {config_key(n) for n in ast.walk(node)} - {None}
             unread = sorted(k for k in keys if k not in read)
             if unread:
                 reader.delta(
@@ -117,7 +117,7 @@ def lm_head_bias(reader: StaticReader, head: ast.Assign | None) -> bool:
 
 def final_softcap(reader: StaticReader) -> float | None:
     forward = reader.src.method(reader.causal_lm, "forward")
-    tanh = _first_tanh([forward]) if forward is not None else None
+    tanh = first_tanh([forward]) if forward is not None else None
     if tanh is None:
         reader.absent("text.final_logit_softcap", reader.causal_lm, "no tanh on the logits")
         return None
@@ -152,7 +152,7 @@ def _is_sqrt_hidden(node: ast.AST) -> bool:
 
 
 def _reads_key(node: ast.AST, key: str) -> bool:
-    return _config_key(node) == key
+    return config_key(node) == key
 
 
 def _scaling_uses(cls: ast.ClassDef, key: str) -> list[tuple[ast.AST, str]]:
@@ -172,16 +172,16 @@ def _scaling_uses(cls: ast.ClassDef, key: str) -> list[tuple[ast.AST, str]]:
             continue
         right = node.value.right if isinstance(node.value, ast.BinOp) else None
         over_sqrt = (
-            right is not None and _mentions(right, "sqrt") and _mentions(right, "num_hidden_layers")
+            right is not None and mentions(right, "sqrt") and mentions(right, "num_hidden_layers")
         )
         for target in node.targets:
-            if _self_attr(target):
+            if is_self_attr(target):
                 attrs[target.attr] = "times_over_sqrt_layers" if over_sqrt else "times"
 
     def factor(operand: ast.AST) -> str | None:
         if _reads_key(operand, key):
             return "times"
-        if _self_attr(operand) and operand.attr in attrs:
+        if is_self_attr(operand) and operand.attr in attrs:
             return attrs[operand.attr]
         return None
 

@@ -70,7 +70,7 @@ class SourceModel:
             for statement in statements:
                 if isinstance(statement, ast.Assign):
                     for target in statement.targets:
-                        if _self_attr(target):
+                        if is_self_attr(target):
                             found.setdefault(target.attr, (statement, guards))
                 elif isinstance(statement, ast.If):
                     visit(statement.body, (*guards, statement.test))
@@ -84,7 +84,7 @@ class SourceModel:
         return found
 
 
-def _self_attr(node: ast.AST) -> bool:
+def is_self_attr(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
@@ -92,7 +92,7 @@ def _self_attr(node: ast.AST) -> bool:
     )
 
 
-def _called_class(value: ast.AST) -> str | None:
+def called_class(value: ast.AST) -> str | None:
     """``X(...)`` or ``nn.X(...)`` -> ``X`` (the first call found, e.g. inside a conditional)."""
     for node in ast.walk(value):
         if isinstance(node, ast.Call):
@@ -104,7 +104,7 @@ def _called_class(value: ast.AST) -> str | None:
     return None
 
 
-def _name_of(func: ast.AST) -> str | None:
+def name_of(func: ast.AST) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):
@@ -112,17 +112,17 @@ def _name_of(func: ast.AST) -> str | None:
     return None
 
 
-def _call(value: ast.AST) -> ast.Call | None:
+def call_of(value: ast.AST) -> ast.Call | None:
     return next((n for n in ast.walk(value) if isinstance(n, ast.Call)), None)
 
 
-def _keyword(call: ast.Call | None, name: str) -> ast.AST | None:
+def keyword_value(call: ast.Call | None, name: str) -> ast.AST | None:
     if call is None:
         return None
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-def _config_key(node: ast.AST | None) -> str | None:
+def config_key(node: ast.AST | None) -> str | None:
     """``config.x`` or ``self.config.x`` -> ``x``."""
     if isinstance(node, ast.Attribute):
         base = node.value
@@ -133,19 +133,19 @@ def _config_key(node: ast.AST | None) -> str | None:
     return None
 
 
-def _first_tanh(scopes: Sequence[ast.AST]) -> ast.AST | None:
+def first_tanh(scopes: Sequence[ast.AST]) -> ast.AST | None:
     for scope in scopes:
         for node in ast.walk(scope):
-            if isinstance(node, ast.Call) and _name_of(node.func) == "tanh":
+            if isinstance(node, ast.Call) and name_of(node.func) == "tanh":
                 return node
     return None
 
 
-def _is_one(node: ast.AST | None) -> bool:
+def is_one(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value in (1, 1.0) and node.value is not True
 
 
-def _mentions(node: ast.AST, name: str) -> bool:
+def mentions(node: ast.AST, name: str) -> bool:
     return any(
         (isinstance(n, ast.Attribute) and name in n.attr)
         or (isinstance(n, ast.Name) and name in n.id)

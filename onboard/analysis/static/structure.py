@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from onboard.analysis import static_graph as graph
 from onboard.analysis.static.norms import is_norm
-from onboard.analysis.static.source_model import _called_class, _mentions, _name_of
+from onboard.analysis.static.source_model import called_class, mentions, name_of
 from onboard.spec import Evidence
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def model_parts(
 ) -> tuple[graph.Child | None, graph.Child | None]:
     """(the token embedding, the final norm); other learned parts are deltas."""
     embeddings = [c for c in parts.values() if graph.torch_base(reader.src, c.cls) == "Embedding"]
-    vocab = [c for c in embeddings if _mentions(c.node, "vocab")]
+    vocab = [c for c in embeddings if mentions(c.node, "vocab")]
     embed = vocab[0] if vocab else (embeddings[0] if len(embeddings) == 1 else None)
     norms = [c for c in parts.values() if is_norm(reader, c.cls)]
     final = norms[-1] if len(norms) == 1 else None
@@ -161,7 +161,7 @@ def read_head(
     reader: StaticReader, top: Mapping[str, graph.Child], decoder: graph.Child
 ) -> graph.Child | None:
     linears = [c for c in top.values() if c.cls == "Linear"]
-    vocab = [c for c in linears if _mentions(c.node, "vocab")]
+    vocab = [c for c in linears if mentions(c.node, "vocab")]
     head = top.get("lm_head") or (vocab[0] if vocab else None)
     if head is not None and head.cls != "Linear":
         reader.delta(
@@ -217,10 +217,10 @@ def _built_class(reader: StaticReader, node: ast.Assign | None) -> str | None:
         return None
     for call in ast.walk(node.value):
         if isinstance(call, ast.Call):
-            name = _name_of(call.func)
+            name = name_of(call.func)
             if name in reader.src.classes:
                 return name
-    return _called_class(node.value)
+    return called_class(node.value)
 
 
 def unknown_children(
@@ -239,7 +239,7 @@ def _is_module(reader: StaticReader, value: ast.expr) -> bool:
     for node in ast.walk(value):
         if not isinstance(node, ast.Call):
             continue
-        name = _name_of(node.func)
+        name = name_of(node.func)
         if name in reader.src.classes or name == "Parameter":
             return True
         if isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) in (
