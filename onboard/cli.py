@@ -207,6 +207,7 @@ def inspect(
     """Classify a model, list its features with evidence and the closest known variants."""
     _require_target(target)
     from onboard.analysis import analyse
+    from onboard.remote_code import import_if_trusted
     from onboard.report import (
         features_to_dict,
         print_analysis,
@@ -222,7 +223,7 @@ def inspect(
         progress("source")
         source = load_source(model, revision=revision)
         progress("analysis")
-        analysis = analyse(source, run_remote_code=_run_remote_code(source, trust_remote_code))
+        analysis = analyse(source, run_remote_code=import_if_trusted(source, trust_remote_code))
         chosen_target = load_target(target)
         library = chosen_target.open_library(repo)
         proposal = chosen_target.propose(analysis.spec, library, treat_as_new=treat_as_new)
@@ -352,26 +353,15 @@ def parity_command(
         raise typer.Exit(code)
 
 
-def _run_remote_code(source, trusted: bool) -> bool:
-    """Whether the analysis builds the checkpoint's own classes: remote code, trusted."""
-    if not (source.is_remote_code and trusted):
-        return False
-    from onboard.remote_code import register_remote_classes
-
-    register_remote_classes(source.config, source.remote_files)
-    return True
-
-
 def _trust_for_parity(source, generated: Path | None, trusted: bool) -> None:
     """The checkpoint's code runs only when trusted, and only if a generated module's header
     records the same code."""
     from onboard.provenance import header_remote_hashes
-    from onboard.remote_code import check_hashes, register_remote_classes, require_trust
+    from onboard.remote_code import import_if_trusted, require_trust
 
     require_trust(source.model_type, source.remote_files, trusted)
-    if generated is not None:
-        check_hashes(source.remote_files, header_remote_hashes(generated), str(generated))
-    register_remote_classes(source.config, source.remote_files)
+    recorded = header_remote_hashes(generated) if generated is not None else None
+    import_if_trusted(source, trusted, recorded, str(generated))
 
 
 _CHECK_EXAMPLES = _examples(

@@ -66,6 +66,16 @@ def remote_frame(exc: BaseException) -> str | None:
     return found
 
 
+def failure(exc: BaseException, doing: str) -> str:
+    """One line: what the checkpoint's code raised while onboard was ``doing`` something (building
+    or running its tiny model, importing it), and the line of that code where it was raised."""
+    where = remote_frame(exc)
+    at = f" at {where}" if where else ""
+    lines = str(exc).splitlines()
+    reason = f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
+    return f"the checkpoint's own code failed {doing}{at}: {reason}"
+
+
 def write_log(exc: BaseException) -> Path | None:
     """Write the traceback where the user can attach it to a bug report; None if that fails."""
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "onboard" / "logs"

@@ -28,7 +28,7 @@ from onboard.errors import (
 from onboard.journal import JOURNAL, pending, repair
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
-from onboard.remote_code import check_hashes, register_remote_classes, untrusted
+from onboard.remote_code import import_if_trusted, untrusted
 from onboard.render import RenderResult, generated_before, recorded_remote_code, render
 from onboard.source import ModelSource, load_source, with_hub_id
 from onboard.targets.base import Library, Proposal, Target, load_target
@@ -110,19 +110,12 @@ def command_line(options: NewOptions) -> str:
 
 
 def _run_remote_code(source: ModelSource, options: NewOptions, root: Path) -> bool:
-    """With ``--trust-remote-code``, import the checkpoint's code (registered with transformers'
-    Auto classes) for the analysis and the HF reference; whether it was.
-
-    The code must be the bytes read from the checkpoint and, for a model onboarded here before,
-    the bytes its answers file recorded (``--force`` accepts new code, as it accepts new files).
-    """
-    if not (source.is_remote_code and options.trust_remote_code):
-        return False
+    """With ``--trust-remote-code``, import the checkpoint's code for the analysis and the HF
+    reference; whether it was. For a model onboarded here before, the code must be the bytes its
+    answers file recorded (``--force`` accepts new code, as it accepts new files)."""
     answers, recorded = recorded_remote_code(root, source.model_type)
-    if recorded and not options.force:
-        check_hashes(source.remote_files, recorded, str(answers))
-    register_remote_classes(source.config, source.remote_files)
-    return True
+    kept = {} if options.force else recorded
+    return import_if_trusted(source, options.trust_remote_code, kept, str(answers))
 
 
 def _require_writable(root: Path) -> None:
@@ -210,8 +203,15 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         elif source.hub_id is None:
             source = replace(source, notices=(*source.notices, _NO_HUB_ID))
         source = _noticed(source, repaired)
-    target_root = repo or (options.out or default_out(source.model_type, options.target))
-    trusted = _run_remote_code(source, options, target_root.expanduser().resolve())
+    out = None if repo else (options.out or default_out(source.model_type, options.target))
+    root = repo or out.expanduser().resolve()
+    trusted = _run_remote_code(source, options, root)
+    # parity runs the checkpoint's code: without the trust flag it is refused, files still written
+    untrusted_code = (
+        untrusted(source.model_type, source.remote_files)
+        if source.is_remote_code and not trusted
+        else None
+    )
     with clock.phase("analysis"):
         analysis = with_flags(source, analyse(source, run_remote_code=trusted))
         for note in analysis.build_notes:
@@ -225,11 +225,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
     if proposal.already_supported is not None:
         report = None
-        refused = (
-            untrusted(source.model_type, source.remote_files)
-            if source.is_remote_code and not trusted
-            else None
-        )
+        refused = untrusted_code if options.parity else None
         if options.parity and refused is None:  # the library's class against HF's (or the
             with clock.phase("parity"):  # checkpoint's own code, trusted)
                 report = target.parity(analysis, proposal, None, library, device=options.device)
@@ -247,13 +243,10 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             report,
             None,
             timings=tuple(clock.laps),
-            refused=refused if options.parity else None,
+            refused=refused,
         )
 
-    out = None if repo else (options.out or default_out(analysis.spec.model_type, options.target))
-    root = repo
-    if root is None:
-        root = out.expanduser().resolve()
+    if repo is None:
         source = _noticed(source, _roll_back_interrupted(root, options.dry_run))
     attempts = flag_attempts.attempts(analysis, proposal, target, library, regenerate)
     for number, (generating, generating_proposal) in enumerate(attempts, 1):
@@ -281,9 +274,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
             _require_writable(root)  # before parity, which takes the time
 
         report = None
-        refused = None
-        if options.parity and plan.model_file and source.is_remote_code and not trusted:
-            refused = untrusted(source.model_type, source.remote_files)
+        refused = untrusted_code if options.parity and plan.model_file else None
         if options.parity and plan.model_file and refused is None:
             report, staging = _staged_parity(
                 target, clock, plan, generating, analysis, generating_proposal, library, options

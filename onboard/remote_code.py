@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from onboard.errors import RefusedError, RemoteCodeError
-from onboard.failures import REMOTE_PACKAGE_PREFIX
-from onboard.remote_idioms import failure
-from onboard.source import SourceFile, remote_modules
+from onboard.failures import REMOTE_PACKAGE_PREFIX, failure
+from onboard.source import ModelSource, SourceFile, remote_modules
 
 TRUST_FLAG = "--trust-remote-code"
 
@@ -55,6 +54,22 @@ def check_hashes(files: Sequence[SourceFile], recorded: Mapping[str, str], where
                 f"{name} changed since it was analysed (sha256:{digest[:16]} recorded in "
                 f"{where}, {state}); review the new code and onboard it again"
             )
+
+
+def import_if_trusted(
+    source: ModelSource,
+    trusted: bool,
+    recorded: Mapping[str, str] | None = None,
+    where: str = "",
+) -> bool:
+    """Register the checkpoint's classes when its code is remote and trusted, after checking
+    the hashes ``where`` recorded (an answers file, a generated header); whether they were."""
+    if not (source.is_remote_code and trusted):
+        return False
+    if recorded:
+        check_hashes(source.remote_files, recorded, where)
+    register_remote_classes(source.config, source.remote_files)
+    return True
 
 
 def register_remote_classes(config: Mapping[str, Any], files: Sequence[SourceFile]) -> type:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from onboard.errors import RemoteCodeError
-from onboard.failures import REMOTE_PACKAGE_PREFIX, remote_frame
+from onboard.failures import REMOTE_PACKAGE_PREFIX, failure
 
 NOTES = "onboard_build_notes"  # attribute of a built model: what was repaired, one line each
 # Classes whose listed tied keys were cleared (each import of a revision is cleared once), with
@@ -49,16 +49,6 @@ def build_remote(build: Callable[[], Any], hf_config: Any) -> Any:
     notes = (*_initialise_left_empty(model), *_tied_keys_as_mapping(model, listed))
     setattr(model, NOTES, notes)
     return model
-
-
-def failure(exc: BaseException, doing: str) -> str:
-    """One line: what the checkpoint's code raised while onboard was ``doing`` something, and
-    the line of that code where it was raised."""
-    where = remote_frame(exc)
-    at = f" at {where}" if where else ""
-    lines = str(exc).splitlines()
-    reason = f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
-    return f"the checkpoint's own code failed {doing}{at}: {reason}"
 
 
 def notes_of(model: Any) -> tuple[str, ...]:

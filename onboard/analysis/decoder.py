@@ -320,30 +320,32 @@ class DecoderSpecBuilder(Reader):
     def _attention_mismatches(self, text: TextDecoderSpec) -> tuple[Delta, ...]:
         """What the attention computes beyond the spec (Cohere's interleaved RoPE), even when
         other deltas keep the full spec check (``spec_check.check_spec``) from running."""
-        if self.model is None:
-            return ()
         from onboard.analysis.spec_check import check_attention
-        from onboard.tiny_model import perturb
 
-        try:
-            model = perturb(copy.deepcopy(self.model))  # the probe's model stays as HF built it
-        except Exception:  # a model that cannot be copied is not checked; it is incomplete anyway
-            return ()
-        return check_attention(text, model, self.tiny)
+        model = self._perturbed_copy()
+        return () if model is None else check_attention(text, model, self.tiny)
 
     def _attention_matches(self, text: TextDecoderSpec) -> bool:
         """Every attention computes what ``text`` says: a reading the interpreter cannot even
         run (rows that do not split as it says) is not a match."""
-        if self.model is None:
-            return False
         from onboard.analysis.spec_check import find_mismatches
+
+        model = self._perturbed_copy()
+        return (
+            model is not None and find_mismatches(text, model, self.tiny, attention_only=True) == []
+        )
+
+    def _perturbed_copy(self) -> Any:
+        """The probe's model perturbed, on a copy (it stays as HF built it); None without one,
+        or when it cannot be copied (such a model is incomplete anyway)."""
+        if self.model is None:
+            return None
         from onboard.tiny_model import perturb
 
         try:
-            model = perturb(copy.deepcopy(self.model))
-        except Exception:  # a model that cannot be copied cannot prove a reading
-            return False
-        return find_mismatches(text, model, self.tiny, attention_only=True) == []
+            return perturb(copy.deepcopy(self.model))
+        except Exception:  # any failure to copy means: not checked
+            return None
 
     def moe(self, layer_types: Sequence[str] = ()) -> dict[str, Any]:
         """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones).

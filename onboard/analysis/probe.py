@@ -15,7 +15,8 @@ from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import analysed_layer, hf_module, learns
 from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import ExitCode, UnsupportedFeatureError
-from onboard.remote_idioms import failure, is_remote
+from onboard.failures import failure
+from onboard.remote_idioms import is_remote
 
 PROBE_TOKENS = 6
 

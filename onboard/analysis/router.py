@@ -298,7 +298,8 @@ def probe_router(
     if not matches:
         return None, [], Delta("router computes something no known router does", where, "")
     # Equivalent variants (top-k then softmax = softmax, top-k, renormalise): the one HF writes.
-    order = _source_order(type(block) if in_block else type(router))
+    written = type(block) if in_block else type(router)  # the class whose code routes
+    order = _source_order(written)
     spec = next((m for m in matches if m.order == order), matches[0])
     detail = (
         f"{describe_router(spec)}; the only match of {len(candidates)} router variants run on "
@@ -307,7 +308,6 @@ def probe_router(
     if len(matches) > 1:
         detail = f"{describe_router(spec)}; equivalent here to {len(matches) - 1} other variant(s)"
     if spec is not matches[0]:
-        written = type(block) if in_block else type(router)
         detail += f", written so at {source_location(written.forward)}"
     if in_block:
         detail += f"; routed in the block's forward ({source_location(type(block).forward)})"

@@ -38,6 +38,7 @@ from onboard.parity.report import Check, ParityReport, Status, TargetBug
 from onboard.targets.mobius.bugs import (
     CPU_WITHOUT_GQA,
     KnownBug,
+    WeightBug,
     applicable,
     counterfactual,
     register_cpu_without_gqa,
@@ -409,6 +410,13 @@ def _blame_known_bugs(
     return blame_known_bugs(tiny_config, provider, checks, bug_ids, rerun)
 
 
+def _named(bugs: tuple[WeightBug, ...], problems: tuple[str, ...]) -> tuple[TargetBug, ...]:
+    """Each conversion bug with the first problem it names, as its evidence."""
+    return tuple(
+        TargetBug(b.id, b.title, next(p for p in problems if b.unused.search(p))) for b in bugs
+    )
+
+
 def blame_known_bugs(
     text_config: Mapping[str, Any],
     provider: str,
@@ -429,18 +437,13 @@ def blame_known_bugs(
     )
     if weight_failures:
         problems = tuple(p for detail in weight_failures for p in detail.split("; "))
-        return checks, tuple(
-            TargetBug(b.id, b.title, next(p for p in problems if b.unused.search(p)))
-            for b in weight_bugs(bug_ids, problems)
-        )
+        return checks, _named(weight_bugs(bug_ids, problems), problems)
+    # A build that raises is the library's when a known conversion bug names the error.
     build_failures = tuple(
         c.detail for c in checks if c.name == "build" and c.status is Status.FAIL
     )
     if crashed := weight_bugs(bug_ids, build_failures, "build"):
-        return checks, tuple(
-            TargetBug(b.id, b.title, next(p for p in build_failures if b.unused.search(p)))
-            for b in crashed
-        )
+        return checks, _named(crashed, build_failures)
     suspects = applicable(bug_ids, provider, text_config)
     if not suspects:
         return checks, ()
