@@ -146,6 +146,14 @@ def new(
             "recipes) name it by this instead of the folder.",
         ),
     ] = None,
+    library_tests: Annotated[
+        bool,
+        typer.Option(
+            "--library-tests/--no-library-tests",
+            help="With --repo, run the library's own tests that cover the change on the checkout "
+            "and on the changed tree, and write nothing if one it passed fails.",
+        ),
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate, register and parity-check a model in the target library."""
@@ -174,6 +182,7 @@ def new(
         name=name,
         trust_remote_code=trust_remote_code,
         hub_id=hub_id,
+        library_tests=library_tests,
     )
     with _status(not as_json) as progress:
         result = onboard_new(options, progress)

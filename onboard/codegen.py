@@ -102,6 +102,17 @@ def format_python(
     return _ruff(["format", "--quiet"], fixed, filename, style)
 
 
+def format_shared(
+    original: str, edited: str, *, filename: str, style: CodeStyle = CodeStyle()
+) -> str:
+    """A library file onboard edited (a registry), formatted as the library formats it when
+    the library keeps it formatted: the only lines that change are onboard's. A file the
+    library does not keep formatted is left as the codemod wrote it."""
+    if _ruff(["format", "--quiet"], original, filename, style) != original:
+        return edited
+    return _ruff(["format", "--quiet"], edited, filename, style)
+
+
 def lint_python(
     source: str,
     *,

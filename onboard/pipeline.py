@@ -26,6 +26,7 @@ from onboard.errors import (
     UnsupportedFeatureError,
 )
 from onboard.journal import JOURNAL, pending, repair
+from onboard.library_tests import LibraryTestReport, run_library_tests
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import import_if_trusted, untrusted
@@ -57,6 +58,7 @@ class NewOptions:
     name: str | None = None
     trust_remote_code: bool = False
     hub_id: str | None = None  # the Hub id of a local checkpoint, for the library's files
+    library_tests: bool = True  # with --repo: the library's own tests before and after
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,15 @@ class NewResult:
     staged: Path | None = None  # generated files kept after a failed parity run
     timings: tuple[tuple[str, float], ...] = field(default=())
     refused: str | None = None  # why parity did not run (remote code without trust)
+    library_tests: LibraryTestReport | None = None  # the library's tests before and after
 
     @property
     def ok(self) -> bool:
-        return self.refused is None and (self.parity is None or self.parity.passed)
+        return (
+            self.refused is None
+            and (self.parity is None or self.parity.passed)
+            and (self.library_tests is None or self.library_tests.passed)
+        )
 
 
 @dataclass
@@ -183,6 +190,20 @@ def _staged_parity(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return report, staging
+
+
+def _library_tests(
+    target: Target, plan: Plan, library: Library, options: NewOptions
+) -> tuple[LibraryTestReport | None, str | None]:
+    """The library's own tests covering ``plan`` on the checkout and on the changed tree, and
+    the notice when they were not run."""
+    if not options.library_tests:
+        return None, "the library's own tests were not run (--no-library-tests)"
+    selection = target.library_tests(plan, library)
+    report = run_library_tests(selection, plan, library.root) if selection else None
+    if report is None:
+        return None, f"the {target.name} checkout has none of the tests that cover this change"
+    return report, None
 
 
 def _noticed(source: ModelSource, notice: str | None) -> ModelSource:
@@ -301,6 +322,26 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         proposal = generating_proposal
         break
 
+    library_tests = None
+    if repo is not None:
+        with clock.phase("library tests"):
+            library_tests, skipped = _library_tests(target, plan, library, options)
+        source = _noticed(source, skipped)
+    if library_tests is not None and not library_tests.passed:  # nothing is written
+        return NewResult(
+            options,
+            source,
+            analysis,
+            library,
+            proposal,
+            plan,
+            None,
+            report,
+            root,
+            timings=tuple(clock.laps),
+            refused=refused,
+            library_tests=library_tests,
+        )
     with clock.phase("write"):
         rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)
     return NewResult(
@@ -315,4 +356,5 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         root,
         timings=tuple(clock.laps),
         refused=refused,
+        library_tests=library_tests,
     )

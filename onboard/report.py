@@ -9,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +21,7 @@ from onboard.weightmap import WeightMapProof
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
     from onboard.analysis.compare import Comparison
+    from onboard.library_tests import LibraryTestReport
     from onboard.pipeline import NewResult
     from onboard.source import ModelSource
     from onboard.targets.base import Proposal
@@ -313,6 +315,8 @@ def print_new(result: NewResult, console: Console) -> None:
     if result.parity is not None:
         generated = result.proposal.already_supported is None
         print_parity(result.parity, console, generated=generated)
+    if result.library_tests is not None:
+        print_library_tests(result.library_tests, console)
     if result.staged is not None:
         console.print(
             f"[bold red]nothing written[/]: the generated files are kept in {result.staged} "
@@ -322,6 +326,25 @@ def print_new(result: NewResult, console: Console) -> None:
         total = sum(s for _, s in result.timings)
         laps = ", ".join(f"{name} {s:.1f}s" for name, s in result.timings)
         console.print(f"[dim]{laps}; total {total:.1f}s[/]")
+
+
+def print_library_tests(report: LibraryTestReport, console: Console) -> None:
+    style = "green" if report.passed else "bold red"
+    console.print(Text(f"library tests: {report.summary()}", style=style))
+    for test in report.broken:
+        console.print(
+            f"  [red]broken[/] {escape(test.test)}: {escape(test.message)}", highlight=False
+        )
+    for test in report.unrunnable[:5]:
+        console.print(
+            f"  [dim]fails before the change[/] {escape(test.test)}: {escape(test.message)}",
+            highlight=False,
+        )
+    if not report.passed:
+        console.print(
+            "[bold red]nothing written[/]: the change breaks the library's own tests above "
+            "(--no-library-tests writes it anyway)"
+        )
 
 
 def new_to_dict(result: NewResult) -> dict[str, Any]:
@@ -336,6 +359,7 @@ def new_to_dict(result: NewResult) -> dict[str, Any]:
         "root": str(result.root) if result.root else None,
         "parity": result.parity.to_dict() if result.parity else None,
         "staged": str(result.staged) if result.staged else None,
+        "library_tests": result.library_tests.to_dict() if result.library_tests else None,
         "review": review_to_dict(result.analysis),
         "refused": result.refused,
         "timings": [{"phase": phase, "seconds": round(s, 3)} for phase, s in result.timings],

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
+    from onboard.library_tests import LibraryTestSelection
     from onboard.parity.report import ParityReport
     from onboard.plan import Plan
     from onboard.spec import ArchitectureSpec
@@ -99,6 +100,11 @@ class Target(Protocol):
         out: Path | None,
         name: str | None = None,
     ) -> Plan: ...
+
+    def library_tests(self, plan: Plan, library: Library) -> LibraryTestSelection | None:
+        """The library's own tests that cover what ``plan`` touches (run before and after the
+        change with ``--repo``); None when the target names none."""
+        ...
 
     def model_class_in(self, path: Path) -> str:
         """The model class a generated module defines (for ``onboard parity --generated``)."""

@@ -9,9 +9,11 @@ would.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from onboard.library_tests import LibraryTestFile, LibraryTestSelection
 from onboard.targets.automodel import design as _design
 from onboard.targets.automodel import plan as _plan
 from onboard.targets.automodel.propose import propose as _propose
@@ -24,6 +26,20 @@ if TYPE_CHECKING:
     from onboard.parity.report import ParityReport
     from onboard.plan import Plan
     from onboard.spec import ArchitectureSpec
+
+# AutoModel's tests of rules every registered architecture follows: a package per registry
+# entry, declared capabilities and tie support, a model-coverage page, recipes that lint
+LIBRARY_TESTS = tuple(
+    LibraryTestFile(path)
+    for path in (
+        "tests/unit_tests/_transformers/test_registry.py",
+        "tests/unit_tests/_transformers/test_model_capabilities.py",
+        "tests/unit_tests/_transformers/test_tie_support_registry.py",
+        "tests/unit_tests/_transformers/test_doc_coverage.py",
+        "tests/unit_tests/_transformers/test_recipe_doc_coverage.py",
+        "tests/unit_tests/config/test_example_yaml_linter.py",
+    )
+)
 
 
 class AutomodelTarget:
@@ -56,13 +72,25 @@ class AutomodelTarget:
         plan = _plan.plan_files(
             design, analysis.spec, analysis.tiny.config, library, out=out, command=command
         )
-        # into a checkout, beside the library's own package (an --out proposal keeps its names)
-        if out is None and name is None and overwrites_library(plan, library):
-            design = self.design(analysis, proposal, beside(design.module))
-            plan = _plan.plan_files(
-                design, analysis.spec, analysis.tiny.config, library, out=out, command=command
-            )
-        return plan
+        if out is not None:  # a proposal keeps the model's own names
+            return plan
+        # into a checkout, beside the library's own package and registry entry, never over them
+        placed = design
+        if name is None and (overwrites_library(plan, library) or _arch_taken(design, library)):
+            placed = self.design(analysis, proposal, beside(design.module))
+        if _arch_taken(placed, library):
+            placed = dataclasses.replace(placed, arch=placed.model_class)
+        if placed == design:
+            return plan
+        return _plan.plan_files(
+            placed, analysis.spec, analysis.tiny.config, library, out=out, command=command
+        )
+
+    def library_tests(self, plan: Plan, library: Library) -> LibraryTestSelection:
+        """The registry-wide rules, plus the library's own tests of the model type when it has
+        a package for it (a generated package beside it is proved by parity)."""
+        own = LibraryTestFile(f"tests/unit_tests/models/{plan.model_type}")
+        return LibraryTestSelection((*LIBRARY_TESTS, own), entries=(plan.model_type,))
 
     def model_class_in(self, path: Path) -> str:
         """The class a generated ``model.py`` registers: AutoModel's ``ModelClass = X``."""
@@ -82,6 +110,15 @@ class AutomodelTarget:
         from onboard.targets.automodel.parity import run_parity
 
         return run_parity(analysis, proposal, generated, library, device=device)
+
+
+def _arch_taken(design: _design.ModelDesign, library: Library) -> bool:
+    """Whether the registry maps the design's architecture to a class other than the one
+    generated (the library's own model, kept as it is)."""
+    registered = library.variant(design.arch)
+    return registered is not None and registered.class_name != (
+        f"{design.package}.model.{design.model_class}"
+    )
 
 
 TARGET = AutomodelTarget()

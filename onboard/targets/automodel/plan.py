@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from onboard import STAMP
-from onboard.codegen import CodeStyle, format_python, render_template
+from onboard.codegen import CodeStyle, format_python, format_shared, render_template
 from onboard.codemods import CodemodError, upsert_ordereddict_entry
 from onboard.errors import BadInputError, TargetRepoError, UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
@@ -317,9 +317,10 @@ def registry_with_entry(
         raise TargetRepoError(f"cannot read {path}: {exc.strerror}") from None
     try:
         value = f'("{module}", "{class_name}")'
-        return upsert_ordereddict_entry(source, ARCH_MAPPING, arch, value, closest)
+        edited = upsert_ordereddict_entry(source, ARCH_MAPPING, arch, value, closest)
     except CodemodError as exc:
         raise TargetRepoError(f"cannot edit {REGISTRY}: {exc.message}") from None
+    return format_shared(source, edited, filename=Path(REGISTRY).name, style=STYLE)
 
 
 def registry_patch(library: Library, new: str) -> str:

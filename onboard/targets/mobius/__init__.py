@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from onboard.analysis.attention_kinds import declared_kinds
 from onboard.errors import BadInputError, OnboardError, TargetRepoError, UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
+from onboard.library_tests import LibraryTestFile, LibraryTestSelection
 from onboard.parity.harness import scenarios_for
 from onboard.targets.base import Library, Proposal
 from onboard.targets.beside import beside, overwrites_library
@@ -40,6 +41,13 @@ PROVIDER_BUGS = ("T8", "M3", "M6", "M7")
 COMPONENT_BUGS = ("M8",)
 # Conversion bugs of one library class that has no profile (it is never a base to generate on)
 CLASS_BUGS = {"InternLM2CausalLMModel": ("M9", "M10")}
+# mobius' own tests that read a model's registry and test-config entries: graph builds and
+# weight alignment per entry, and the coverage rules every registered model must follow
+LIBRARY_TESTS = (
+    LibraryTestFile("tests/build_graph_test.py", "entries"),
+    LibraryTestFile("tests/weight_alignment_test.py", "entries"),
+    LibraryTestFile("tests/model_coverage_test.py", "registry"),
+)
 
 
 class MobiusTarget:
@@ -93,6 +101,10 @@ class MobiusTarget:
                 design, analysis.spec, proposal, library, out=out, command=command
             )
         return plan
+
+    def library_tests(self, plan: Plan, library: Library) -> LibraryTestSelection:
+        """Tests keyed by model type (test ids are test-config entries), importing ``src/``."""
+        return LibraryTestSelection(LIBRARY_TESTS, entries=(plan.model_type,), pythonpath=("src",))
 
     def model_class_in(self, path: Path) -> str:
         """The last ``*MultiModalModel`` class the module defines (a VLM), else the last
