@@ -30,7 +30,13 @@ from onboard.library_tests import LibraryTestReport, run_library_tests
 from onboard.parity.report import ParityReport
 from onboard.plan import Plan
 from onboard.remote_code import import_if_trusted, untrusted
-from onboard.render import RenderResult, generated_before, recorded_remote_code, render
+from onboard.render import (
+    RenderResult,
+    generated_before,
+    recorded_hidden,
+    recorded_remote_code,
+    render,
+)
 from onboard.source import ModelSource, load_source, with_hub_id
 from onboard.targets.base import Library, Proposal, Target, load_target
 
@@ -242,7 +248,15 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         regenerate = options.treat_as_new or (
             options.repo is not None and generated_before(library.root, analysis.spec.model_type)
         )
-        proposal = target.propose(analysis.spec, library, treat_as_new=regenerate)
+        # what --treat-as-new hid the first time, carried forward: a re-run sees that library
+        originals = recorded_hidden(root, analysis.spec.model_type)
+        seen = library.as_before(originals)
+        proposal = target.propose(analysis.spec, seen, treat_as_new=regenerate)
+        hidden = (
+            tuple(originals.items())
+            if generated_before(root, analysis.spec.model_type)
+            else tuple((v.key, v.class_name) for v in seen.variants if v.key in proposal.hidden)
+        )
 
     if proposal.already_supported is not None:
         report = None
@@ -269,7 +283,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
 
     if repo is None:
         source = _noticed(source, _roll_back_interrupted(root, options.dry_run))
-    attempts = flag_attempts.attempts(analysis, proposal, target, library, regenerate)
+    attempts = flag_attempts.attempts(analysis, proposal, target, seen, regenerate)
     for number, (generating, generating_proposal) in enumerate(attempts, 1):
         last = number == len(attempts)
         with clock.phase("plan"):
@@ -287,7 +301,7 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
                     raise
                 source = _noticed(source, flag_attempts.unwritable_notice(generating, error))
                 continue
-        plan = replace(plan, remote_code=analysis.spec.source.remote_files)
+        plan = replace(plan, remote_code=analysis.spec.source.remote_files, hidden=hidden)
         preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
         if preview.conflicts and not (options.force or options.dry_run):
             raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))

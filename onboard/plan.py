@@ -37,6 +37,9 @@ class Plan:
     model_file: str | None = None  # the generated module parity imports (a path in ``changes``)
     model_class: str | None = None  # the class in it that parity builds
     remote_code: tuple[tuple[str, str], ...] = ()  # checkpoint code it was read from (name, sha)
+    # registry entries --treat-as-new hid, with the class the library registered for each
+    # before onboard first wrote the model: a re-run proposes against the same library
+    hidden: tuple[tuple[str, str], ...] = ()
 
     def content_of(self, path: str) -> str:
         return next(c.content for c in self.changes if c.path == path)

@@ -241,6 +241,11 @@ def recorded_files(root: Path, model_type: str) -> dict[str, str]:
     return _recorded_hashes(Path(root) / _answers_path(model_type))
 
 
+def recorded_hidden(root: Path, model_type: str) -> dict[str, str]:
+    """The registry entries an earlier ``--treat-as-new`` run hid (key -> the library's class)."""
+    return _recorded_hashes(Path(root) / _answers_path(model_type), "hidden")
+
+
 def recorded_remote_code(root: Path, model_type: str) -> tuple[Path, dict[str, str]]:
     """The answers file under ``root`` and the remote-code hashes it recorded (maybe none)."""
     path = Path(root) / _answers_path(model_type)
@@ -313,6 +318,8 @@ def _answers_text(plan: Plan, stamp: str) -> str:
     }
     if plan.remote_code:  # what parity may import next time, pinned
         answers["remote_code"] = dict(plan.remote_code)
+    if plan.hidden:
+        answers["hidden"] = dict(plan.hidden)
     return json.dumps(answers, indent=2, sort_keys=True) + "\n"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from onboard.errors import ConflictError, TargetRepoError
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.render import Action
 from tests.fake_mobius import tree_snapshot
+from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 
 
@@ -70,6 +72,20 @@ def test_second_run_changes_nothing(mobius_repo: Path, vaultgemma: Path) -> None
     assert {f.action for f in again.rendered.all_files} == {Action.IDENTICAL}
     after = {p: p.stat().st_mtime_ns for p in mobius_repo.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_treat_as_new_rerun_proposes_against_the_library_it_first_saw(mobius_repo: Path) -> None:
+    """mobius registers Mixtral on the shared MoECausalLMModel, which --treat-as-new hides
+    with every key it serves; the first run re-points ``mixtral`` to the generated class, so a
+    second run must hide what the first saw (the answers file records it), not less."""
+    mixtral = fixture_config("mistralai/Mixtral-8x7B-v0.1").parent
+    first = _new(mixtral, mobius_repo, treat_as_new=True)
+    assert first.proposal.chosen.variant.class_name != "MoECausalLMModel"
+    again = _new(mixtral, mobius_repo, treat_as_new=True)
+    assert again.proposal.chosen.variant == first.proposal.chosen.variant
+    assert {f.action for f in again.rendered.all_files} == {Action.IDENTICAL}
+    answers = json.loads((mobius_repo / ".onboard/mixtral.json").read_text())
+    assert answers["hidden"]["mixtral"] == "MoECausalLMModel"
 
 
 def test_dry_run_writes_nothing_and_shows_diffs(mobius_repo: Path, vaultgemma: Path) -> None:

@@ -8,7 +8,7 @@ methods under the ``onboard.targets`` entry-point group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -41,6 +41,15 @@ class Library:
 
     def variant(self, key: str) -> Variant | None:
         return next((v for v in self.variants if v.key == key), None)
+
+    def as_before(self, registered: dict[str, str]) -> Library:
+        """The library with ``registered`` (key -> class) as its entries were before onboard
+        re-pointed them, so a re-run proposes against what the first run saw."""
+        variants = tuple(
+            replace(v, class_name=registered[v.key]) if v.key in registered else v
+            for v in self.variants
+        )
+        return replace(self, variants=variants)
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,31 @@ class TextDesign:
         )
 
     @property
+    def windows_only(self) -> bool:
+        """The forward is generated for sliding windows alone: mobius' own forward computes the
+        rest, so a static cache (which mobius builds without windows, for its own windowed
+        models too) can take it."""
+        kinds = set(self.layer_kinds) <= {"full_attention", "sliding_attention"}
+        return (
+            self.windowed
+            and kinds
+            and not (
+                self.per_kind_rope
+                or self.mla
+                or self.nope_kinds
+                or self.rope_layers_key
+                or self.positions is not None
+                or self.alibi
+                or self.embedding_norm
+                or self.rope_reversed
+                or self.head_transform is not None
+                or self.generated_attention
+                or self.mixers
+                or self.deepstack
+            )
+        )
+
+    @property
     def constants(self) -> bool:
         """Generated modules hold constants of their own (numpy arrays as ir tensors)."""
         sinusoidal = self.positions is not None and self.positions.kind == "sinusoidal"

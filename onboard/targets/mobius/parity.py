@@ -45,6 +45,7 @@ from onboard.targets.mobius.bugs import (
     weight_bugs,
 )
 from onboard.targets.mobius.probes import Recorder, name_probe_outputs, probing_task
+from onboard.targets.mobius.static_cache import static_cache_check
 from onboard.weightmap import WeightMapProof, prove
 
 EXECUTION_PROVIDERS = ("default", "cpu")
@@ -384,7 +385,8 @@ def _provider_checks(
         checks += run_scenarios(
             HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, scenarios
         )
-    return checks, built.proof
+    static = static_cache_check(module_class, mobius_config(module_class, hf_config), provider)
+    return [*checks, *([static] if static else [])], built.proof
 
 
 def weights_check(provider: str, proof: WeightMapProof) -> Check:

@@ -35,6 +35,7 @@ from onboard.tiny import TINY_SLIDING_WINDOW, linear_attention_sizes
 MODELS_INIT = "models/__init__.py"
 REGISTRY = "_registry.py"
 TEST_CONFIGS = "tests/_test_configs.py"
+TINY_LAYERS = 2  # the layer count of mobius' tiny test config (_base_config)
 # mobius' pyproject.toml: line-length 95 (E501 ignored: a long path in a comment stays), google
 # docstrings; its own package is first party
 STYLE = CodeStyle(line_length=95, first_party=("mobius",), docstrings="google", ignore=("E501",))
@@ -230,6 +231,9 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
             overrides["shared_expert_intermediate_size"] = 64
         if moe.router.n_group > 1:
             overrides |= {"n_group": 2, "topk_group": 1}
+        if moe.dense_rule == "mlp_layer_types":  # one word per layer, read by index
+            layers = overrides.get("num_hidden_layers", TINY_LAYERS)
+            overrides["mlp_layer_types"] = ["dense"] + ["sparse"] * (layers - 1)
     indexer = spec.text.attention.indexer if spec.text.attention is not None else None
     if indexer is not None:  # a few small heads, fewer kept keys than a test prompt has
         overrides |= {"index_n_heads": 4, "index_head_dim": 128, "index_topk": 4}

@@ -31,6 +31,7 @@ from mobius.components import (
     MLP,
     Attention,
     RMSNorm,
+    StaticCacheState,
 )
 from mobius.models.base import TextModel
 from mobius.models.gemma import Gemma2CausalLMModel, GemmaScaledWordEmbedding
@@ -80,6 +81,9 @@ class EmberConfig(Gemma2Config):
 class EmberDecoderLayer(nn.Module):
     """Norms before and after attention and the MLP decoder layer."""
 
+    # hands a static cache on to the attention, as DecoderLayer does
+    _supports_static_cache = True
+
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.self_attn = Attention(
@@ -98,8 +102,11 @@ class EmberDecoderLayer(nn.Module):
         hidden_states: ir.Value,
         attention_bias: ir.Value | None,
         position_embeddings: tuple | None,
-        past_key_value: tuple | None,
+        past_key_value: tuple | StaticCacheState | None,
     ):
+        static_cache = None
+        if isinstance(past_key_value, StaticCacheState):
+            static_cache, past_key_value = past_key_value, None
         residual = hidden_states
         hidden_states = self.input_layernorm(op, hidden_states)
         attn_output, present_key_value = self.self_attn(
@@ -108,6 +115,7 @@ class EmberDecoderLayer(nn.Module):
             attention_bias=attention_bias,
             position_embeddings=position_embeddings,
             past_key_value=past_key_value,
+            static_cache=static_cache,
         )
         attn_output = self.post_attention_layernorm(op, attn_output)
         hidden_states = op.Add(residual, attn_output)

@@ -222,6 +222,10 @@ class Lfm2TextModel(TextModel):
         past_key_values: list | None = None,
         inputs_embeds: ir.Value | None = None,
     ):
+        if attention_mask is None:  # CausalLMTask(static_cache=True)
+            raise NotImplementedError(
+                "Lfm2TextModel has no static-cache path: its layers need the mask"
+            )
         if inputs_embeds is not None:
             hidden_states = inputs_embeds
         else:

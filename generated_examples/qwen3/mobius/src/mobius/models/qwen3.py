@@ -107,6 +107,11 @@ class Qwen3TextModel(TextModel):
         past_key_values: list | None = None,
         inputs_embeds: ir.Value | None = None,
     ):
+        if attention_mask is None:
+            # A static cache takes the library's causal path, as mobius' own windowed models do.
+            return super().forward(
+                op, input_ids, attention_mask, position_ids, past_key_values, inputs_embeds
+            )
         if inputs_embeds is not None:
             hidden_states = inputs_embeds
         else:

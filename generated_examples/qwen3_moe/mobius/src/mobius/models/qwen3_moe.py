@@ -39,6 +39,7 @@ from mobius.components import (
     MoELayer,
     RMSNorm,
     SoftmaxTopKGate,
+    StaticCacheState,
     create_attention_bias,
 )
 from mobius.components._rotary_embedding import BaseRope, _MRopeBase
@@ -135,6 +136,9 @@ def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
 class Qwen3MoeDecoderLayer(nn.Module):
     """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
 
+    # hands a static cache on to the attention, as DecoderLayer does
+    _supports_static_cache = True
+
     def __init__(self, config: ArchitectureConfig, index: int):
         super().__init__()
         self.self_attn = Attention(
@@ -160,8 +164,11 @@ class Qwen3MoeDecoderLayer(nn.Module):
         hidden_states: ir.Value,
         attention_bias: ir.Value | None,
         position_embeddings: tuple | None,
-        past_key_value: tuple | None,
+        past_key_value: tuple | StaticCacheState | None,
     ):
+        static_cache = None
+        if isinstance(past_key_value, StaticCacheState):
+            static_cache, past_key_value = past_key_value, None
         residual = hidden_states
         hidden_states = self.input_layernorm(op, hidden_states)
         attn_output, present_key_value = self.self_attn(
@@ -170,6 +177,7 @@ class Qwen3MoeDecoderLayer(nn.Module):
             attention_bias=attention_bias,
             position_embeddings=position_embeddings,
             past_key_value=past_key_value,
+            static_cache=static_cache,
         )
         hidden_states = op.Add(residual, attn_output)
 
@@ -211,8 +219,9 @@ class Qwen3MoeTextModel(TextModel):
         past_key_values: list | None = None,
         inputs_embeds: ir.Value | None = None,
     ):
-        if self._emits_group_query_attention(attention_mask):
-            # GroupQueryAttention applies the (uniform) window itself.
+        if attention_mask is None or self._emits_group_query_attention(attention_mask):
+            # GroupQueryAttention applies the (uniform) window itself; a static cache (no
+            # mask) takes the library's causal path, as mobius' own windowed models do.
             return super().forward(
                 op, input_ids, attention_mask, position_ids, past_key_values, inputs_embeds
             )

@@ -44,6 +44,7 @@ from mobius.components import (
     PostGatedRMSNorm,
     Qwen35Attention,
     SoftmaxTopKGate,
+    StaticCacheState,
     create_attention_bias,
     get_activation,
 )
@@ -191,6 +192,9 @@ def _feed_forward(config: ArchitectureConfig, index: int) -> nn.Module:
 class Qwen3NextDecoderLayer(nn.Module):
     """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
 
+    # hands a static cache on to the attention, as DecoderLayer does
+    _supports_static_cache = True
+
     def __init__(self, config: ArchitectureConfig, index: int):
         super().__init__()
         self.self_attn = Qwen35Attention(config)
@@ -206,8 +210,11 @@ class Qwen3NextDecoderLayer(nn.Module):
         hidden_states: ir.Value,
         attention_bias: ir.Value | None,
         position_embeddings: tuple | None,
-        past_key_value: tuple | None,
+        past_key_value: tuple | StaticCacheState | None,
     ):
+        static_cache = None
+        if isinstance(past_key_value, StaticCacheState):
+            static_cache, past_key_value = past_key_value, None
         residual = hidden_states
         hidden_states = self.input_layernorm(op, hidden_states)
         attn_output, present_key_value = self.self_attn(
@@ -216,6 +223,7 @@ class Qwen3NextDecoderLayer(nn.Module):
             attention_bias=attention_bias,
             position_embeddings=position_embeddings,
             past_key_value=past_key_value,
+            static_cache=static_cache,
         )
         hidden_states = op.Add(residual, attn_output)
 
@@ -421,6 +429,10 @@ class Qwen3NextTextModel(TextModel):
         past_key_values: list | None = None,
         inputs_embeds: ir.Value | None = None,
     ):
+        if attention_mask is None:  # CausalLMTask(static_cache=True)
+            raise NotImplementedError(
+                "Qwen3NextTextModel has no static-cache path: its layers need the mask"
+            )
         if inputs_embeds is not None:
             hidden_states = inputs_embeds
         else:
