@@ -21,6 +21,7 @@ from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_k
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.indexer import indexer
+from onboard.analysis.inner_parts import inner_parts
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
@@ -119,12 +120,13 @@ class DecoderSpecBuilder(Reader):
         cfg = self.cfg
         layer_types, mixers = self.layer_types()
         attention_kinds = tuple(k for k in layer_types if is_attention(k))
-        mlp = self.take(MLPReader(self.ctx, self.dense_layer).read()) if self._mlps() else None
-        variants: dict[str, Reading] = {}
+        variants = self._inner_parts()
+        mlp_reader = MLPReader(self.ctx, self.dense_layer, _value(variants, "text.mlp.sub_norm"))
+        mlp = self.take(mlp_reader.read()) if self._mlps() else None
         attention = None
         if attention_kinds:  # a pure state-space model has none
             self._refuse_headless_attention()
-            variants = self._variants()
+            variants |= self._variants()
             attention = self.take(
                 AttentionReader(
                     self.ctx,
@@ -132,6 +134,8 @@ class DecoderSpecBuilder(Reader):
                     differential=_value(variants, "text.attention.differential"),
                     sinks=_value(variants, "text.attention.sinks"),
                     indexer=_value(variants, "text.attention.indexer"),
+                    sub_norm=_value(variants, "text.attention.sub_norm"),
+                    output_gate_proj=_value(variants, "text.attention.output_gate_proj"),
                 ).read()
             )
             self._check_indexed_layers(layer_types, variants)
@@ -444,6 +448,17 @@ class DecoderSpecBuilder(Reader):
             f"not attention, and not one onboard reads",
             (f"a token mixer onboard does not read, in {type(layer).__name__}: {parts}",),
         )
+
+    def _inner_parts(self) -> dict[str, Reading]:
+        """Norms before the output projections and a gate projection (``inner_parts``)."""
+        if self.model is None:
+            return {}
+        found = inner_parts(
+            self.model, self.tiny, self.ctx.tiny_head_dim, self.dense_layer, self.files
+        )
+        for path, reading in found.items():
+            self.log.add(path, *reading.evidence)
+        return found
 
     def _variants(self) -> dict[str, Reading]:
         """The readings of ``analysis.variants`` that the tiny model shows, by spec path, each

@@ -438,6 +438,8 @@ class SpecInterpreter:
         if spec.output_gate:  # each head's query, then its gate
             q, gate = q.view(batch, seq, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
             q, gate = q.reshape(batch, seq, -1), gate.reshape(batch, seq, -1)
+        if spec.output_gate_proj:  # a projection of its own (AFMoE)
+            gate = self.linear(x, f"{prefix}{spec.output_gate_proj}.")
         q_norm = f"{prefix}{self.text.name_of('q_norm')}."
         k_norm = f"{prefix}{self.text.name_of('k_norm')}."
         if spec.qk_norm == "full_width":
@@ -483,6 +485,8 @@ class SpecInterpreter:
         out = out.transpose(1, 2).reshape(batch, seq, -1)
         if gate is not None:
             out = out * torch.sigmoid(gate)
+        if spec.sub_norm:  # BitNet
+            out = self.norm(out, f"{prefix}{spec.sub_norm}.")
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def _dynamic_mask(self, prefix: str, v: Any, kind: str) -> Any:
@@ -623,16 +627,21 @@ class SpecInterpreter:
         act = ACT2FN[spec.activation]
         if spec.learned_activation and not gated:
             act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
+        # A norm before the down projection (BitNet's), in the dense MLP, not a shared expert
+        sub_norm = spec.sub_norm and not gated
         if spec.kind == "fused_gate_up":
             fused, down = spec.projections
             gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
-            return self.linear(act(gate) * up, f"{prefix}{down}.")
-        if gated or spec.kind == "gated":
+            hidden = act(gate) * up
+        elif gated or spec.kind == "gated":
             gate, up, down = gated or spec.projections
             hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
-            return self.linear(hidden, f"{prefix}{down}.")
-        up, down = spec.projections
-        return self.linear(act(self.linear(x, f"{prefix}{up}.")), f"{prefix}{down}.")
+        else:
+            up, down = spec.projections
+            hidden = act(self.linear(x, f"{prefix}{up}."))
+        if sub_norm:
+            hidden = self.norm(hidden, f"{prefix}{spec.sub_norm}.")
+        return self.linear(hidden, f"{prefix}{down}.")
 
     def xielu(self, prefix: str, x: Any) -> Any:
         """xIELU (arXiv 2411.13010): alpha_p and alpha_n are stored before a softplus."""

@@ -258,6 +258,30 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.sub_norm",
+        lambda t: t.attention.sub_norm is not None,
+        lambda t: f"a norm of the heads' output before o_proj ({t.attention.sub_norm})",
+        ": the generated attention feeds o_proj the heads' output as it is",
+        "probe",
+    ),
+    (
+        "text.attention.output_gate_proj",
+        lambda t: t.attention.output_gate_proj is not None,
+        lambda t: (
+            "the heads' output scaled by sigmoid of a gate projection "
+            f"({t.attention.output_gate_proj}) before o_proj"
+        ),
+        ": the generated attention has no gate projection",
+        "probe",
+    ),
+    (
+        "text.mlp.sub_norm",
+        lambda t: t.mlp.sub_norm is not None,
+        lambda t: f"a norm before the MLP's down projection ({t.mlp.sub_norm})",
+        ": the generated MLP feeds down_proj act(gate) x up as it is",
+        "probe",
+    ),
+    (
         "text.residual_gates",
         lambda t: bool(t.residual_gates),
         lambda t: "learned per-channel scales of the residual",
