@@ -30,6 +30,7 @@ from onboard.analysis.norm_reader import EPS_KEYS, NormReader
 from onboard.analysis.probe import Probe, is_norm
 from onboard.analysis.reader import LAYER0, Context, Reader
 from onboard.analysis.rope_reader import RopeReader
+from onboard.analysis.router import passed_bias_parameters
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.variants import (
@@ -547,7 +548,7 @@ class DecoderSpecBuilder(Reader):
             for name in reading.parameters
         }
         explained |= set(mixer_parameters)
-        explained |= _read_expert_parameters(self.model)
+        explained |= _read_expert_parameters(self.model) | passed_bias_parameters(self.model)
         if attention is not None and attention.spec.last_layer_o_bias:
             explained.add(f"self_attn.{attention.spec.last_layer_o_bias}")
         final = self._final_norm_name

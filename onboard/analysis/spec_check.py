@@ -588,7 +588,10 @@ class SpecInterpreter:
         router = block.get_submodule(spec.router_name)
         hidden = x.reshape(-1, x.shape[-1])
         top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
+        caller = block.get_submodule(spec.router_name.partition(".")[0])  # HF calls it
         correction = correction_bias(router, block)
+        if correction is None:
+            correction = correction_bias(caller, block)
         weights, indices, shares = route_with_shared(hidden, router, spec.router, top_k, correction)
         act = ACT2FN[spec.activation]
         out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
