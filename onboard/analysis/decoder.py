@@ -454,9 +454,9 @@ class DecoderSpecBuilder(Reader):
         """Norms before the output projections and a gate projection (``inner_parts``)."""
         if self.model is None:
             return {}
-        found = inner_parts(
-            self.model, self.tiny, self.ctx.tiny_head_dim, self.dense_layer, self.files
-        )
+        heads = getattr(self.tiny, "num_attention_heads", None)  # RWKV's config has none
+        head_dim = self.ctx.tiny_head_dim if heads else None
+        found = inner_parts(self.model, self.tiny, head_dim, self.dense_layer, self.files)
         for path, reading in found.items():
             self.log.add(path, *reading.evidence)
         return found

@@ -87,16 +87,21 @@ _ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
 def inner_parts(
-    model: Any, tiny: Any, head_dim: int, dense_layer: int | None, files: Sequence[SourceFile]
+    model: Any,
+    tiny: Any,
+    head_dim: int | None,
+    dense_layer: int | None,
+    files: Sequence[SourceFile],
 ) -> dict[str, Reading]:
     """The readings above the tiny model shows, by spec path (attention parts from layer 0,
-    the MLP's from the first dense layer); parameter names relative to the layer."""
+    the MLP's from the first dense layer); parameter names relative to the layer. ``head_dim``
+    is None when the layers have no attention heads."""
     from onboard.analysis.layout import hf_module
 
     layers = [hf_module(layer) for layer in model.model.layers]
     found: dict[str, Reading | None] = {}
     attention = hf_module(getattr(layers[0], "self_attn", None))
-    if attention is not None and getattr(tiny, "num_attention_heads", None):
+    if attention is not None and head_dim is not None:
         width = tiny.num_attention_heads * head_dim
         path = "model.layers.0.self_attn"
         found["text.attention.sub_norm"] = sub_norm(attention, path, width, _ATTENTION_NORMS, files)
