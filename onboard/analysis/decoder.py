@@ -33,6 +33,7 @@ from onboard.analysis.rope_reader import RopeReader
 from onboard.analysis.router import passed_bias_parameters
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
+from onboard.analysis.unseen_computation import unseen_computation
 from onboard.analysis.variants import (
     Reading,
     differential,
@@ -72,8 +73,6 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
-# Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
-_CLIP_KEYS = ("clip_qkv",)
 # indexed_attention: full attention whose keys a lightning indexer selects (DeepSeek V3.2)
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention", "indexed_attention")
 
@@ -141,7 +140,7 @@ class DecoderSpecBuilder(Reader):
             )
             self._check_indexed_layers(layer_types, variants)
         self._check_parameters(mlp, attention, variants, mixers.parameters)
-        self._check_clipping()
+        self.deltas.extend(unseen_computation(self.cfg, self.files))
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
         if tie and any(name == "lm_head.weight" for name, _ in self.probe.disk_tensors):
@@ -602,19 +601,6 @@ class DecoderSpecBuilder(Reader):
             where = found.evidence.where if found else pattern
             detail = f"{pattern} {shape}" + (f": {found.evidence.detail}" if found else "")
             self._delta("parameter with no role in the spec", where, detail)
-
-    def _check_clipping(self) -> None:
-        """OLMo clamps q, k and v to +-config.clip_qkv: the tiny model's activations never reach
-        a real clip value, so the spec check cannot see it; a set value is reported."""
-        for key in _CLIP_KEYS:
-            value = getattr(self.cfg, key, None)
-            if value is not None:
-                found = find_line(self.files, rf"\bconfig\.{key}\b")
-                self._delta(
-                    f"activations clipped at config.{key}",
-                    found.where if found else f"config.json:{key}",
-                    f"{key} = {value!r}",
-                )
 
 
 def _read_expert_parameters(model: Any) -> set[str]:

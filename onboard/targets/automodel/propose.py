@@ -65,6 +65,9 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
         "moe.shared_experts": {"none"},
         "layers.mixers": {"none"},
         "rope.partial": {False},
+        "attention.output_gate_proj": {False},
+        "attention.sub_norm": {False},
+        "mlp.sub_norm": {False},
     }
     return {k: frozenset(v) for k, v in {**base, **overrides}.items()}
 
@@ -258,13 +261,6 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
-        "text.attention.sub_norm",
-        lambda t: t.attention.sub_norm is not None,
-        lambda t: f"a norm of the heads' output before o_proj ({t.attention.sub_norm})",
-        ": the generated attention feeds o_proj the heads' output as it is",
-        "probe",
-    ),
-    (
         "text.attention.output_gate_proj",
         lambda t: t.attention.output_gate_proj is not None,
         lambda t: (
@@ -272,13 +268,6 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
             f"({t.attention.output_gate_proj}) before o_proj"
         ),
         ": the generated attention has no gate projection",
-        "probe",
-    ),
-    (
-        "text.mlp.sub_norm",
-        lambda t: t.mlp.sub_norm is not None,
-        lambda t: f"a norm before the MLP's down projection ({t.mlp.sub_norm})",
-        ": the generated MLP feeds down_proj act(gate) x up as it is",
         "probe",
     ),
     (

@@ -1,8 +1,8 @@
 """Norms inside a block (BitNet: ``attn_sub_norm`` on the heads' output before o_proj,
 ``ffn_sub_norm`` on act(gate) x up before down_proj), from the backlog: BitNet, which mobius
 0.1.0 lacks, generated into mobius from transformers' default config with zero edits. The spec
-check proves where each norm sits; generated code that leaves either out fails parity;
-AutoModel refuses the feature by name."""
+check proves where each norm sits; generated code that leaves either out fails parity
+(AutoModel's: tests/targets/automodel/test_sub_norms.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from onboard.analysis.spec_check import check_spec
 from onboard.codegen import lint_python
-from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
@@ -92,11 +91,16 @@ def test_spec_check_refuses_a_spec_without_the_sub_norms(bitnet: Path) -> None:
     assert any("BitNetMLP computes something" in d.what for d in deltas), deltas
 
 
-def test_automodel_refuses_sub_norms_by_name(bitnet: Path, tmp_path: Path) -> None:
-    options = NewOptions(model=str(bitnet), out=tmp_path / "out", target="automodel")
-    with pytest.raises(UnsupportedFeatureError) as raised:
-        onboard_new(options)
-    items = raised.value.items
-    assert any("attn_sub_norm" in item and "modeling_bitnet.py:" in item for item in items), items
-    assert any("ffn_sub_norm" in item for item in items), items
-    assert not (tmp_path / "out").exists()
+def test_bitnet_quantized_linears_are_refused_by_name(tmp_path: Path) -> None:
+    """A tiny model built from a config with BitNet quantization keeps float linears, so the
+    spec check cannot see what transformers computes for the real checkpoint (packed ternary
+    weights, int8 activations): the analysis names it instead of passing it unseen."""
+    from onboard.analysis import analyse
+    from onboard.source import load_source
+    from tests.new_types import default_config_dir
+
+    quantized = {"quant_method": "bitnet", "linear_class": "bitlinear"}
+    folder = default_config_dir("bitnet", tmp_path / "hub", quantization_config=quantized)
+    unresolved = analyse(load_source(str(folder))).spec.unresolved
+    assert [d.where for d in unresolved] == ["config.json:quantization_config"], unresolved
+    assert "bitnet-quantized linear layers" in unresolved[0].what
