@@ -940,9 +940,24 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         shared=moe.shared,
         dense_rule=moe.dense_rule,
         # one-block layers keep HF's names for the router, whose bias is then [experts] as is
-        flat_correction=bool(moe.correction_names) and spec.text.blocks is None,
+        flat_correction=_correction_not_flat(spec) and spec.text.blocks is None,
         plain=moe.plain,
     )
+
+
+def _correction_not_flat(spec: ArchitectureSpec) -> bool:
+    """The checkpoint keeps the router's choice bias elsewhere in another shape than the
+    router's [experts] (Ernie 4.5: [1, experts]; AFMoE's expert_bias is [experts] already)."""
+    moe = spec.text.moe
+    if moe is None or not moe.correction_names:
+        return False
+    shapes = dict(spec.weights.tensors)
+    found = [
+        shape
+        for name, shape in shapes.items()
+        if any(name.endswith(f".{c}") for c in moe.correction_names)
+    ]
+    return not found or any(len(shape) != 1 for shape in found)
 
 
 def _bool_setting(
