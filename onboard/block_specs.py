@@ -139,6 +139,12 @@ class AttentionSpec:
     # q_proj gives each head's query and then a gate as wide; the heads' output is scaled by
     # sigmoid(gate) before the output projection (Qwen3-Next, Qwen3.5)
     output_gate: bool = False
+    # A projection of its own gives the gate instead (AFMoE: gate_proj, hidden -> the heads'
+    # width, no bias): the heads' output x sigmoid(gate_proj(x)) before the output projection
+    output_gate_proj: str | None = None
+    # HF attribute of a norm of the heads' output before the output projection, of the layers'
+    # norm kind and epsilon (BitNet: attn_sub_norm)
+    sub_norm: str | None = None
     # Attention sinks (GPT-OSS, Granite SWA): HF attribute of a learned logit per head, one
     # more column of every row's softmax that no value is read for (it only takes probability
     # mass); in every attention layer
@@ -169,6 +175,9 @@ class MLPSpec:
     # Statements over the HF config that assign ``width``, when HF computes the width in the
     # MLP's constructor (LFM2: two thirds of intermediate_size, rounded to block_multiple_of)
     width_code: str | None = None
+    # HF attribute of a norm of what enters the down projection (act(gate) x up), of the
+    # layers' norm kind and epsilon (BitNet: ffn_sub_norm)
+    sub_norm: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ class AttentionReading:
 
 
 class AttentionReader(Reader):
-    """``dynamic_mask``, ``differential``, ``sinks`` and ``indexer``: what ``analysis.variants``
-    and ``analysis.indexer`` read of the attention."""
+    """``dynamic_mask``, ``differential``, ``sinks``, ``indexer``, ``sub_norm`` and
+    ``output_gate_proj``: what ``analysis.variants``, ``analysis.indexer`` and
+    ``analysis.inner_parts`` read of the attention."""
 
     def __init__(
         self,
@@ -55,8 +56,12 @@ class AttentionReader(Reader):
         differential: DifferentialSpec | None = None,
         sinks: str | None = None,
         indexer: IndexerSpec | None = None,
+        sub_norm: str | None = None,
+        output_gate_proj: str | None = None,
     ) -> None:
         super().__init__(context)
+        self.sub_norm = sub_norm
+        self.output_gate_proj = output_gate_proj
         self.dynamic_mask = dynamic_mask
         self.differential = differential
         self.sinks = sinks
@@ -147,6 +152,8 @@ class AttentionReader(Reader):
             dynamic_mask=self.dynamic_mask,
             differential=self.differential,
             output_gate=self._output_gate(),
+            output_gate_proj=self.output_gate_proj,
+            sub_norm=self.sub_norm,
             sinks=self.sinks,
             indexer=self.indexer,
         )

@@ -21,6 +21,7 @@ from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_k
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.indexer import indexer
+from onboard.analysis.inner_parts import inner_parts
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
@@ -29,8 +30,10 @@ from onboard.analysis.norm_reader import EPS_KEYS, NormReader
 from onboard.analysis.probe import Probe, is_norm
 from onboard.analysis.reader import LAYER0, Context, Reader
 from onboard.analysis.rope_reader import RopeReader
+from onboard.analysis.router import passed_bias_parameters
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
+from onboard.analysis.unseen_computation import unseen_computation
 from onboard.analysis.variants import (
     Reading,
     differential,
@@ -70,8 +73,6 @@ _KNOWN_LAYER_PARAMS = re.compile(
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"
 )
-# Config values that clamp activations (``clamp(min=-c, max=c)``), which the spec cannot hold.
-_CLIP_KEYS = ("clip_qkv",)
 # indexed_attention: full attention whose keys a lightning indexer selects (DeepSeek V3.2)
 _SUPPORTED_LAYER_KINDS = ("full_attention", "sliding_attention", "indexed_attention")
 
@@ -119,12 +120,13 @@ class DecoderSpecBuilder(Reader):
         cfg = self.cfg
         layer_types, mixers = self.layer_types()
         attention_kinds = tuple(k for k in layer_types if is_attention(k))
-        mlp = self.take(MLPReader(self.ctx, self.dense_layer).read()) if self._mlps() else None
-        variants: dict[str, Reading] = {}
+        variants = self._inner_parts()
+        mlp_reader = MLPReader(self.ctx, self.dense_layer, _value(variants, "text.mlp.sub_norm"))
+        mlp = self.take(mlp_reader.read()) if self._mlps() else None
         attention = None
         if attention_kinds:  # a pure state-space model has none
             self._refuse_headless_attention()
-            variants = self._variants()
+            variants |= self._variants()
             attention = self.take(
                 AttentionReader(
                     self.ctx,
@@ -132,11 +134,13 @@ class DecoderSpecBuilder(Reader):
                     differential=_value(variants, "text.attention.differential"),
                     sinks=_value(variants, "text.attention.sinks"),
                     indexer=_value(variants, "text.attention.indexer"),
+                    sub_norm=_value(variants, "text.attention.sub_norm"),
+                    output_gate_proj=_value(variants, "text.attention.output_gate_proj"),
                 ).read()
             )
             self._check_indexed_layers(layer_types, variants)
         self._check_parameters(mlp, attention, variants, mixers.parameters)
-        self._check_clipping()
+        self.deltas.extend(unseen_computation(self.cfg, self.files))
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
         if tie and any(name == "lm_head.weight" for name, _ in self.probe.disk_tensors):
@@ -445,6 +449,17 @@ class DecoderSpecBuilder(Reader):
             (f"a token mixer onboard does not read, in {type(layer).__name__}: {parts}",),
         )
 
+    def _inner_parts(self) -> dict[str, Reading]:
+        """Norms before the output projections and a gate projection (``inner_parts``)."""
+        if self.model is None:
+            return {}
+        heads = getattr(self.tiny, "num_attention_heads", None)  # RWKV's config has none
+        head_dim = self.ctx.tiny_head_dim if heads else None
+        found = inner_parts(self.model, self.tiny, head_dim, self.dense_layer, self.files)
+        for path, reading in found.items():
+            self.log.add(path, *reading.evidence)
+        return found
+
     def _variants(self) -> dict[str, Reading]:
         """The readings of ``analysis.variants`` that the tiny model shows, by spec path, each
         with its evidence logged."""
@@ -532,7 +547,7 @@ class DecoderSpecBuilder(Reader):
             for name in reading.parameters
         }
         explained |= set(mixer_parameters)
-        explained |= _read_expert_parameters(self.model)
+        explained |= _read_expert_parameters(self.model) | passed_bias_parameters(self.model)
         if attention is not None and attention.spec.last_layer_o_bias:
             explained.add(f"self_attn.{attention.spec.last_layer_o_bias}")
         final = self._final_norm_name
@@ -586,19 +601,6 @@ class DecoderSpecBuilder(Reader):
             where = found.evidence.where if found else pattern
             detail = f"{pattern} {shape}" + (f": {found.evidence.detail}" if found else "")
             self._delta("parameter with no role in the spec", where, detail)
-
-    def _check_clipping(self) -> None:
-        """OLMo clamps q, k and v to +-config.clip_qkv: the tiny model's activations never reach
-        a real clip value, so the spec check cannot see it; a set value is reported."""
-        for key in _CLIP_KEYS:
-            value = getattr(self.cfg, key, None)
-            if value is not None:
-                found = find_line(self.files, rf"\bconfig\.{key}\b")
-                self._delta(
-                    f"activations clipped at config.{key}",
-                    found.where if found else f"config.json:{key}",
-                    f"{key} = {value!r}",
-                )
 
 
 def _read_expert_parameters(model: Any) -> set[str]:

@@ -183,11 +183,22 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ),
     ("attention.sinks", "text.attention.sinks", _of_attention(lambda a: a.sinks is not None)),
     ("attention.indexer", "text.attention.indexer", _of_attention(_indexer)),
+    (
+        "attention.output_gate_proj",
+        "text.attention.output_gate_proj",
+        _of_attention(lambda a: a.output_gate_proj is not None),
+    ),
+    (
+        "attention.sub_norm",
+        "text.attention.sub_norm",
+        _of_attention(lambda a: a.sub_norm is not None),
+    ),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("layers.mixers", "text.mixers", _mixers),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind if s.text.mlp else "none"),
     ("mlp.activation", "text.mlp.activation", _of_mlp(lambda m: m.activation)),
     ("mlp.bias", "text.mlp.bias", _of_mlp(lambda m: m.bias)),
+    ("mlp.sub_norm", "text.mlp.sub_norm", _of_mlp(lambda m: m.sub_norm is not None)),
     ("norm.kind", "text.norm.weight_offset", _norm),
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
@@ -264,6 +275,9 @@ _ABSENT_EVIDENCE = {
     "text.attention.position_scale": ("text.rope",),
     "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention
     "text.attention.indexer": ("text.attention.head_dim", "text.attention.mla"),  # likewise
+    "text.attention.output_gate_proj": ("text.attention.head_dim",),  # likewise
+    "text.attention.sub_norm": ("text.attention.head_dim",),  # likewise
+    "text.mlp.sub_norm": ("text.mlp.kind",),  # what was read of the MLP
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.attention.qk_norm_each_head": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),

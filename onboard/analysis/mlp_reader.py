@@ -46,9 +46,12 @@ class MLPReader(Reader):
     """``read()`` returns the MLP; ``dense_layer`` is the first layer with a dense MLP (None
     when every layer is MoE)."""
 
-    def __init__(self, context: Context, dense_layer: int | None) -> None:
+    def __init__(
+        self, context: Context, dense_layer: int | None, sub_norm: str | None = None
+    ) -> None:
         super().__init__(context)
         self.dense_layer = dense_layer
+        self.sub_norm = sub_norm  # a norm before the down projection (analysis.inner_parts)
 
     def read(self) -> Read[MLPReading]:
         return self.done(self.mlp())
@@ -78,7 +81,7 @@ class MLPReader(Reader):
             }
         )
         learned = self._learned_activation(prefix, names, str(activation))
-        names = [n for n in names if n != learned]
+        names = [n for n in names if n not in (learned, self.sub_norm)]
         gated = None if {"gate_proj", "up_proj"} <= set(names) else self._gated(prefix, names)
         if "gate_up_proj" in names:
             kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
@@ -130,6 +133,7 @@ class MLPReader(Reader):
             width_expr=width_expr,
             learned_activation=learned,
             width_code=width_code,
+            sub_norm=self.sub_norm,
         )
         return MLPReading(spec, known)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
-from onboard.analysis.router import find_router, probe_router
+from onboard.analysis.router import find_router, passed_bias, probe_router
 from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
@@ -107,9 +107,10 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     if router_on_disk in (f"{attr}.{router_name}.weight", f"{block_name}.{router_name}.weight"):
         router_on_disk = None  # the block's rename covers it (Mixtral saves block_sparse_moe)
     own = f"{attr}.{router_name}.e_score_correction_bias"
-    correction_names = tuple(
-        dict.fromkeys(n for n in _correction_names(block, attr, index, checkpoint) if n != own)
+    names = _correction_names(block, attr, index, checkpoint) or _passed_names(
+        router, block, attr, index, checkpoint
     )
+    correction_names = tuple(dict.fromkeys(n for n in names if n != own))
     spec = MoESpec(
         num_experts=_first_int(real, _EXPERT_COUNT_KEYS) or num_experts,
         top_k=top_k or 1,
@@ -477,6 +478,16 @@ def _correction_names(
     tensors = itertools.chain(block.named_parameters(), block.named_buffers())
     in_memory = [f"{attr}.{name}" for name, _ in tensors if f".{name}".endswith(leaf)]
     return (*on_disk, *in_memory) if len(on_disk) == len(in_memory) == 1 else ()
+
+
+def _passed_names(
+    router: Any, block: Any, attr: str, index: int, checkpoint: dict[str, Any]
+) -> tuple[str, ...]:
+    """The layer-relative name of the choice bias the block passes its router (AFMoE's
+    ``expert_bias``), saved under the same name."""
+    name = passed_bias(router, block)
+    found = f"{attr}.{name}" if name else None
+    return (found,) if found and f"model.layers.{index}.{found}" in checkpoint else ()
 
 
 def _fused_disk_names(experts: Any, index: int, checkpoint: dict[str, Any]) -> tuple:

@@ -27,7 +27,8 @@ def correction_bias(router: Any, block: Any = None) -> Any:
     """The ``e_score_correction_bias`` that shifts the router's choice, or None.
 
     DeepSeek-V3 keeps it on the router, Ernie 4.5 on a router sub-module (``moe_statics``),
-    MiniMax-M2 on the MoE block, which passes it to the router's forward.
+    MiniMax-M2 on the MoE block, which passes it to the router's forward; AFMoE's block passes
+    its ``expert_bias`` so (the router probe then proves it shifts the choice).
     """
     for module in (router, block):
         if module is None:
@@ -35,7 +36,40 @@ def correction_bias(router: Any, block: Any = None) -> Any:
         for name, tensor in itertools.chain(module.named_parameters(), module.named_buffers()):
             if name.rpartition(".")[2] == "e_score_correction_bias":
                 return tensor
-    return None
+    name = passed_bias(router, block)
+    return block.get_parameter(name) if name else None
+
+
+def passed_bias(router: Any, block: Any) -> str | None:
+    """The block's name of the one vector the router's forward takes from the block beside the
+    hidden states (AFMoE: ``expert_bias``), or None."""
+    import torch
+
+    if router is None or block is None or isinstance(router, torch.nn.Linear):
+        return None
+    inputs, missing = _router_inputs(router, block)
+    vectors = [t for t in inputs if t.dim() == 1]
+    if missing or len(vectors) != 1:
+        return None
+    own = itertools.chain(block.named_parameters(recurse=False), block.named_buffers(recurse=False))
+    return next((name for name, t in own if t is vectors[0]), None)
+
+
+def passed_bias_parameters(model: Any) -> set[str]:
+    """Layer-relative names of the choice biases MoE blocks pass their routers (``passed_bias``),
+    which the router probe reads."""
+    import re
+
+    found = set()
+    for name, module in model.named_modules() if model is not None else ():
+        match = re.match(r"^model\.layers\.\d+\.(\w+)$", name)
+        if match is None or getattr(module, "experts", None) is None:
+            continue
+        _, router, _ = find_router(module)
+        bias = passed_bias(router, module)
+        if bias is not None:
+            found.add(f"{match.group(1)}.{bias}")
+    return found
 
 
 def route(
@@ -266,6 +300,8 @@ def probe_router(
     torch.manual_seed(3)
     hidden = torch.randn(64, weight.shape[1])
     with torch.no_grad():
+        if not weight.any():  # zero-initialised by HF (AFMoE): every router would agree
+            weight.normal_(generator=torch.Generator().manual_seed(5))
         if correction is not None:  # zero-initialised by HF: give it values so it matters
             correction.add_(torch.randn(correction.shape) * 0.5)
         if shape.learned_scale:  # initialised to one: move it so it matters

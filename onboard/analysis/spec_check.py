@@ -10,7 +10,6 @@ what it does not understand instead of letting a generator emit plausible but wr
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable
@@ -18,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.attention_kinds import declared_kinds, window_of
-from onboard.analysis.layers import ffn_block_name
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import source_location
+from onboard.analysis.spec_check_ffn import FeedForwardInterpreter
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
@@ -89,7 +88,7 @@ def _delta(mismatch: Mismatch, model: Any) -> Delta:
     )
 
 
-class SpecInterpreter:
+class SpecInterpreter(FeedForwardInterpreter):
     """Runs ``TextDecoderSpec`` in torch with the HF model's weights."""
 
     def __init__(self, text: TextDecoderSpec, model: Any, tiny_config: Any) -> None:
@@ -438,6 +437,8 @@ class SpecInterpreter:
         if spec.output_gate:  # each head's query, then its gate
             q, gate = q.view(batch, seq, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
             q, gate = q.reshape(batch, seq, -1), gate.reshape(batch, seq, -1)
+        if spec.output_gate_proj:  # a projection of its own (AFMoE)
+            gate = self.linear(x, f"{prefix}{spec.output_gate_proj}.")
         q_norm = f"{prefix}{self.text.name_of('q_norm')}."
         k_norm = f"{prefix}{self.text.name_of('k_norm')}."
         if spec.qk_norm == "full_width":
@@ -483,6 +484,8 @@ class SpecInterpreter:
         out = out.transpose(1, 2).reshape(batch, seq, -1)
         if gate is not None:
             out = out * torch.sigmoid(gate)
+        if spec.sub_norm:  # BitNet
+            out = self.norm(out, f"{prefix}{spec.sub_norm}.")
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def _dynamic_mask(self, prefix: str, v: Any, kind: str) -> Any:
@@ -559,92 +562,6 @@ class SpecInterpreter:
         if kind == "sliding_attention" and window:
             allowed &= j > i - window
         return torch.where(allowed, 0.0, float("-inf"))
-
-    def ffn_name(self, layer: int) -> str:
-        """The layer's feed-forward attribute: mlp, or Granite MoE's block_sparse_moe."""
-        return ffn_block_name(self.model.model.layers[layer])
-
-    def mlp(self, layer: int, x: Any) -> Any:
-        prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
-        if f"{prefix}experts.down_proj" in self.params:
-            return self.moe(layer, x)
-        return self.dense_mlp(prefix, x)
-
-    def moe(self, layer: int, x: Any) -> Any:
-        """Routed experts (the spec's router on the router's weights) plus shared experts."""
-        import torch
-        from transformers.activations import ACT2FN
-
-        from onboard.analysis.moe import routed_output
-        from onboard.analysis.router import correction_bias, route_with_shared
-
-        spec = self.text.moe
-        prefix = f"model.layers.{layer}.{self.ffn_name(layer)}."
-        block = self.model.get_submodule(prefix.rstrip("."))
-        router = block.get_submodule(spec.router_name)
-        hidden = x.reshape(-1, x.shape[-1])
-        top_k = getattr(self.config, spec.top_k_key, None) or spec.top_k
-        correction = correction_bias(router, block)
-        weights, indices, shares = route_with_shared(hidden, router, spec.router, top_k, correction)
-        act = ACT2FN[spec.activation]
-        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
-        if spec.shared is not None:
-            shared_prefix = f"{prefix}{spec.shared.name}."
-            if spec.shared.stacked:  # each shared expert scaled by its router weight
-                shared = self.stacked_experts(shared_prefix, hidden, shares, act)
-            elif spec.shared.plain:  # up, activation, down, as the routed experts
-                up = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('up')}.")
-                down = f"{shared_prefix}{spec.shared.leaf('down')}."
-                shared = self.linear(ACT2FN[spec.activation](up), down)
-            else:
-                gate, up, down = (spec.shared.leaf(r) for r in ("gate", "up", "down"))
-                shared = self.dense_mlp(shared_prefix, hidden, gated=(gate, up, down))
-            if spec.shared.gated:
-                shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
-            out = out + shared
-        return out.view_as(x)
-
-    def stacked_experts(self, prefix: str, x: Any, shares: Any, act: Any) -> Any:
-        """Shared experts in 3-D gate / up / down parameters, each times its column of
-        ``shares`` (the router's weights of the shared experts)."""
-        gates, ups, downs = (self.params[f"{prefix}{p}_proj"] for p in ("gate", "up", "down"))
-        out = 0
-        for expert in range(gates.shape[0]):
-            value = act(x @ gates[expert].T) * (x @ ups[expert].T)
-            out = out + (value @ downs[expert].T) * shares[:, expert, None].to(x.dtype)
-        return out
-
-    def dense_mlp(self, prefix: str, x: Any, *, gated: tuple[str, str, str] | None = None) -> Any:
-        """The dense MLP as the spec says, or (``gated``: its gate, up and down names) a shared
-        expert's gated MLP."""
-        from transformers.activations import ACT2FN
-
-        spec = self.text.mlp
-        act = ACT2FN[spec.activation]
-        if spec.learned_activation and not gated:
-            act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
-        if spec.kind == "fused_gate_up":
-            fused, down = spec.projections
-            gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
-            return self.linear(act(gate) * up, f"{prefix}{down}.")
-        if gated or spec.kind == "gated":
-            gate, up, down = gated or spec.projections
-            hidden = act(self.linear(x, f"{prefix}{gate}.")) * self.linear(x, f"{prefix}{up}.")
-            return self.linear(hidden, f"{prefix}{down}.")
-        up, down = spec.projections
-        return self.linear(act(self.linear(x, f"{prefix}{up}.")), f"{prefix}{down}.")
-
-    def xielu(self, prefix: str, x: Any) -> Any:
-        """xIELU (arXiv 2411.13010): alpha_p and alpha_n are stored before a softplus."""
-        import torch
-        from torch.nn.functional import softplus
-
-        alpha_p, alpha_n, beta, eps = (
-            self.weight(prefix + n) for n in ("alpha_p", "alpha_n", "beta", "eps")
-        )
-        positive = softplus(alpha_p) * x * x + beta * x
-        negative = (torch.expm1(torch.minimum(x, eps)) - x) * (beta + softplus(alpha_n)) + beta * x
-        return torch.where(x > 0, positive, negative)
 
     def forward(self, ids: Any) -> Any:
         import torch

@@ -66,11 +66,14 @@ BASELINE: dict[str, Value] = {
     "attention.position_scale": False,
     "attention.sinks": False,
     "attention.indexer": "none",
+    "attention.output_gate_proj": False,
+    "attention.sub_norm": False,
     "attention.sliding_window": "none",
     "layers.mixers": "none",
     "mlp.kind": "gated",
     "mlp.activation": "silu",
     "mlp.bias": False,
+    "mlp.sub_norm": False,
     "norm.kind": "rms",
     "norm.affine": "weight",
     "norm.placement": "pre",
@@ -623,8 +626,8 @@ LABELS: list[dict[str, Any]] = [
         "type": "bitnet",
         "config": DEFAULT,
         "mlp.activation": "relu2",  # configuration_bitnet.py:50
-        # modeling_bitnet.py:177 attn_sub_norm before o_proj, :74 ffn_sub_norm before down_proj
-        "unresolved": ("attn_sub_norm", "ffn_sub_norm"),
+        "attention.sub_norm": True,  # modeling_bitnet.py:177, :216 attn_sub_norm before o_proj
+        "mlp.sub_norm": True,  # modeling_bitnet.py:74, :77 ffn_sub_norm before down_proj
     },
     {
         "type": "hunyuan_v1_dense",
@@ -825,6 +828,22 @@ LABELS: list[dict[str, Any]] = [
         "moe.renormalize": True,  # configuration_mellum.py:101 True; modeling_mellum.py:337
         # configuration_mellum.py:114-115 mlp_layer_types all "sparse"; modeling_mellum.py:379
         "moe.dense_layers": "mlp_layer_types",
+    },
+    {
+        "type": "afmoe",
+        "config": DEFAULT,
+        "attention.qk_norm": "per_head",  # modeling_afmoe.py:346-347, :366-367
+        # modeling_afmoe.py:348 gate_proj, :394 output * sigmoid(gate_states) before o_proj
+        "attention.output_gate_proj": True,
+        # configuration_afmoe.py:103-105 every 4th layer full; modeling_afmoe.py:343-344
+        "attention.sliding_window": "per_layer",
+        "norm.placement": "sandwich",  # modeling_afmoe.py:415-420, :442-459
+        "rope.type": "default/none",  # modeling_afmoe.py:370 RoPE only in sliding layers
+        # modeling_afmoe.py:158-160 sigmoid, the block's expert_bias (:222, :229) shifts the choice
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,  # modeling_afmoe.py:162-163
+        "moe.shared_experts": "ungated",  # modeling_afmoe.py:232, :236
+        "moe.dense_layers": "num_dense_layers",  # modeling_afmoe.py:423
     },
     {
         "type": "cohere2_moe",

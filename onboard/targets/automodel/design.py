@@ -179,6 +179,9 @@ class ModelDesign:
     moe: MoEDesign | None = None
     mixers: tuple[MixerDesign, ...] = ()  # a hybrid's recurrent mixers, kept as HF's modules
     output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head
+    # HF's attention norms the heads' output before o_proj with this module (BitNet's
+    # attn_sub_norm); HF's MLP keeps its own norm before down_proj
+    attention_sub_norm: str | None = None
     partial_rope: bool = False  # RoPE rotates the first dims of each head only
     layout: HFLayout = HFLayout()
     # Attention kinds without RoPE: beside kinds with it (Cohere2) or all of them (NemotronH)
@@ -316,6 +319,7 @@ def design_model(
         moe=moe,
         mixers=mixer_designs(spec, hf, tiny_config, probe),
         output_gate=text.attention.output_gate,
+        attention_sub_norm=text.attention.sub_norm,
         partial_rope=any(r.partial_rotary_factor != 1.0 for _, r in text.rope),
         layout=layout,
         nope_kinds=tuple(k for k, r in text.rope if r.rope_type is None),
@@ -762,6 +766,11 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             "q_proj gives each head's query, then its gate: the output is scaled by "
             "sigmoid(gate) before o_proj",
             cite(spec, "text.attention.output_gate"),
+        )
+    if text.attention.sub_norm:
+        reasons["attention_sub_norm"] = Reason(
+            f"{text.attention.sub_norm} normalises the heads' output before o_proj",
+            cite(spec, "text.attention.sub_norm"),
         )
     if text.attention.softcap:
         reasons["attention_softcap"] = Reason(

@@ -65,6 +65,9 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
         "moe.shared_experts": {"none"},
         "layers.mixers": {"none"},
         "rope.partial": {False},
+        "attention.output_gate_proj": {False},
+        "attention.sub_norm": {False},
+        "mlp.sub_norm": {False},
     }
     return {k: frozenset(v) for k, v in {**base, **overrides}.items()}
 
@@ -255,6 +258,16 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         lambda t: t.attention.indexer is not None,
         lambda t: "DeepSeek Sparse Attention's lightning indexer (top-k keys per query)",
         ": the generated attention attends to every key AutoModel's backends are given",
+        "probe",
+    ),
+    (
+        "text.attention.output_gate_proj",
+        lambda t: t.attention.output_gate_proj is not None,
+        lambda t: (
+            "the heads' output scaled by sigmoid of a gate projection "
+            f"({t.attention.output_gate_proj}) before o_proj"
+        ),
+        ": the generated attention has no gate projection",
         "probe",
     ),
     (

@@ -195,6 +195,12 @@ class TextDesign:
     block_names: tuple[tuple[str, str], ...] = ()  # mobius' word -> the layer's block attribute
     # q_proj gives queries and gates: mobius' Qwen35Attention (gated, (1 + w) q/k norms)
     output_gate: bool = False
+    # A generated Attention scales the heads' output by sigmoid(<this projection>(x)) (AFMoE)
+    output_gate_proj: str | None = None
+    # A generated Attention norms the heads' output before o_proj (BitNet: attn_sub_norm), a
+    # generated MLP what enters down_proj (ffn_sub_norm); their attributes
+    attention_sub_norm: str | None = None
+    mlp_sub_norm: str | None = None
     # DeepSeek Sparse Attention: a generated latent attention over the keys a generated
     # lightning indexer keeps, and a task that caches the indexer's keys (parts/indexer.py.j2)
     indexer: IndexerSpec | None = None
@@ -231,6 +237,7 @@ class TextDesign:
             self.qk_norm_after_rope
             or self.token_blocks
             or bool(self.dynamic_mask or self.differential or self.sinks)
+            or bool(self.attention_sub_norm or self.output_gate_proj)
         )
 
     def norm_attr(self, role: str) -> str:
@@ -702,6 +709,10 @@ def _text_design(
         reasons.append(
             _why("learned per-channel scales of the residual", spec, "text.residual_gates")
         )
+    if mlp is not None and mlp.sub_norm:
+        reasons.append(
+            _why("a norm of act(gate) x up before the MLP's down_proj", spec, "text.mlp.sub_norm")
+        )
     moe = _moe_design(spec, prefix, reasons)
     mla = attention and attention.mla
     design = TextDesign(
@@ -709,9 +720,7 @@ def _text_design(
         placement=text.norm.placement,
         weight_free_norm=weight_free,
         norm_names=text.norm.names,
-        mlp_class={"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
-            mlp.kind if mlp else "", "MLP"
-        ),
+        mlp_class=_mlp_class(mlp, prefix),
         embedding_scale=_embedding_scale_expr(spec),
         attention_scale=attention_scale,
         residual_scale=text.scale_at("residual") is not None,
@@ -745,9 +754,21 @@ def _text_design(
         feed_forward_words=tuple(k for k in text.distinct_layer_types if is_feed_forward(k)),
         block_names=block_names(text, MOBIUS_LABELS),
         output_gate=attention is not None and attention.output_gate,
+        output_gate_proj=attention and attention.output_gate_proj,
+        attention_sub_norm=attention and attention.sub_norm,
+        mlp_sub_norm=mlp and mlp.sub_norm,
         indexer=attention and attention.indexer,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
+
+
+def _mlp_class(mlp: MLPSpec | None, prefix: str) -> str:
+    """mobius' MLP for the spec's, or the generated one (no gate; a norm before down_proj)."""
+    if mlp is not None and mlp.sub_norm:
+        return f"{prefix}MLP"
+    return {"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
+        mlp.kind if mlp else "", "MLP"
+    )
 
 
 def _block_reason(text: TextDecoderSpec) -> str:
@@ -825,6 +846,19 @@ def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec)
                 spec,
                 "text.attention.mla.norm_eps",
             )
+        )
+    if attention.output_gate_proj:
+        reasons.append(
+            _why(
+                f"the heads' output scaled by sigmoid({attention.output_gate_proj}(x)) before "
+                "o_proj",
+                spec,
+                "text.attention.output_gate_proj",
+            )
+        )
+    if attention.sub_norm:
+        reasons.append(
+            _why("a norm of the heads' output before o_proj", spec, "text.attention.sub_norm")
         )
     if attention.output_gate:
         reasons.append(
@@ -931,9 +965,24 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         shared=moe.shared,
         dense_rule=moe.dense_rule,
         # one-block layers keep HF's names for the router, whose bias is then [experts] as is
-        flat_correction=bool(moe.correction_names) and spec.text.blocks is None,
+        flat_correction=_correction_not_flat(spec) and spec.text.blocks is None,
         plain=moe.plain,
     )
+
+
+def _correction_not_flat(spec: ArchitectureSpec) -> bool:
+    """The checkpoint keeps the router's choice bias elsewhere in another shape than the
+    router's [experts] (Ernie 4.5: [1, experts]; AFMoE's expert_bias is [experts] already)."""
+    moe = spec.text.moe
+    if moe is None or not moe.correction_names:
+        return False
+    shapes = dict(spec.weights.tensors)
+    found = [
+        shape
+        for name, shape in shapes.items()
+        if any(name.endswith(f".{c}") for c in moe.correction_names)
+    ]
+    return not found or any(len(shape) != 1 for shape in found)
 
 
 def _bool_setting(

@@ -28,14 +28,16 @@ FEATURES = (
     "attention_scale",  # head_dim, query_pre_attn_scalar, attention_multiplier, unscaled
     "final_softcap",  # no, yes
     "scales",  # none, or the sites config multipliers scale: embedding+logits+residual
-    # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation; none
+    # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation; none;
+    # +sub_norm: a norm before down_proj (BitNet)
     "mlp",
     "experts",  # none, routed
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated, router_weighted (Inkling's, stacked)
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     # standard, mla, mla+indexer (DeepSeek V3.2), dynamic_mask (Doge), differential
-    # (DiffLlama), sinks (GPT-OSS), none (a pure SSM)
+    # (DiffLlama), sinks (GPT-OSS), none (a pure SSM); +out_gate: a gate projection before
+    # o_proj (AFMoE), +sub_norm: a norm before o_proj (BitNet)
     "attention_kind",
     "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
@@ -292,6 +294,12 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
 def _attention_kind(attention: AttentionSpec | None) -> str:
     if attention is None:  # a pure state-space model
         return "none"
+    # What acts on the heads' output before o_proj: a gate projection (AFMoE), a norm (BitNet)
+    inner = "+out_gate" * bool(attention.output_gate_proj) + "+sub_norm" * bool(attention.sub_norm)
+    return _attention_variant(attention) + inner
+
+
+def _attention_variant(attention: AttentionSpec) -> str:
     if attention.mla:
         return "mla+indexer" if attention.indexer else "mla"
     if attention.dynamic_mask:
@@ -310,7 +318,8 @@ def _attention_scale(attention: AttentionSpec | None) -> str:
 def _mlp(mlp: MLPSpec | None) -> str:
     if mlp is None:  # no layer mixes channels (Mamba)
         return "none"
-    return mlp.kind + (f"/{mlp.activation}" if mlp.learned_activation else "")
+    activation = f"/{mlp.activation}" if mlp.learned_activation else ""
+    return mlp.kind + activation + ("+sub_norm" if mlp.sub_norm else "")
 
 
 def _positions(positions: PositionsSpec | None) -> str:

@@ -100,6 +100,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     found += _mixer_blockers(text)
     found += mamba_width_blockers(spec)
     found += _output_gate_blockers(text)
+    found += _inner_part_blockers(text)
     if attention is not None and attention.sinks and (attention.mla or attention.output_gate):
         found.append(
             "attention sinks with latent attention or an output gate (text.attention.sinks): "
@@ -175,6 +176,35 @@ def _output_gate_blockers(text: TextDecoderSpec) -> list[str]:
         found.append(
             "attention output gate with another attention variant (text.attention): mobius' "
             "Qwen35Attention is a plain gated attention"
+        )
+    return found
+
+
+def _inner_part_blockers(text: TextDecoderSpec) -> list[str]:
+    """A norm before o_proj or a gate projection lives in the generated plain attention, a
+    norm before down_proj in a generated gated MLP."""
+    attention, mlp = text.attention, text.mlp
+    found = []
+    if (
+        attention is not None
+        and (attention.sub_norm or attention.output_gate_proj)
+        and (
+            attention.mla
+            or attention.output_gate
+            or attention.differential
+            or attention.dynamic_mask
+            or attention.sinks
+        )
+    ):
+        found.append(
+            "a norm or gate before the attention's output projection with another attention "
+            "variant (text.attention.sub_norm, output_gate_proj): the generated attention "
+            "computes them in a plain attention"
+        )
+    if mlp is not None and mlp.sub_norm and mlp.kind != "gated":
+        found.append(
+            f"a norm before the down projection of a {mlp.kind} MLP (text.mlp.sub_norm): the "
+            "generated MLP with it is a gated one"
         )
     return found
 
