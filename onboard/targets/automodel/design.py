@@ -112,6 +112,13 @@ class MoEDesign:
     norm_topk_prob: str  # the expression the renormalisation flag is read from
     renames: tuple[Rename, ...]  # checkpoint names of the expert / router tensors that differ
     hf_router: str = "gate"  # the router's attribute in HF's sparse block
+    # HF's decoder layer holds its sparse block under another attribute than AutoModel's ``mlp``
+    # (Granite MoE: block_sparse_moe): the generated layer moves it to ``mlp`` and names it back
+    hf_block: str = "mlp"
+    # Experts the checkpoint keeps fused, 3-D, one tensor per projection (Granite MoE:
+    # input_linear [E, 2W, H], gate rows first; output_linear [E, H, W]): checkpoint name <->
+    # AutoModel's grouped tensor, which holds the same rows transposed
+    fused: tuple[Rename, ...] = ()
     # A shared expert beside the routed ones: config key of its width, and whether
     # sigmoid(shared_expert_gate(x)) scales it
     shared_width: str | None = None  # Python over ``config``
@@ -597,7 +604,8 @@ def hf_names(
         pretrained=pretrained or "",
         decoder_layer=decoder_layer,
         attention=_first_layer_module(modules, "self_attn"),
-        mlp=_first_layer_module(modules, "mlp"),
+        # an all-sparse layer under another name has no mlp: its MoE block (Granite MoE)
+        mlp=_first_layer_module(modules, "mlp") or (sparse[1] if sparse else ""),
         # the view calls a renamed final norm model.norm (NemotronH), else keeps HF's name (Phi)
         norm=_torch_or_hf(
             module, modules.get(f"model.{layout.final_norm}") or modules.get("model.norm", "")
@@ -856,10 +864,12 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         raise UnsupportedFeatureError("no MoE block found in the probed model", (where,))
     path, _ = block
     problems = []
-    if path.rsplit(".", 1)[-1] != MOE_ATTRIBUTE:
+    hf_block = path.rsplit(".", 1)[-1]
+    if hf_block != MOE_ATTRIBUTE and moe.dense_rule != "none":
         problems.append(
-            f"the MoE block is {path.rsplit('.', 1)[-1]!r}, not 'mlp', at {where}: AutoModel's MoE "
-            "parallelizer and FSDP mixin look for block.mlp"
+            f"the MoE block is {hf_block!r}, not 'mlp', beside dense layers ({moe.dense_rule}) "
+            f"at {where}: AutoModel's MoE parallelizer and FSDP mixin look for block.mlp, and "
+            "the generated layer moves only an all-sparse model's block there"
         )
     params = {
         name.removeprefix(f"{path}."): shape
@@ -926,6 +936,8 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         norm_topk_prob=norm if before else "False",
         renames=_renames(moe, {name for name, _ in spec.weights.tensors}),
         hf_router=router_attribute,
+        hf_block=hf_block,
+        fused=_fused(moe),
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
@@ -992,7 +1004,7 @@ def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
     rules = []
     for role, leaf in moe.expert_leaves:
         native = NATIVE_LEAVES[role]
-        if moe.block_name == MOE_ATTRIBUTE and leaf == native:
+        if (moe.block_name == MOE_ATTRIBUTE and leaf == native) or moe.fused_on_disk:
             continue
         rules.append(
             _rename(
@@ -1010,7 +1022,9 @@ def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
                 r"(\w+)",
             )
         )
-    if moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
+    if moe.router_on_disk:  # Granite MoE: block_sparse_moe.router.layer.weight
+        rules.append(_rename(f".{moe.router_on_disk}", f".{MOE_ATTRIBUTE}.gate.weight"))
+    elif moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
         rules.append(
             _rename(f".{moe.block_name}.{moe.router_name}.weight", f".{MOE_ATTRIBUTE}.gate.weight")
         )
@@ -1020,6 +1034,26 @@ def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
     on_disk = {m.group(1) for key in checkpoint if (m := _LAYER_CORRECTION.search(key))}
     rules += [_rename(f".{name}", f".{native}") for name in sorted(on_disk) if name != native]
     return tuple(rules)
+
+
+# AutoModel's grouped expert tensor for each fused role of the checkpoint
+GROUPED = {"gate_up": "gate_and_up_projs", "down": "down_projs"}
+
+
+def _fused(moe: MoESpec) -> tuple[Rename, ...]:
+    """Checkpoint <-> native rules for experts kept fused on disk; refuses a role AutoModel's
+    ``GroupedExperts`` has no tensor for."""
+    unknown = [role for role, _ in moe.fused_on_disk if role not in GROUPED]
+    if unknown:
+        raise UnsupportedFeatureError(
+            f"fused expert tensors of role {', '.join(unknown)} on disk: AutoModel's "
+            "GroupedExperts holds gate_and_up_projs and down_projs only",
+            tuple(name for role, name in moe.fused_on_disk if role in unknown),
+        )
+    return tuple(
+        _rename(f".{name}", f".{MOE_ATTRIBUTE}.experts.{GROUPED[role]}")
+        for role, name in moe.fused_on_disk
+    )
 
 
 def _rename(hf: str, native: str, group: str = "") -> Rename:
@@ -1082,7 +1116,25 @@ def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[st
             + (", scaled by sigmoid(shared_expert_gate(x))" if moe.shared_gated else ""),
             cite(spec, "text.moe.shared") or router_location(spec),
         )
-    if moe.renames:
+    if moe.fused:
+        saved = " and ".join(name for _, name in spec_moe.fused_on_disk)
+        reasons["moe_fused"] = Reason(
+            f"the checkpoint keeps each layer's experts fused, {saved} (HF's gate_up_proj and "
+            "down_proj, gate rows first), which AutoModel's grouped tensors hold transposed",
+            cite(spec, "text.moe.experts") or f"checkpoint: model.layers.0.{saved.split()[0]}",
+        )
+    if moe.hf_block != MOE_ATTRIBUTE:
+        reasons["moe_block"] = Reason(
+            f"HF's decoder layer calls its sparse block self.{moe.hf_block}; AutoModel's MoE "
+            "parallelizer and FSDP mixin look for block.mlp",
+            _class_location(hf, hf.decoder_layer),
+        )
+    if moe.renames and spec_moe.router_on_disk:
+        reasons["moe_names"] = Reason(
+            f"the checkpoint keeps the router as {spec_moe.router_on_disk}",
+            f"checkpoint: model.layers.0.{spec_moe.router_on_disk}",
+        )
+    elif moe.renames:
         leaves = "/".join(leaf for _, leaf in spec_moe.expert_leaves)
         reasons["moe_names"] = Reason(
             f"the checkpoint keeps experts as {spec_moe.block_name}.experts.E.{{{leaves}}} and "

@@ -424,12 +424,6 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
             "MoE layers chosen by config.moe_layer_interval / moe_layer_start_index / "
             "moe_layer_end_index (config.json): not generated"
         )
-    if moe.fused_on_disk or moe.router_on_disk:
-        saved = ", ".join(name for _, name in moe.fused_on_disk) or moe.router_on_disk
-        found.append(
-            f"experts or router saved under other names (model.layers.*.{saved}): the "
-            "state-dict adapter reads one tensor per expert"
-        )
     if moe.shared is not None and moe.shared.plain:
         found.append(
             f"shared expert without a gate projection (model.layers.*.{moe.block_name}."
