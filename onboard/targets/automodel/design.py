@@ -202,6 +202,9 @@ class ModelDesign:
     # decoder layer and attention apply the residual and attention ones
     embedding_multiplier: str | None = None
     logits_multiplier: str | None = None
+    # HF scales the head's input, not its output (MiniCPM3: lm_head(h / logits_scaling)): equal
+    # in exact arithmetic, not in fp32
+    head_input_scaled: bool = False
     lm_head_bias: bool = False  # the head adds a bias (Phi)
     # HF's decoder layer is told its kind by its model (Bamba: layer_type=), not the config
     layer_type_argument: bool = False
@@ -217,6 +220,9 @@ class ModelDesign:
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
     qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
+    # Multi-head latent attention (MiniCPM3, DeepSeek-V2): HF's attention and rotary kept whole,
+    # their latent projections, RoPE over part of each head and compressed cache included
+    mla: bool = False
 
     @property
     def qk_norm_before_rope(self) -> str:
@@ -338,7 +344,9 @@ def design_model(
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
+        head_input_scaled=_head_input_scaled(spec, hf),
         qk_norm_after_rope=text.attention.qk_norm_after_rope,
+        mla=text.attention.mla is not None,
     )
 
 
@@ -370,6 +378,17 @@ def distinct_ropes(text: Any) -> set[tuple[Any, ...]]:
 def _multiplier(text: Any, site: str) -> str | None:
     scale = text.scale_at(site)
     return scale.expression("self.config") if scale is not None else None
+
+
+def _head_input_scaled(spec: ArchitectureSpec, hf: HFNames) -> bool:
+    """Whether HF's causal LM applies the logits scale to the hidden states before the head
+    (read as source: ``hidden_states = hidden_states / self.config.logits_scaling``)."""
+    scale = spec.text.scale_at("logits")
+    if scale is None or hf.view_of:
+        return False
+    key = re.escape(scale.key)
+    pattern = rf"hidden_states\s*=\s*hidden_states\s*[*/]\s*self\.config\.{key}\b"
+    return re.search(pattern, _hf_source(hf, hf.causal_lm)) is not None
 
 
 def _attention_dropout(hf: HFNames) -> str | None:
@@ -692,7 +711,8 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         if scale_key
         else "head_dim ** -0.5"
     )
-    reasons = {
+    reasons = {} if text.attention.mla is None else {"mla": _mla_reason(spec, hf)}
+    reasons |= {
         "qk_norm": Reason(
             qk,
             cite(spec, "text.attention.qk_norm_after_rope") or cite(spec, "text.attention.qk_norm"),
@@ -797,6 +817,23 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
 # scale the MoE input by random noise in training with router_jitter_noise: the generated MoE
 # implements both where router_training recognises HF's code, and refuses them elsewhere.
 SWITCHES = ("use_bidirectional_attention", "output_router_logits", "router_jitter_noise")
+
+
+def _mla_reason(spec: ArchitectureSpec, hf: HFNames) -> Reason:
+    """What HF's latent attention computes, the generated class keeping it whole."""
+    mla = spec.text.attention.mla
+    query = (
+        f"q through a rank-{mla.q_lora_rank} latent (q_a_proj, q_a_layernorm, q_b_proj)"
+        if mla.q_lora_rank
+        else "q from q_proj"
+    )
+    return Reason(
+        f"multi-head latent attention: {query}; k and v from one rank-{mla.kv_lora_rank} latent "
+        f"(kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) beside a shared "
+        f"{mla.qk_rope_head_dim}-dim RoPE key; RoPE over the last {mla.qk_rope_head_dim} dims "
+        f"of each q/k head ({mla.qk_nope_head_dim} without)",
+        cite(spec, "text.attention.mla") or _class_location(hf, hf.attention),
+    )
 
 
 def _switches(hf: HFNames, handled: tuple[str, ...] = ()) -> tuple[Reason, ...]:

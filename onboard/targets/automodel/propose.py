@@ -305,8 +305,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found += moe_blockers(spec)
     elif spec.kind == "moe":
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
-    if getattr(text.attention, "mla", None) is not None:
-        found.append("multi-head latent attention (config.json:kv_lora_rank)")
     if getattr(text, "rope_layers_key", None):
         found.append(
             f"RoPE applied only in the layers config.{text.rope_layers_key} marks "
