@@ -15,12 +15,9 @@ from typing import Any
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import (
-    cite,
-    distinct_ropes,
-    layout_blocker,
-    router_location,
-)
+from onboard.targets.automodel.design import distinct_ropes, layout_blocker
+from onboard.targets.automodel.hf_facts import cite
+from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 

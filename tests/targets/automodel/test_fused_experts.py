@@ -64,6 +64,8 @@ def test_fused_experts_are_generated_not_refused(tmp_path: Path) -> None:
     assert '.mlp.experts.gate_and_up_projs"' in adapter
     assert 'hf_block = self._modules.pop("block_sparse_moe")' in model
     assert "def block_sparse_moe(self) -> nn.Module:" in model
+    # HF divides the logits, not the head's input (modeling_granitemoe.py)
+    assert "logits = logits * 1.0 / self.config.logits_scaling" in model
 
 
 @pytest.mark.parametrize(

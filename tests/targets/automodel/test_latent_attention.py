@@ -56,6 +56,8 @@ def test_latent_attention_keeps_hf_attention_and_rotary(tmp_path: Path) -> None:
     assert "self.rotary_emb = HFMiniCPM3RotaryEmbedding(config=config)" in model
     assert "LlamaRotaryEmbedding" not in model and "apply_rotary_pos_emb" not in model
     assert model.count(ROTATION) == 1
+    # HF divides the head's input by logits_scaling (modeling_minicpm3.py: lm_head(h / s))
+    assert "hidden_states = outputs.last_hidden_state * 1.0 / self.config.logits_scaling" in model
 
 
 @pytest.mark.parametrize(

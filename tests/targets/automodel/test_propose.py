@@ -10,7 +10,7 @@ from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.errors import UnsupportedFeatureError
 from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
 from onboard.targets.automodel import TARGET
-from onboard.targets.automodel.design import _fused
+from onboard.targets.automodel.moe_design import _fused
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
 from tests.analyses import analysis_of
