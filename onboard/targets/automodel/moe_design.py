@@ -244,7 +244,10 @@ def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
         return f"config.{key}" if hasattr(defaults, key) else repr(value)
 
     return {
-        "score_func": "sigmoid",
+        # with a choice bias, HF masks the unpicked groups with -inf: AutoModel's
+        # "sigmoid_with_bias" does, its "sigmoid" multiplies them by 0 (which beats negative
+        # shifted scores)
+        "score_func": "sigmoid_with_bias" if router.correction_bias else "sigmoid",
         "correction_bias": router.correction_bias,
         "n_groups": read("n_group", router.n_group),
         "topk_groups": read("topk_group", router.topk_group),

@@ -344,7 +344,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "
             "the generated norms are AutoModel's RMSNorm / LayerNorm, which learn one"
         )
-    if getattr(text.attention, "yarn_mscale", False):
+    # HF's latent attention, kept whole, scales by the mscale itself (DeepSeek-V3)
+    if getattr(text.attention, "yarn_mscale", False) and text.attention.mla is None:
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
     ropes = distinct_ropes(text)
     positional = sorted(kind for kind, rope in text.rope if rope.rope_type is not None)

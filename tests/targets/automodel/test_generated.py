@@ -148,23 +148,45 @@ def test_multipliers_and_interleaved_rope_generated_tests_pass(
     _lint(tmp_path / "out", result)
 
 
+# Edits of the generated MoEConfig a sigmoid router's generated tests must catch.
+SIGMOID_SABOTAGE = {
+    "softmax-scores": '"score_func": "softmax"',
+    # unpicked expert groups zeroed instead of HF's -inf: other experts once shifted scores < 0
+    "groups-zeroed": '"score_func": "sigmoid"',
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [None, "softmax-scores"])
-def test_sigmoid_router_generated_tests_pass(automodel_target, tmp_path: Path, how) -> None:
-    """GLM-4.5's sigmoid router with its correction bias; scored by a softmax it must fail."""
+@pytest.mark.parametrize(
+    ("model_type", "how"),
+    [
+        ("glm4_moe", None),
+        ("glm4_moe", "softmax-scores"),
+        ("deepseek_v3", None),
+        ("deepseek_v3", "groups-zeroed"),
+    ],
+)
+def test_sigmoid_router_generated_tests_pass(
+    automodel_target, tmp_path: Path, model_type, how
+) -> None:
+    """GLM-4.5's sigmoid router with its correction bias, DeepSeek-V3's with expert groups too
+    (beside its latent attention); scored by a softmax, or with the unpicked groups zeroed, it
+    must fail."""
     from tests.new_types import default_config_dir
 
-    folder = default_config_dir("glm4_moe", tmp_path / "models")
+    folder = default_config_dir(model_type, tmp_path / "models")
     out = tmp_path / "out"
     result = _new(str(folder), out=out, parity=how is None)
     if how is None:
-        _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE)
+        skipped = LATENT_CACHE if model_type == "deepseek_v3" else frozenset()
+        _assert_all_pass(result.parity, GENERATED_MOE_TESTS, MOE_TOLERANCE, skipped=skipped)
         _lint(out, result)
         return
     model_file = out / result.plan.model_file
-    model_file.write_text(
-        model_file.read_text().replace('"score_func": "sigmoid"', '"score_func": "softmax"', 1)
-    )
+    text = model_file.read_text()
+    old = '"score_func": "sigmoid_with_bias"'
+    assert text.count(old) == 1
+    model_file.write_text(text.replace(old, SIGMOID_SABOTAGE[how]))
     report = TARGET.parity(
         result.analysis, result.proposal, (model_file, result.plan.model_class), result.library
     )
