@@ -234,6 +234,12 @@ def design_model(
     if text.moe is not None:
         moe = moe_design(spec, hf, probe)
         reasons.update(moe_reasons(spec, hf, moe))
+    if text.attention.mla is not None and len(distinct_ropes(text)) > 1:
+        raise UnsupportedFeatureError(
+            "multi-head latent attention beside RoPE tables per layer kind: the generated "
+            "model hands HF's latent attention the table of HF's one rotary embedding",
+            (reasons["mla"].where,),
+        )
     return ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
