@@ -8,11 +8,8 @@ forward (NeMo's RoPE and HF's attention dispatch), the RoPE tables, the scaled e
 state-dict adapter. Every choice the spec drives carries the evidence behind it, which the
 templates write next to the code.
 
-An MoE model swaps HF's sparse block for AutoModel's own ``MoE`` (``Gate`` + ``GroupedExperts``,
-built from an ``MoEConfig``), as every MoE model of AutoModel 0.7.0 does: that is the module its
-expert parallelism, grouped-GEMM backends and MoE parallelizer work on. HF's decoder layer still
-decides which layers are sparse, and the adapter groups the checkpoint's per-expert tensors with
-AutoModel's ``MoESplitExpertsStateDictMixin``.
+An MoE model swaps HF's sparse block for AutoModel's own ``MoE`` (moe_design.py); the HF classes
+and the reasons the comments give live in hf_facts.py.
 """
 
 from __future__ import annotations
@@ -20,44 +17,37 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from onboard.analysis.features import features
 from onboard.analysis.probe import Probe
-from onboard.analysis.router import describe_router
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, Evidence, MoESpec
-from onboard.targets.automodel.router_training import RouterTraining, router_training
+from onboard.spec import ArchitectureSpec
+from onboard.targets.automodel.hf_facts import (
+    HFNames,
+    Reason,
+    best,
+    cite,
+    class_location,
+    source_line,
+)
+from onboard.targets.automodel.moe_design import (
+    MOE_ATTRIBUTE,
+    MoEDesign,
+    moe_design,
+    moe_reasons,
+    sparse_block,
+)
+from onboard.targets.automodel.router_training import RouterTraining
 from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_ties, text_view
 from onboard.targets.base import Candidate, Proposal
 from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
 
 MODELS_PACKAGE = "nemo_automodel.components.models"
 LAYER_ZERO = "model.layers.0"
-
-
-@dataclass(frozen=True)
-class HFNames:
-    """Where the architecture's HF implementation lives, and the classes the design reuses."""
-
-    module: str  # transformers.models.qwen3.modeling_qwen3
-    source_file: str  # modeling_qwen3.py
-    causal_lm: str
-    pretrained: str
-    decoder_layer: str
-    attention: str
-    mlp: str
-    norm: str  # the final norm's class
-    rotary: str
-    embedding: str
-    config: str  # exported by the top-level transformers package
-    sparse_block: str = ""  # the MoE block HF's decoder layer builds for sparse layers
-    # ``causal_lm`` is onboard's causal-LM view of this base model (a VLM's text backbone that
-    # transformers runs only inside its VLM): the generated tests build it, HF has no such class
-    view_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,48 +82,6 @@ class HFLayout:
 
 
 @dataclass(frozen=True)
-class Rename:
-    """One checkpoint name <-> native name rule, as the two regex substitutions that apply it."""
-
-    hf_pattern: str  # matches the checkpoint's name (a regex, anchored at the end)
-    native: str  # its replacement: the native name
-    native_pattern: str
-    hf: str
-
-
-@dataclass(frozen=True)
-class MoEDesign:
-    """How the HF config and checkpoint map onto AutoModel's ``MoEConfig`` and ``MoE``."""
-
-    count_key: str  # config key of the routed-expert count
-    top_k_key: str
-    width_key: str  # config key of each expert's width
-    softmax_before_topk: bool  # softmax over all experts, then top-k (else top-k logits, softmax)
-    norm_topk_prob: str  # the expression the renormalisation flag is read from
-    renames: tuple[Rename, ...]  # checkpoint names of the expert / router tensors that differ
-    hf_router: str = "gate"  # the router's attribute in HF's sparse block
-    # A shared expert beside the routed ones: config key of its width, and whether
-    # sigmoid(shared_expert_gate(x)) scales it
-    shared_width: str | None = None  # Python over ``config``
-    shared_gated: bool = False
-    # How the router scores and picks, as MoEConfig fields (Python over ``config``): sigmoid
-    # scores with an expert-choice correction bias, group-limited, scaled (DeepSeek-V3, GLM-4.5)
-    score_func: str = "softmax"
-    correction_bias: bool = False
-    n_groups: str = "0"
-    topk_groups: str = "0"
-    route_scale: str = "1.0"
-    # A config edit that makes the tiny model's first layer dense, for the generated tests.
-    dense_override: tuple[tuple[str, Any], ...] = ()
-    # Where HF's experts scale each expert's down-projection output by its routing weight
-    # (MoEConfig.apply_router_weight_after_down); "" leaves AutoModel's default, which scales
-    # the activation before the down projection: equal in exact arithmetic, not in fp32
-    weighted_after_down: str = ""
-    # HF's load-balancing loss (output_router_logits) and router jitter, where recognised
-    training: RouterTraining = field(default_factory=RouterTraining)
-
-
-@dataclass(frozen=True)
 class MixerDesign:
     """A recurrent token mixer the generated layers keep as HF's own module."""
 
@@ -142,17 +90,6 @@ class MixerDesign:
     attribute: str  # the decoder layer's attribute holding it (linear_attn)
     hf_class: str
     where: str  # modeling_x.py:N of the class
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One sentence a generated comment says, and where the fact behind it was seen."""
-
-    text: str
-    where: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.text} ({self.where})" if self.where else self.text
 
 
 @dataclass(frozen=True)
@@ -198,6 +135,9 @@ class ModelDesign:
     # decoder layer and attention apply the residual and attention ones
     embedding_multiplier: str | None = None
     logits_multiplier: str | None = None
+    # HF scales the head's input, not its output (MiniCPM3: lm_head(h / logits_scaling)): equal
+    # in exact arithmetic, not in fp32
+    head_input_scaled: bool = False
     lm_head_bias: bool = False  # the head adds a bias (Phi)
     # HF's decoder layer is told its kind by its model (Bamba: layer_type=), not the config
     layer_type_argument: bool = False
@@ -213,6 +153,9 @@ class ModelDesign:
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
     qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
+    # Multi-head latent attention (MiniCPM3, DeepSeek-V2): HF's attention and rotary kept whole,
+    # their latent projections, RoPE over part of each head and compressed cache included
+    mla: bool = False
 
     @property
     def qk_norm_before_rope(self) -> str:
@@ -293,7 +236,13 @@ def design_model(
     moe = None
     if text.moe is not None:
         moe = moe_design(spec, hf, probe)
-        reasons.update(_moe_reasons(spec, hf, moe))
+        reasons.update(moe_reasons(spec, hf, moe))
+    if text.attention.mla is not None and len(distinct_ropes(text)) > 1:
+        raise UnsupportedFeatureError(
+            "multi-head latent attention beside RoPE tables per layer kind: the generated "
+            "model hands HF's latent attention the table of HF's one rotary embedding",
+            (reasons["mla"].where,),
+        )
     return ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
@@ -335,7 +284,9 @@ def design_model(
         fused_qkv=text.attention.fused_qkv_layout if text.attention.fused_qkv else None,
         fused_qkv_attr=text.attention.fused_qkv or "",
         logits_multiplier=_multiplier(text, "logits"),
+        head_input_scaled=_head_input_scaled(spec, hf),
         qk_norm_after_rope=text.attention.qk_norm_after_rope,
+        mla=text.attention.mla is not None,
     )
 
 
@@ -367,6 +318,17 @@ def distinct_ropes(text: Any) -> set[tuple[Any, ...]]:
 def _multiplier(text: Any, site: str) -> str | None:
     scale = text.scale_at(site)
     return scale.expression("self.config") if scale is not None else None
+
+
+def _head_input_scaled(spec: ArchitectureSpec, hf: HFNames) -> bool:
+    """Whether HF's causal LM applies the logits scale to the hidden states before the head
+    (read as source: ``hidden_states = hidden_states / self.config.logits_scaling``)."""
+    scale = spec.text.scale_at("logits")
+    if scale is None or hf.view_of:
+        return False
+    key = re.escape(scale.key)
+    pattern = rf"hidden_states\s*=\s*hidden_states\s*[*/]\s*self\.config\.{key}\b"
+    return re.search(pattern, _hf_source(hf, hf.causal_lm)) is not None
 
 
 def _attention_dropout(hf: HFNames) -> str | None:
@@ -443,7 +405,7 @@ def mixer_designs(
             kind=kind if kind in spec.text.mixers.in_use() else _mixer_kind(spec, label, labels),
             attribute=attribute,
             hf_class=cls,
-            where=_class_location(hf, cls),
+            where=class_location(hf, cls),
         )
     return tuple(found.values())
 
@@ -593,7 +555,7 @@ def hf_names(
     view_of = ""
     if not hasattr(module, causal_lm) and is_causal_view(causal_lm):
         view_of = modules.get("model", "")
-    sparse = _sparse_block(modules)
+    sparse = sparse_block(modules)
     names = HFNames(
         module=module_path,
         source_file=source_file,
@@ -601,7 +563,8 @@ def hf_names(
         pretrained=pretrained or "",
         decoder_layer=decoder_layer,
         attention=_first_layer_module(modules, "self_attn"),
-        mlp=_first_layer_module(modules, "mlp"),
+        # an all-sparse layer under another name has no mlp: its MoE block (Granite MoE)
+        mlp=_first_layer_module(modules, "mlp") or (sparse[1] if sparse else ""),
         # the view calls a renamed final norm model.norm (NemotronH), else keeps HF's name (Phi)
         norm=_torch_or_hf(
             module, modules.get(f"model.{layout.final_norm}") or modules.get("model.norm", "")
@@ -659,19 +622,6 @@ def _layer_rule(tiny_config: dict[str, Any], kinds: tuple[str, ...]) -> str:
     return "full"
 
 
-def cite(spec: ArchitectureSpec, path: str) -> str:
-    """The best place a reviewer can check ``path``: an HF source line, else config or probe."""
-    return _best(spec.evidence_for(path))
-
-
-def _best(evidence: tuple[Evidence, ...]) -> str:
-    source = next((e for e in evidence if e.kind == "source"), None)
-    chosen = source or next(iter(evidence), None)
-    if chosen is None:
-        return ""
-    return chosen.where if chosen.kind in ("source", "config") else f"probe: {chosen.cite()}"
-
-
 def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
     text = spec.text
     qk = {
@@ -688,7 +638,8 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
         if scale_key
         else "head_dim ** -0.5"
     )
-    reasons = {
+    reasons = {} if text.attention.mla is None else {"mla": _mla_reason(spec, hf)}
+    reasons |= {
         "qk_norm": Reason(
             qk,
             cite(spec, "text.attention.qk_norm_after_rope") or cite(spec, "text.attention.qk_norm"),
@@ -781,9 +732,7 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             "final logits soft-capped: tanh(logits / cap) * cap",
             cite(spec, "text.final_logit_softcap"),
         )
-    elif (
-        line := _source_line(hf.module, "config.final_logit_softcapping is not None")
-    ) is not None:
+    elif (line := source_line(hf.module, "config.final_logit_softcapping is not None")) is not None:
         # None in this checkpoint, but HF applies it whenever a config sets it: so must we.
         reasons["final_softcap"] = Reason(
             "HF soft-caps the final logits whenever config.final_logit_softcapping is set",
@@ -800,22 +749,27 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
 SWITCHES = ("use_bidirectional_attention", "output_router_logits", "router_jitter_noise")
 
 
+def _mla_reason(spec: ArchitectureSpec, hf: HFNames) -> Reason:
+    """What HF's latent attention computes, the generated class keeping it whole."""
+    mla = spec.text.attention.mla
+    query = (
+        f"q through a rank-{mla.q_lora_rank} latent (q_a_proj, q_a_layernorm, q_b_proj)"
+        if mla.q_lora_rank
+        else "q from q_proj"
+    )
+    return Reason(
+        f"multi-head latent attention: {query}; k and v from one rank-{mla.kv_lora_rank} latent "
+        f"(kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) beside a shared "
+        f"{mla.qk_rope_head_dim}-dim RoPE key; RoPE over the last {mla.qk_rope_head_dim} dims "
+        f"of each q/k head ({mla.qk_nope_head_dim} without)",
+        cite(spec, "text.attention.mla") or class_location(hf, hf.attention),
+    )
+
+
 def _switches(hf: HFNames, handled: tuple[str, ...] = ()) -> tuple[Reason, ...]:
     keys = (key for key in SWITCHES if key not in handled)
-    found = ((key, _source_line(hf.module, f"config.{key}")) for key in keys)
+    found = ((key, source_line(hf.module, f"config.{key}")) for key in keys)
     return tuple(Reason(key, f"{hf.source_file}:{line}") for key, line in found if line)
-
-
-def _source_line(module_path: str, needle: str) -> int | None:
-    """The 1-based line of ``needle`` in the HF module's source, if it has it."""
-    try:
-        source = inspect.getsource(importlib.import_module(module_path))
-    except (ImportError, OSError, TypeError):
-        return None
-    for number, line in enumerate(source.splitlines(), start=1):
-        if needle in line:
-            return number
-    return None
 
 
 def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason, ...]:
@@ -826,324 +780,7 @@ def _changes(spec: ArchitectureSpec, closest: Candidate | None) -> tuple[Reason,
     return tuple(
         Reason(
             f"{d.feature} {d.wanted} (it has {d.candidate_has})",
-            _best(evidence.get(d.feature, ())),
+            best(evidence.get(d.feature, ())),
         )
         for d in closest.deltas
     )
-
-
-# -- MoE --------------------------------------------------------------------------------------
-
-# AutoModel's native names for one expert's projections (MoESplitExpertsStateDictMixin's keys).
-NATIVE_LEAVES = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
-MOE_ATTRIBUTE = "mlp"  # where AutoModel's MoE parallelizer and FSDP mixin look for the block
-SHARED_ATTRIBUTE = "shared_experts"  # AutoModel's MoE keeps its shared expert MLP here
-CORRECTION_BIAS = "e_score_correction_bias"  # the router's choice bias, in HF and AutoModel
-_LAYER_CORRECTION = re.compile(rf"\.layers\.\d+\.([\w.]+\.{CORRECTION_BIAS})$")
-
-
-def _sparse_block(modules: dict[str, str]) -> tuple[str, str] | None:
-    """(path, class) of the first decoder layer's sub-module that holds ``experts``."""
-    for name, cls in modules.items():
-        parts = name.split(".")
-        if len(parts) == 4 and parts[:2] == ["model", "layers"] and f"{name}.experts" in modules:
-            return name, cls
-    return None
-
-
-def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
-    """The ``MoEConfig`` fields and checkpoint renames for the spec's MoE block.
-
-    Raises UnsupportedFeatureError for an HF block whose tensors AutoModel's ``MoE`` cannot hold:
-    another attribute than ``mlp``, expert biases, a transposed expert layout, extra parameters.
-    """
-    moe = spec.text.moe
-    assert moe is not None
-    block = _sparse_block(dict(probe.modules))
-    where = _class_location(hf, hf.sparse_block)
-    if block is None:
-        raise UnsupportedFeatureError("no MoE block found in the probed model", (where,))
-    path, _ = block
-    problems = []
-    if path.rsplit(".", 1)[-1] != MOE_ATTRIBUTE:
-        problems.append(
-            f"the MoE block is {path.rsplit('.', 1)[-1]!r}, not 'mlp', at {where}: AutoModel's MoE "
-            "parallelizer and FSDP mixin look for block.mlp"
-        )
-    params = {
-        name.removeprefix(f"{path}."): shape
-        for name, shape in probe.parameters
-        if name.startswith(f"{path}.")
-    }
-    router = next((n for n in ("gate.weight", "router.weight") if n in params), None)
-    gate_up, down = params.get("experts.gate_up_proj"), params.get("experts.down_proj")
-    hidden = probe.param_shape("model.embed_tokens.weight")
-    shared = moe.shared
-    held = {router, "experts.gate_up_proj", "experts.down_proj"}
-    if shared is not None:  # AutoModel's MoE holds a swiglu shared expert and its sigmoid gate
-        held |= {f"{shared.name}.{leaf}.weight" for leaf in ("gate_proj", "up_proj", "down_proj")}
-        held |= {"shared_expert_gate.weight"} if shared.gated else set()
-    extra = sorted(set(params) - held)
-    if extra:
-        problems.append(
-            f"MoE block parameters AutoModel's MoE does not hold ({', '.join(extra)}) at {where}"
-        )
-    if router is None:
-        problems.append(f"no router weight (gate.weight or router.weight) at {where}")
-    if gate_up is None or down is None or hidden is None:
-        problems.append(f"experts without gate_up_proj and down_proj at {where}")
-    elif not (
-        len(gate_up) == len(down) == 3
-        and gate_up[2] == down[1] == hidden[1]
-        and gate_up[1] == 2 * down[2]
-    ):
-        problems.append(
-            f"expert layout gate_up_proj {gate_up}, down_proj {down} is not [E, 2W, H] / "
-            f"[E, H, W] at {where}"
-        )
-    if problems:
-        raise UnsupportedFeatureError(
-            f"AutoModel's MoE cannot hold {hf.sparse_block}'s tensors", tuple(problems)
-        )
-    router_spec = moe.router
-    norm = (
-        f"config.{router_spec.renormalize_key}"
-        if router_spec.renormalize_key
-        else repr(router_spec.renormalize)
-    )
-    before = router_spec.order == "softmax_topk"
-    router_attribute = router.split(".")[0] if router else "gate"
-    modules = dict(probe.modules)
-    training = router_training(
-        hf.module,
-        hf.source_file,
-        {
-            "causal_lm": hf.causal_lm,
-            "pretrained": hf.pretrained,
-            "sparse_block": hf.sparse_block,
-            "router": modules.get(f"{path}.{router_attribute}", ""),
-        },
-        (moe.count_key, moe.top_k_key),
-        _config_aliases(spec.model_type),
-    )
-    return MoEDesign(
-        count_key=moe.count_key,
-        top_k_key=moe.top_k_key,
-        width_key=moe.width_key,
-        softmax_before_topk=before,
-        # a softmax over the top k logits already sums to 1
-        norm_topk_prob=norm if before else "False",
-        renames=_renames(moe, {name for name, _ in spec.weights.tensors}),
-        hf_router=router_attribute,
-        dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
-        shared_width=_over_config(shared.width_expr) if shared is not None else None,
-        shared_gated=shared is not None and shared.gated,
-        weighted_after_down=_weighted_after_down(hf, modules.get(f"{path}.experts")),
-        training=training,
-        **_router_fields(spec, router_spec),
-    )
-
-
-def _config_aliases(model_type: str) -> dict[str, str]:
-    """The HF config class' ``attribute_map``: other names of its keys (num_experts)."""
-    from transformers import CONFIG_MAPPING
-
-    return dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", None) or {})
-
-
-def _weighted_after_down(hf: HFNames, experts: str | None) -> str:
-    """``modeling_x.py:N`` where HF's experts multiply each expert's down-projection output by
-    its routing weight (the third argument of their forward), "" where they weight elsewhere."""
-    cls = getattr(importlib.import_module(hf.module), experts or "", None)
-    if cls is None:
-        return ""
-    forward = inspect.unwrap(cls.forward)
-    arguments = list(inspect.signature(forward).parameters)
-    if len(arguments) < 4:  # self, hidden states, expert indices, routing weights
-        return ""
-    lines, start = inspect.getsourcelines(forward)
-    down = False
-    for offset, line in enumerate(lines):
-        down = down or "down_proj" in line
-        if re.search(rf"\*\s*{arguments[3]}\b", line):
-            return f"{hf.source_file}:{start + offset}" if down else ""
-    return ""
-
-
-def _over_config(expression: str) -> str:
-    """``moe_intermediate_size * n_shared_experts`` -> the same over ``config.``."""
-    return re.sub(r"\b([A-Za-z_]\w*)\b", r"config.\1", expression)
-
-
-def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
-    """MoEConfig's routing fields for a sigmoid router, read from the config where HF reads."""
-    if router.scoring != "sigmoid":
-        return {}
-    from transformers import CONFIG_MAPPING
-
-    defaults = CONFIG_MAPPING[spec.model_type]()
-
-    def read(key: str, value: Any) -> str:
-        return f"config.{key}" if hasattr(defaults, key) else repr(value)
-
-    return {
-        "score_func": "sigmoid",
-        "correction_bias": router.correction_bias,
-        "n_groups": read("n_group", router.n_group),
-        "topk_groups": read("topk_group", router.topk_group),
-        "route_scale": read("routed_scaling_factor", router.routed_scaling_factor),
-    }
-
-
-def _renames(moe: MoESpec, checkpoint: set[str]) -> tuple[Rename, ...]:
-    """Checkpoint <-> native rules for the expert and router tensors whose names differ
-    (``checkpoint``: the tensor names a checkpoint of the architecture holds)."""
-    rules = []
-    for role, leaf in moe.expert_leaves:
-        native = NATIVE_LEAVES[role]
-        if moe.block_name == MOE_ATTRIBUTE and leaf == native:
-            continue
-        rules.append(
-            _rename(
-                f".{moe.block_name}.experts.{{}}.{leaf}.weight",
-                f".{MOE_ATTRIBUTE}.experts.{{}}.{native}.weight",
-                r"(\d+)",
-            )
-        )
-    shared = moe.shared
-    if shared is not None and (moe.block_name, shared.name) != (MOE_ATTRIBUTE, SHARED_ATTRIBUTE):
-        rules.append(
-            _rename(
-                f".{moe.block_name}.{shared.name}.{{}}.weight",
-                f".{MOE_ATTRIBUTE}.{SHARED_ATTRIBUTE}.{{}}.weight",
-                r"(\w+)",
-            )
-        )
-    if moe.block_name != MOE_ATTRIBUTE or moe.router_name != "gate":
-        rules.append(
-            _rename(f".{moe.block_name}.{moe.router_name}.weight", f".{MOE_ATTRIBUTE}.gate.weight")
-        )
-    # AutoModel's Gate holds the choice bias; a checkpoint may keep it elsewhere in the layer
-    # (EXAONE-MoE: mlp.e_score_correction_bias, which transformers renames on load)
-    native = f"{MOE_ATTRIBUTE}.gate.{CORRECTION_BIAS}"
-    on_disk = {m.group(1) for key in checkpoint if (m := _LAYER_CORRECTION.search(key))}
-    rules += [_rename(f".{name}", f".{native}") for name in sorted(on_disk) if name != native]
-    return tuple(rules)
-
-
-def _rename(hf: str, native: str, group: str = "") -> Rename:
-    """The rule between two name endings; ``{}`` marks the part ``group`` matches in both."""
-
-    def pattern(name: str) -> str:
-        return re.escape(name).replace(re.escape("{}"), group) + "$"
-
-    return Rename(
-        hf_pattern=pattern(hf),
-        native=native.replace("{}", r"\1"),
-        native_pattern=pattern(native),
-        hf=hf.replace("{}", r"\1"),
-    )
-
-
-def _moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str, Reason]:
-    spec_moe = spec.text.moe
-    assert spec_moe is not None
-    line = _source_line(hf.module, f"{hf.sparse_block}(config")
-    reasons = {
-        "moe": Reason(
-            f"config.{moe.count_key} routed experts of width config.{moe.width_key}, "
-            f"config.{moe.top_k_key} per token: {describe_router(spec_moe.router)}",
-            router_location(spec),
-        ),
-        "mlp": Reason(
-            f"AutoModel's MoE in sparse layers, HF's {spec.text.mlp.kind} "
-            f"{spec.text.mlp.activation} MLP in dense ones",
-            cite(spec, "text.mlp_kinds"),
-        ),
-        "moe_layers": Reason(
-            f"{hf.decoder_layer} builds {hf.sparse_block} for the sparse layers "
-            f"({_DENSE_RULES[spec_moe.dense_rule]}); those get AutoModel's MoE",
-            f"{hf.source_file}:{line}" if line else cite(spec, "text.mlp_kinds"),
-        ),
-    }
-    if moe.training.aux_loss:
-        reasons["aux_loss"] = Reason(
-            f"with output_router_logits, HF's causal LM adds config.{moe.training.coef_key} x "
-            "its load-balancing loss over the router logits of every sparse layer, padding "
-            "excluded by the 2-D attention mask",
-            moe.training.aux_loss,
-        )
-    if moe.training.jitter:
-        reasons["jitter"] = Reason(
-            "In training, HF's sparse block scales its input (the router's and the experts') by "
-            "noise drawn uniformly from [1 - j, 1 + j], j = config.router_jitter_noise",
-            moe.training.jitter,
-        )
-    if moe.weighted_after_down:
-        reasons["weighted_after_down"] = Reason(
-            "each expert's down-projection output is scaled by its routing weight, as HF's "
-            "experts scale it",
-            moe.weighted_after_down,
-        )
-    if spec_moe.shared is not None:
-        reasons["shared_expert"] = Reason(
-            f"one shared expert of width {moe.shared_width} beside the routed ones"
-            + (", scaled by sigmoid(shared_expert_gate(x))" if moe.shared_gated else ""),
-            cite(spec, "text.moe.shared") or router_location(spec),
-        )
-    if moe.renames:
-        leaves = "/".join(leaf for _, leaf in spec_moe.expert_leaves)
-        reasons["moe_names"] = Reason(
-            f"the checkpoint keeps experts as {spec_moe.block_name}.experts.E.{{{leaves}}} and "
-            f"the router as {spec_moe.block_name}.{spec_moe.router_name}",
-            f"checkpoint: model.layers.0.{spec_moe.block_name}.experts.0."
-            f"{spec_moe.leaf('gate')}.weight",
-        )
-    return reasons
-
-
-_DENSE_OVERRIDES: dict[str, tuple[tuple[str, Any], ...]] = {
-    "mlp_only_layers": (("mlp_only_layers", [0]),),
-    "first_k_dense_replace": (("first_k_dense_replace", 1),),
-    "num_dense_layers": (("num_dense_layers", 1),),
-}
-_DENSE_RULES = {
-    "none": "every layer",
-    "first_k_dense_replace": "layers from config.first_k_dense_replace on",
-    "num_dense_layers": "layers from config.num_dense_layers on",
-    "mlp_layer_types": 'layers config.mlp_layer_types lists as "sparse"',
-    "mlp_only_layers": "every config.decoder_sparse_step-th layer not in config.mlp_only_layers",
-    "expert_layer_period": (
-        "layers i with i % config.expert_layer_period == config.expert_layer_offset"
-    ),
-}
-
-
-def _class_location(hf: HFNames, cls_name: str) -> str:
-    """``modeling_x.py:N`` where ``cls_name`` is defined in the HF module, else the file."""
-    try:
-        cls = getattr(importlib.import_module(hf.module), cls_name)
-        _, line = inspect.getsourcelines(cls)
-    except (AttributeError, ImportError, OSError, TypeError):
-        return hf.source_file
-    return f"{hf.source_file}:{line}"
-
-
-def router_location(spec: ArchitectureSpec) -> str:
-    """``modeling_x.py:N`` of the HF router's forward (the probe evidence names its class)."""
-    modeling = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
-    for item in spec.evidence_for("text.moe.router"):
-        match = re.search(r"\((\w+)\)$", item.where)
-        if match is None or modeling is None:
-            continue
-        package = modeling.removeprefix("modeling_").removesuffix(".py")
-        try:
-            module = importlib.import_module(
-                f"transformers.models.{package}.{modeling.removesuffix('.py')}"
-            )
-            forward = inspect.unwrap(getattr(module, match.group(1)).forward)
-            _, line = inspect.getsourcelines(forward)
-        except (AttributeError, ImportError, OSError, TypeError):
-            continue
-        return f"{modeling}:{line}"
-    return cite(spec, "text.moe.router") or "the MoE router"

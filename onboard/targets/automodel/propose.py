@@ -15,12 +15,9 @@ from typing import Any
 
 from onboard.analysis.features import Value, feature_values
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import (
-    cite,
-    distinct_ropes,
-    layout_blocker,
-    router_location,
-)
+from onboard.targets.automodel.design import distinct_ropes, layout_blocker
+from onboard.targets.automodel.hf_facts import cite
+from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
@@ -318,8 +315,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found += moe_blockers(spec)
     elif spec.kind == "moe":
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
-    if getattr(text.attention, "mla", None) is not None:
-        found.append("multi-head latent attention (config.json:kv_lora_rank)")
     if getattr(text, "rope_layers_key", None):
         found.append(
             f"RoPE applied only in the layers config.{text.rope_layers_key} marks "
@@ -362,7 +357,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "
             "the generated norms are AutoModel's RMSNorm / LayerNorm, which learn one"
         )
-    if getattr(text.attention, "yarn_mscale", False):
+    # HF's latent attention, kept whole, scales by the mscale itself (DeepSeek-V3)
+    if getattr(text.attention, "yarn_mscale", False) and text.attention.mla is None:
         found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
     ropes = distinct_ropes(text)
     positional = sorted(kind for kind, rope in text.rope if rope.rope_type is not None)
@@ -436,12 +432,6 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
         found.append(
             "MoE layers chosen by config.moe_layer_interval / moe_layer_start_index / "
             "moe_layer_end_index (config.json): not generated"
-        )
-    if moe.fused_on_disk or moe.router_on_disk:
-        saved = ", ".join(name for _, name in moe.fused_on_disk) or moe.router_on_disk
-        found.append(
-            f"experts or router saved under other names (model.layers.*.{saved}): the "
-            "state-dict adapter reads one tensor per expert"
         )
     if moe.shared is not None and moe.shared.plain:
         found.append(

@@ -340,7 +340,7 @@ def test_sigmoid_router_maps_onto_automodels_gate(tmp_path: Path) -> None:
     model = _plan_default("glm4_moe", tmp_path).content_of(
         "nemo_automodel/components/models/glm4_moe/model.py"
     )
-    assert '"score_func": "sigmoid"' in model
+    assert '"score_func": "sigmoid_with_bias"' in model  # HF's -inf group mask
     assert '"force_e_score_correction_bias": True' in model
     assert '"n_expert_groups": config.n_group' in model
     assert '"n_limited_groups": config.topk_group' in model

@@ -10,6 +10,7 @@ from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.errors import UnsupportedFeatureError
 from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
 from onboard.targets.automodel import TARGET
+from onboard.targets.automodel.moe_design import _fused
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
 from tests.analyses import analysis_of
@@ -269,15 +270,21 @@ def test_a_sparsemixer_router_is_refused(library) -> None:
     )
 
 
-def test_experts_saved_fused_are_refused(library) -> None:
+def test_experts_saved_fused_are_generated(library) -> None:
+    """Fused experts on disk (Granite MoE) are transposed by the adapter, not refused; a fused
+    role AutoModel has no grouped tensor for still is."""
     spec = analysis_of("mistralai/Mixtral-8x7B-v0.1").spec
-    moe = dataclasses.replace(
-        spec.text.moe, fused_on_disk=(("gate_up", "block_sparse_moe.input_linear.weight"),)
+    fused = (
+        ("gate_up", "block_sparse_moe.input_linear.weight"),
+        ("down", "block_sparse_moe.output_linear.weight"),
     )
+    moe = dataclasses.replace(spec.text.moe, fused_on_disk=fused)
     spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=moe))
-    proposal = propose(spec, library, treat_as_new=True)
-    assert proposal.blockers == (
-        "experts or router saved under other names "
-        "(model.layers.*.block_sparse_moe.input_linear.weight): the state-dict adapter reads one "
-        "tensor per expert",
-    )
+    assert propose(spec, library, treat_as_new=True).blockers == ()
+    rules = _fused(moe)
+    assert [(r.hf_pattern, r.native) for r in rules] == [
+        (r"\.block_sparse_moe\.input_linear\.weight$", ".mlp.experts.gate_and_up_projs"),
+        (r"\.block_sparse_moe\.output_linear\.weight$", ".mlp.experts.down_projs"),
+    ]
+    with pytest.raises(UnsupportedFeatureError, match="fused expert tensors of role gate"):
+        _fused(dataclasses.replace(moe, fused_on_disk=(("gate", "x.weight"),)))

@@ -9,7 +9,8 @@ import pytest
 from transformers import CONFIG_MAPPING
 
 from onboard.pipeline import NewOptions, onboard_new
-from onboard.targets.automodel.design import HFNames, _switches
+from onboard.targets.automodel.design import _switches
+from onboard.targets.automodel.hf_facts import HFNames
 from onboard.targets.automodel.router_training import RouterTraining, router_training
 from tests.hub_cache import fixture_config
 from tests.targets.automodel.sabotage import run_generated_tests
