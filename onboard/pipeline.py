@@ -250,12 +250,12 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         )
         # what --treat-as-new hid the first time, carried forward: a re-run sees that library
         originals = recorded_hidden(root, analysis.spec.model_type)
-        seen = library.as_before(originals)
+        seen = library.as_before(originals or {})
         proposal = target.propose(analysis.spec, seen, treat_as_new=regenerate)
         hidden = (
-            tuple(originals.items())
-            if generated_before(root, analysis.spec.model_type)
-            else tuple((v.key, v.class_name) for v in seen.variants if v.key in proposal.hidden)
+            tuple((v.key, v.class_name) for v in seen.variants if v.key in proposal.hidden)
+            if originals is None
+            else tuple(originals.items())
         )
 
     if proposal.already_supported is not None:

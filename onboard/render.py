@@ -241,9 +241,15 @@ def recorded_files(root: Path, model_type: str) -> dict[str, str]:
     return _recorded_hashes(Path(root) / _answers_path(model_type))
 
 
-def recorded_hidden(root: Path, model_type: str) -> dict[str, str]:
-    """The registry entries an earlier ``--treat-as-new`` run hid (key -> the library's class)."""
-    return _recorded_hashes(Path(root) / _answers_path(model_type), "hidden")
+def recorded_hidden(root: Path, model_type: str) -> dict[str, str] | None:
+    """The registry entries an earlier ``--treat-as-new`` run hid (key -> the library's class);
+    None when no run recorded them (none yet, or an answers file older than the record)."""
+    path = Path(root) / _answers_path(model_type)
+    try:
+        recorded = "hidden" in json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None
+    return _recorded_hashes(path, "hidden") if recorded else None
 
 
 def recorded_remote_code(root: Path, model_type: str) -> tuple[Path, dict[str, str]]:
@@ -318,8 +324,7 @@ def _answers_text(plan: Plan, stamp: str) -> str:
     }
     if plan.remote_code:  # what parity may import next time, pinned
         answers["remote_code"] = dict(plan.remote_code)
-    if plan.hidden:
-        answers["hidden"] = dict(plan.hidden)
+    answers["hidden"] = dict(plan.hidden)  # also when none: a record without it predates it
     return json.dumps(answers, indent=2, sort_keys=True) + "\n"
 
 
