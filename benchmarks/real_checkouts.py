@@ -37,6 +37,9 @@ MODELS = {
     "vaultgemma": ("google/vaultgemma-1b", False, False),  # dense, in neither library
     "minimax_m2": ("MiniMaxAI/MiniMax-M2", False, False),  # MoE, in neither library
     "olmoe": ("allenai/OLMoE-1B-7B-0924", True, False),  # MoE, AutoModel lacks it
+    "qwen3_next": ("Qwen/Qwen3-Next-80B-A3B-Instruct", True, True),  # hybrid
+    "lfm2": ("LiquidAI/LFM2-1.2B", True, False),  # hybrid, mobius lacks it
+    "llava": ("llava-hf/llava-1.5-7b-hf", True, True),  # vision-language
 }
 
 STATIC_CACHE = """

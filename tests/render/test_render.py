@@ -193,6 +193,7 @@ def test_answers_file_records_owned_hashes(repo: Path) -> None:
         "target": "lib",
         "model_type": "qwen3",
         "files": {MODEL: sha("class Qwen3: ...\n"), CASE: sha("model: qwen3\n")},
+        "hidden": {},  # nothing --treat-as-new hid
     }
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
 

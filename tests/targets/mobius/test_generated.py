@@ -41,7 +41,14 @@ def test_treat_as_new_parity_passes(repo_id: str, tmp_path: Path) -> None:
     providers = {c.provider for c in report.checks}
     assert providers == {"default", "cpu"}
     default = [c for c in report.checks if c.provider == "default"]
-    assert all(c.status is Status.PASS for c in default)  # nothing excused on the default EP
+    # nothing excused on the default EP; a generated forward the static cache cannot take says so
+    static_skips = {
+        c.name
+        for c in default
+        if c.status is Status.SKIP and "has no static-cache path" in c.detail
+    }
+    assert all(c.status is Status.PASS for c in default if c.name not in static_skips)
+    assert static_skips <= {"static-cache", "static-cache+"}
     assert {c.name for c in default} >= {
         "weights",
         "prefill",
