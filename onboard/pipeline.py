@@ -341,23 +341,10 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
         with clock.phase("library tests"):
             library_tests, skipped = _library_tests(target, plan, library, options)
         source = _noticed(source, skipped)
-    if library_tests is not None and not library_tests.passed:  # nothing is written
-        return NewResult(
-            options,
-            source,
-            analysis,
-            library,
-            proposal,
-            plan,
-            None,
-            report,
-            root,
-            timings=tuple(clock.laps),
-            refused=refused,
-            library_tests=library_tests,
-        )
-    with clock.phase("write"):
-        rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)
+    rendered = None  # a change that breaks the library's own tests is not written
+    if library_tests is None or library_tests.passed:
+        with clock.phase("write"):
+            rendered = render(plan, root, dry_run=options.dry_run, force=options.force, stamp=STAMP)
     return NewResult(
         options,
         source,
