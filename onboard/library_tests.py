@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import onboard
@@ -104,14 +104,10 @@ class LibraryTestReport:
             "passed": self.passed,
             "files": list(self.files),
             "summary": self.summary(),
-            "broken": [_outcome_dict(t) for t in self.broken],
-            "unrunnable": [_outcome_dict(t) for t in self.unrunnable],
+            "broken": [asdict(t) for t in self.broken],
+            "unrunnable": [asdict(t) for t in self.unrunnable],
             "after": {o: self.count(o) for o in ("passed", "failed", "error", "skipped")},
         }
-
-
-def _outcome_dict(outcome: LibraryTestOutcome) -> dict[str, str]:
-    return {"test": outcome.test, "outcome": outcome.outcome, "message": outcome.message}
 
 
 def run_library_tests(

@@ -226,14 +226,22 @@ def _recorded_hashes(answers_dest: Path, key: str = "files") -> dict[str, str]:
     Treating a damaged record as empty is safe: differing owned files then become conflicts,
     which only ``--force`` overwrites.
     """
+    return _recorded(answers_dest, key) or {}
+
+
+def _recorded(answers_dest: Path, key: str) -> dict[str, str] | None:
+    """The string mapping the answers file records under ``key``; None when the file is
+    missing or unreadable or has no such key, empty when the key holds no mapping."""
     try:
         data = json.loads(answers_dest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or key not in data:
+        return None
+    mapping = data[key]
+    if not isinstance(mapping, dict):
         return {}
-    files = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(files, dict):
-        return {}
-    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+    return {k: v for k, v in mapping.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def recorded_files(root: Path, model_type: str) -> dict[str, str]:
@@ -244,12 +252,7 @@ def recorded_files(root: Path, model_type: str) -> dict[str, str]:
 def recorded_hidden(root: Path, model_type: str) -> dict[str, str] | None:
     """The registry entries an earlier ``--treat-as-new`` run hid (key -> the library's class);
     None when no run recorded them (none yet, or an answers file older than the record)."""
-    path = Path(root) / _answers_path(model_type)
-    try:
-        recorded = "hidden" in json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return None
-    return _recorded_hashes(path, "hidden") if recorded else None
+    return _recorded(Path(root) / _answers_path(model_type), "hidden")
 
 
 def recorded_remote_code(root: Path, model_type: str) -> tuple[Path, dict[str, str]]:

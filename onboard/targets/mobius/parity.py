@@ -385,7 +385,7 @@ def _provider_checks(
         checks += run_scenarios(
             HFRunner(reference), OnnxRunner(built), hf_config.vocab_size, scenarios
         )
-    static = static_cache_check(module_class, mobius_config(module_class, hf_config), provider)
+    static = static_cache_check(module_class, hf_config, provider)
     return [*checks, *([static] if static else [])], built.proof
 
 

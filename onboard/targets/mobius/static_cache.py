@@ -21,18 +21,19 @@ _LIBRARY_ATTENTIONS = ("Attention", "Qwen35Attention")
 _CACHES = ("key_cache.", "value_cache.")
 
 
-def static_cache_check(module_class: type, config: Any, provider: str) -> Check | None:
+def static_cache_check(module_class: type, hf_config: Any, provider: str) -> Check | None:
     """The static-cache build of a generated text-generation class on ``provider``; None for
     the library's own classes and other tasks."""
     import mobius
     from mobius.tasks import CausalLMTask
 
-    from onboard.targets.mobius.parity import DEFAULT_TASK, first_line, quiet_mobius
+    from onboard.targets.mobius.parity import DEFAULT_TASK, first_line, mobius_config, quiet_mobius
 
     if not module_class.__module__.startswith(GENERATED_MODULES):
         return None
     if getattr(module_class, "default_task", DEFAULT_TASK) != DEFAULT_TASK:
         return None
+    config = mobius_config(module_class, hf_config)
     module = module_class(config)
     try:
         with quiet_mobius(), warnings.catch_warnings():

@@ -8,7 +8,6 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import _import_file
-from onboard.targets.mobius.parity import mobius_config
 from onboard.targets.mobius.static_cache import static_cache_check
 from tests.hub_cache import fixture_config
 
@@ -28,8 +27,7 @@ def _check(result, text: str, tmp_path):
     path = tmp_path / "qwen3_moe.py"
     path.write_text(text)
     module_class = getattr(_import_file(path), result.plan.model_class)
-    config = mobius_config(module_class, make_hf_config(result.analysis.tiny.config))
-    return static_cache_check(module_class, config, "default")
+    return static_cache_check(module_class, make_hf_config(result.analysis.tiny.config), "default")
 
 
 def test_generated_layers_build_with_a_static_cache(qwen3_moe, tmp_path) -> None:
@@ -55,5 +53,5 @@ def test_a_layer_that_opts_in_without_passing_the_cache_on_fails(qwen3_moe, tmp_
 def test_the_library_classes_are_not_checked(qwen3_moe) -> None:
     from mobius.models import MoECausalLMModel
 
-    config = mobius_config(MoECausalLMModel, make_hf_config(qwen3_moe.analysis.tiny.config))
-    assert static_cache_check(MoECausalLMModel, config, "default") is None
+    hf_config = make_hf_config(qwen3_moe.analysis.tiny.config)
+    assert static_cache_check(MoECausalLMModel, hf_config, "default") is None
