@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from onboard.parity.report import ParityReport, Status
-from onboard.pipeline import NewResult
+from onboard.pipeline import NewOptions, NewResult, onboard_new
 from onboard.targets.automodel import TARGET
+from tests.new_types import default_config_dir
 
 
 def parity_with(result: NewResult, file: str, old: str, new: str) -> ParityReport:
@@ -44,6 +45,30 @@ def run_generated_tests(out: Path, keyword: str) -> subprocess.CompletedProcess[
         check=False,
         timeout=600,
     )
+
+
+def generate_default(model_type: str, tmp_path: Path) -> tuple[Path, NewResult]:
+    """``model_type`` from transformers' default config, ``--treat-as-new`` into an out
+    folder, without parity: the folder and the result."""
+    folder = default_config_dir(model_type, tmp_path / "models")
+    out = tmp_path / "out"
+    options = NewOptions(
+        model=str(folder), target="automodel", treat_as_new=True, out=out, parity=False
+    )
+    return out, onboard_new(options)
+
+
+def assert_generated_tests_catch(out: Path, path: Path, old: str, new: str, keyword: str) -> None:
+    """The generated tests matching ``keyword`` pass on the generated code and every one of
+    them fails once ``old`` (which occurs once) in ``path`` is replaced by ``new``."""
+    text = path.read_text()
+    assert text.count(old) == 1
+    clean = run_generated_tests(out, keyword)
+    assert clean.returncode == 0 and "passed" in clean.stdout, clean.stdout[-3000:]
+    path.write_text(text.replace(old, new))
+    broken = run_generated_tests(out, keyword)
+    summary = broken.stdout.strip().splitlines()[-1]  # every selected test fails
+    assert broken.returncode == 1 and "failed" in summary and "passed" not in summary, summary
 
 
 REPO = Path(__file__).resolve().parents[3]

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.automodel.propose import moe_blockers
-from tests.new_types import default_config_dir
-from tests.targets.automodel.sabotage import run_generated_tests
+from tests.targets.automodel.sabotage import assert_generated_tests_catch, generate_default
 
+MODEL_TYPE = "granitemoe"
 ADAPTER = "state_dict_adapter.py"
 MODEL = "model.py"
 ROUND_TRIP_AND_LOGITS = "test_adapter_round_trip_is_exact or test_logits_match_hf"
@@ -45,17 +44,8 @@ SABOTAGE = {
 }
 
 
-def _generate(tmp_path: Path):
-    folder = default_config_dir("granitemoe", tmp_path / "models")
-    out = tmp_path / "out"
-    options = NewOptions(
-        model=str(folder), target="automodel", treat_as_new=True, out=out, parity=False
-    )
-    return out, onboard_new(options)
-
-
 def test_fused_experts_are_generated_not_refused(tmp_path: Path) -> None:
-    out, result = _generate(tmp_path)
+    out, result = generate_default(MODEL_TYPE, tmp_path)
     assert not moe_blockers(result.analysis.spec)
     package = (out / result.plan.model_file).parent
     adapter = (package / ADAPTER).read_text()
@@ -77,14 +67,7 @@ def test_fused_experts_are_generated_not_refused(tmp_path: Path) -> None:
     ],
 )
 def test_generated_tests_catch_wrong_fused_experts(tmp_path: Path, how: str) -> None:
-    out, result = _generate(tmp_path)
+    out, result = generate_default(MODEL_TYPE, tmp_path)
     file, old, new, checks = SABOTAGE[how]
     path = (out / result.plan.model_file).parent / file
-    text = path.read_text()
-    assert text.count(old) == 1
-    clean = run_generated_tests(out, checks)
-    assert clean.returncode == 0 and "passed" in clean.stdout, clean.stdout[-3000:]
-    path.write_text(text.replace(old, new))
-    broken = run_generated_tests(out, checks)
-    summary = broken.stdout.strip().splitlines()[-1]  # every selected test fails
-    assert broken.returncode == 1 and "failed" in summary and "passed" not in summary, summary
+    assert_generated_tests_catch(out, path, old, new, checks)

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from onboard.pipeline import NewOptions, onboard_new
-from tests.new_types import default_config_dir
-from tests.targets.automodel.sabotage import run_generated_tests
+from tests.targets.automodel.sabotage import assert_generated_tests_catch, generate_default
 
+MODEL_TYPE = "minicpm3"
 ROTATION = "position_embeddings=position_embeddings,\n            attention_mask"
 
 # What the generated tests must catch: (edit of the generated model, the tests that must fail).
@@ -40,17 +39,8 @@ SABOTAGE = {
 }
 
 
-def _generate(tmp_path: Path):
-    folder = default_config_dir("minicpm3", tmp_path / "models")
-    out = tmp_path / "out"
-    options = NewOptions(
-        model=str(folder), target="automodel", treat_as_new=True, out=out, parity=False
-    )
-    return out, onboard_new(options)
-
-
 def test_latent_attention_keeps_hf_attention_and_rotary(tmp_path: Path) -> None:
-    out, result = _generate(tmp_path)
+    out, result = generate_default(MODEL_TYPE, tmp_path)
     model = (out / result.plan.model_file).read_text()
     assert "class MiniCPM3Attention(HFMiniCPM3Attention):" in model
     assert "self.rotary_emb = HFMiniCPM3RotaryEmbedding(config=config)" in model
@@ -64,14 +54,7 @@ def test_latent_attention_keeps_hf_attention_and_rotary(tmp_path: Path) -> None:
     "how", ["rope-dropped", pytest.param("logits-scaled-after-head", marks=pytest.mark.slow)]
 )
 def test_generated_tests_catch_wrong_latent_attention(tmp_path: Path, how: str) -> None:
-    out, result = _generate(tmp_path)
+    out, result = generate_default(MODEL_TYPE, tmp_path)
     old, new, checks = SABOTAGE[how]
     path = out / result.plan.model_file
-    text = path.read_text()
-    assert text.count(old) == 1
-    clean = run_generated_tests(out, checks)
-    assert clean.returncode == 0 and "passed" in clean.stdout, clean.stdout[-3000:]
-    path.write_text(text.replace(old, new))
-    broken = run_generated_tests(out, checks)
-    summary = broken.stdout.strip().splitlines()[-1]  # every selected test fails
-    assert broken.returncode == 1 and "failed" in summary and "passed" not in summary, summary
+    assert_generated_tests_catch(out, path, old, new, checks)

@@ -13,7 +13,7 @@ from onboard.targets.automodel.design import _switches
 from onboard.targets.automodel.hf_facts import HFNames
 from onboard.targets.automodel.router_training import RouterTraining, router_training
 from tests.hub_cache import fixture_config
-from tests.targets.automodel.sabotage import run_generated_tests
+from tests.targets.automodel.sabotage import assert_generated_tests_catch
 
 # model_type -> (HF class prefix, config keys of the expert count and top-k)
 MODELS = {
@@ -129,11 +129,4 @@ def test_generated_tests_catch_an_ignored_router_behaviour(tmp_path: Path, how: 
     result = _generate("mistralai/Mixtral-8x7B-v0.1", out)
     old, new, test = SABOTAGE[how]
     model_file = out / result.plan.model_file
-    text = model_file.read_text()
-    assert text.count(old) == 1
-    clean = run_generated_tests(out, test)
-    assert clean.returncode == 0 and "passed" in clean.stdout, clean.stdout[-3000:]
-    model_file.write_text(text.replace(old, new))
-    broken = run_generated_tests(out, test)
-    summary = broken.stdout.strip().splitlines()[-1]  # every selected test fails
-    assert broken.returncode == 1 and "failed" in summary and "passed" not in summary, summary
+    assert_generated_tests_catch(out, model_file, old, new, test)

@@ -14,6 +14,7 @@ from onboard.targets.mobius.plan import STYLE
 from tests.analyses import DENSE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
+from tests.targets.mobius.checks import assert_default_checks_pass
 from tests.targets.mobius.sabotage import parity_with
 
 
@@ -40,15 +41,8 @@ def test_treat_as_new_parity_passes(repo_id: str, tmp_path: Path) -> None:
     assert report.weights.ok
     providers = {c.provider for c in report.checks}
     assert providers == {"default", "cpu"}
+    assert_default_checks_pass(report)
     default = [c for c in report.checks if c.provider == "default"]
-    # nothing excused on the default EP; a generated forward the static cache cannot take says so
-    static_skips = {
-        c.name
-        for c in default
-        if c.status is Status.SKIP and "has no static-cache path" in c.detail
-    }
-    assert all(c.status is Status.PASS for c in default if c.name not in static_skips)
-    assert static_skips <= {"static-cache", "static-cache+"}
     assert {c.name for c in default} >= {
         "weights",
         "prefill",

@@ -21,6 +21,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
+from tests.targets.mobius.checks import assert_default_checks_pass
 from tests.targets.mobius.sabotage import parity_with
 
 GATED = "        attn_output = op.Mul(attn_output, gate)\n"
@@ -64,8 +65,7 @@ def test_output_gate_projection_generates_into_mobius_with_zero_edits(
     assert result.proposal.already_supported is None  # from the backlog: mobius lacks it
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
-    default = {c.name: c.status for c in report.checks if c.provider == "default"}
-    assert set(default.values()) == {Status.PASS}, default
+    assert_default_checks_pass(report)
     text = (result.root / result.plan.model_file).read_text()
     assert lint_python(text, filename="afmoe.py", style=STYLE) == ""
     # the gate left out: its projection fills nothing
