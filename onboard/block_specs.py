@@ -131,6 +131,9 @@ class AttentionSpec:
     qk_norm_after_rope: bool = False  # per-head q/k norms applied after RoPE (HunYuan)
     # per-head q/k norms with a weight of their own for each head, [heads, head_dim] (Cohere)
     qk_norm_each_head: bool = False
+    # Those weights saved as one norm module per head, in this list of the norm (StableLM:
+    # q_layernorm.norms.{h}.weight, [head_dim] each): stacked into [heads, head_dim] on load
+    qk_norm_head_modules: str | None = None
     # A bias HF keeps beside the output projection and adds to the attention's output in the
     # last layer only (GPT-NeoX Japanese: self_attn.dense_bias)
     last_layer_o_bias: str | None = None

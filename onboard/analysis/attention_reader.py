@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,7 @@ class AttentionReader(Reader):
                 pair
                 for pair in _QK_NORM_NAMES
                 if context.probe.param_shape(f"{LAYER0}self_attn.{pair[0]}.weight") is not None
+                or context.probe.has_module(f"{LAYER0}self_attn.{pair[0]}")
             ),
             _QK_NORM_NAMES[0],
         )
@@ -122,9 +124,12 @@ class AttentionReader(Reader):
             )
             if config_key:
                 bias_keys.append((p, config_key))
-        qk_norm = self._qk_norm(heads)
+        head_modules = self._qk_norm_head_modules()
+        qk_norm = "per_head" if head_modules else self._qk_norm(heads)
         q_norm_shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")
-        each_head = qk_norm == "per_head" and q_norm_shape is not None and len(q_norm_shape) == 2
+        each_head = bool(head_modules) or (
+            qk_norm == "per_head" and q_norm_shape is not None and len(q_norm_shape) == 2
+        )
         scale, scale_key = self._attention_scale(head_dim)
         softcap = getattr(cfg, "attn_logit_softcapping", None) or probe.attention_softcap
         if softcap:
@@ -139,6 +144,7 @@ class AttentionReader(Reader):
             o_bias=biases["o"],
             qk_norm=qk_norm,
             qk_norm_each_head=each_head,
+            qk_norm_head_modules=head_modules,
             scale=scale,
             softcap=float(softcap) if softcap else None,
             bias_keys=tuple(bias_keys),
@@ -348,6 +354,29 @@ class AttentionReader(Reader):
             "text.attention.mla.norm_eps", f"{LAYER0}self_attn.kv_a_layernorm", f"eps {latent.eps}"
         )
         return latent.eps
+
+    def _qk_norm_head_modules(self) -> str | None:
+        """The list that holds one norm module per head, when the q and k norms keep their
+        weights that way (StableLM's ``q_layernorm.norms``): as many as the query heads for q
+        and the key/value heads for k, else None."""
+        norms = "|".join(re.escape(n) for n in (self.q_norm_name, self.k_norm_name))
+        listed = re.compile(rf"^{re.escape(LAYER0)}self_attn\.({norms})\.(\w+)\.\d+\.weight$")
+        found = [m.groups() for name, _ in self.probe.parameters if (m := listed.match(name))]
+        if not found:
+            return None
+        attr = found[0][1]
+        counts = Counter(norm for norm, _ in found)
+        tiny = self.tiny
+        heads = tiny.num_attention_heads
+        wanted = {self.q_norm_name: heads}
+        wanted[self.k_norm_name] = getattr(tiny, "num_key_value_heads", None) or heads
+        where = f"{LAYER0}self_attn.{self.q_norm_name}.{attr}"
+        if {a for _, a in found} != {attr} or dict(counts) != wanted:
+            self._delta("q/k norms kept in a list, not one per head", where, f"{dict(counts)}")
+            return None
+        self._probe("text.attention.qk_norm", f"{where}.0.weight", f"one norm per head in {attr}")
+        self._source("text.attention.qk_norm", rf"self\.{self.q_norm_name}\s*=")
+        return attr
 
     def _qk_norm(self, heads: int) -> str:
         shape = self._layer_param(f"self_attn.{self.q_norm_name}.weight")

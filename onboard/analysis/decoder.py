@@ -540,7 +540,9 @@ class DecoderSpecBuilder(Reader):
                 *(n for _, n in attention.qkv_names),
             )
             own = "|".join(re.escape(n) for n in (*projections, *attention.qk_norm_names) if n)
-        attention_param = re.compile(rf"^self_attn\.({own})\.(weight|bias)$")
+        listed = attention.spec.qk_norm_head_modules if attention is not None else None
+        per_head = rf"\.{re.escape(listed)}\.\d+" if listed else ""  # StableLM's norms.{h}
+        attention_param = re.compile(rf"^self_attn\.({own})({per_head})?\.(weight|bias)$")
         explained = {
             ("self_attn." if ".attention." in path else "") + name
             for path, reading in variants.items()

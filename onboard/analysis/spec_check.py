@@ -99,6 +99,7 @@ class SpecInterpreter(FeedForwardInterpreter):
         self.config = tiny_config
         # Buffers too: a learned activation keeps some of its constants as buffers (xIELU)
         self.params = dict(model.named_buffers()) | dict(model.named_parameters())
+        self.params |= _stacked_head_norms(self.params, text)
         for name in list(self.params):  # GPT-2's Conv1D: the spec says which, use (out, in)
             match = re.match(r"^model\.layers\.\d+\.(.+)\.weight$", name)
             if match and match.group(1) in text.transposed_linears:
@@ -652,3 +653,19 @@ def _rotate(x: Any, cos: Any, sin: Any, interleaved: bool = False) -> Any:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
+
+
+def _stacked_head_norms(params: dict[str, Any], text: Any) -> dict[str, Any]:
+    """q/k norm weights saved one module per head (StableLM's ``q_layernorm.norms.{h}``), as
+    the [heads, head_dim] weight the spec's per-head norm reads, the way a target loads them."""
+    import torch
+
+    listed = text.attention and text.attention.qk_norm_head_modules
+    if not listed:
+        return {}
+    rows: dict[str, dict[int, Any]] = {}
+    pattern = re.compile(rf"^(.*)\.{re.escape(listed)}\.(\d+)\.weight$")
+    for name, tensor in params.items():
+        if found := pattern.match(name):
+            rows.setdefault(f"{found[1]}.weight", {})[int(found[2])] = tensor
+    return {name: torch.stack([by[h] for h in sorted(by)]) for name, by in rows.items()}

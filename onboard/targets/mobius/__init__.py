@@ -8,6 +8,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -151,6 +152,7 @@ class MobiusTarget:
                 experts=analysis.tiny.config.get(moe.count_key, 0) if moe else 0,
                 blocks=_tiny_block_attributes(analysis),
                 stacked=_tiny_stacked_shared(analysis),
+                head_norms=design.text.qk_norm_head_modules if design.text else None,
             )
         else:
             profile = PROFILES.get(module_class.__name__)
@@ -215,11 +217,17 @@ def _renamed(
     experts: int = 0,
     blocks: tuple[str, tuple[str, ...]] | None = None,
     stacked: tuple[str, int] | None = None,
+    head_norms: str | None = None,
 ) -> str | tuple[str, ...]:
     """The parameter a checkpoint key should fill (the design's renames, applied in order, then
     one-block layers' blocks named by kind), or the three a fused q/k/v projection is split
     into, or the per-expert ones fused experts saved 3-D (Granite MoE) are split into, or
-    (``stacked``: HF's name and count of stacked shared experts) one per shared expert."""
+    (``stacked``: HF's name and count of stacked shared experts) one per shared expert; a q/k
+    norm saved one per head (``head_norms``: the list's name) fills the norm's stacked weight."""
+    if head_norms:
+        key = re.sub(
+            rf"(\.self_attn\.\w+)\.{re.escape(head_norms)}\.\d+\.weight$", r"\1.weight", key
+        )
     key = _design.renamed(key, renames)
     if blocks is not None:
         key = named_block(key, *blocks)

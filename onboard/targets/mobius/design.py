@@ -169,6 +169,7 @@ class TextDesign:
     # the layer swaps the attention's q/k norms for generated ones with a weight per head, of
     # this kind (layer or rms)
     qk_norm_each_head: str | None = None
+    qk_norm_head_modules: str | None = None  # saved one norm per head in this list: stacked
     # A VLM's token types widen the causal mask (vision.merge.token_blocks: each image's
     # tokens, Gemma 3, or a prefix, PaliGemma, see each other both ways): the masks carry the
     # blocks, and a generated Attention takes them as the whole mask (not causal again)
@@ -363,7 +364,7 @@ class ModelDesign:
             or self.fused_qkv
             or self.transposed
             or self.base_prefix
-            or (self.text and (self.text.moe or self.text.blocks))
+            or (self.text and (self.text.moe or self.text.blocks or self.text.qk_norm_head_modules))
         )
 
     @property
@@ -740,6 +741,7 @@ def _text_design(
         rope_reversed=rope_reversed,
         qk_norm_after_rope=qk_norm_after_rope,
         qk_norm_each_head=qk_norm_each_head,
+        qk_norm_head_modules=attention.qk_norm_head_modules if qk_norm_each_head else None,
         token_blocks=spec.vision.merge.token_blocks if spec.vision is not None else "",
         deepstack=spec.vision is not None and spec.vision.deepstack is not None,
         learned_activation=mlp is not None and mlp.learned_activation is not None,

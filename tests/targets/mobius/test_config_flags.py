@@ -82,18 +82,22 @@ def stablelm(tmp_path_factory):
     return onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=root / "out"))
 
 
-def test_stablelm_follows_its_residual_layout_and_qkv_bias_and_refuses_its_qk_norm(
-    stablelm,
-) -> None:
+def test_stablelm_follows_its_residual_layout_qkv_bias_and_qk_norm(stablelm) -> None:
     report = stablelm.parity
     assert report.passed
     assert {"prefill+", "decode+"} <= {c.name for c in report.checks}
     flags = {f.key: f for f in stablelm.analysis.spec.flags}
     assert set(flags) == {"qk_layernorm", "use_parallel_residual", "use_qkv_bias"}
     assert flags["use_parallel_residual"].switches == (("norm.placement", "pre", "parallel"),)
-    assert not flags["qk_layernorm"].understood  # per-head LayerNorms: not in the spec yet
+    assert all(f.understood for f in flags.values())
+    # StableLM keeps a LayerNorm per head (q_layernorm.norms.{h}): one weight row per head
+    assert ("attention.qk_norm_each_head", "False", "True") in flags["qk_layernorm"].switches
+    every = stablelm.analysis.variants[0].spec.text.attention
+    assert every.qk_norm_head_modules == "norms"
     text = (stablelm.root / stablelm.plan.model_file).read_text()
     assert "attn_qkv_bias=bool(config.use_qkv_bias)" in text
+    assert "attn_qk_norm=bool(config.qk_layernorm)" in text
+    assert "state_dict = _stack_head_norms(state_dict)" in text
     assert "self.use_parallel_residual = config.use_parallel_residual" in text
     module = _import(stablelm.root / stablelm.plan.model_file, "onboard_flags_stablelm")
     config_class = next(
@@ -103,9 +107,32 @@ def test_stablelm_follows_its_residual_layout_and_qkv_bias_and_refuses_its_qk_no
     assert config_class.from_transformers(hf).use_parallel_residual is False
     hf.use_parallel_residual = True
     assert config_class.from_transformers(hf).use_parallel_residual is True
-    hf.qk_layernorm = True
-    with pytest.raises(ValueError, match="qk_layernorm=False only"):
-        config_class.from_transformers(hf)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # mobius' own q/k norms: one weight shared by the heads
+        ("if config.attn_qk_norm:  # a weight per head, [heads, head_dim]", "if False:", "rows"),
+        # the per-head weights left unstacked: nothing fills the norms' weights
+        ("state_dict = _stack_head_norms(state_dict)", "pass", "stack"),
+    ],
+    ids=["shared-norm", "unstacked"],
+)
+def test_stablelm_qk_norm_left_out_fails_with_qk_layernorm(stablelm, tmp_path, old, new, why):
+    module = stablelm.root / stablelm.plan.model_file
+    text = module.read_text()
+    assert old in text
+    broken = tmp_path / module.name
+    broken.write_text(text.replace(old, new))
+    variant = next(
+        v for v in stablelm.analysis.variants if "qk_layernorm" in dict(v.flagged_from.single)
+    )
+    generated = (broken, stablelm.plan.model_class)
+    flipped = TARGET.parity(variant, stablelm.proposal, generated, stablelm.library)
+    assert not flipped.passed, why
+    analysed = TARGET.parity(stablelm.analysis, stablelm.proposal, generated, stablelm.library)
+    assert analysed.passed  # the default config has the flag off: only the flipped run tells
 
 
 def test_stablelm_layer_that_ignores_the_flag_fails_with_it_flipped(stablelm, tmp_path) -> None:
