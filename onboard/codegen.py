@@ -8,6 +8,7 @@ isort order, then ``ruff format``.
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 import textwrap
 from collections.abc import Iterable
@@ -84,6 +85,7 @@ def environment(line_length: int = LINE_LENGTH) -> jinja2.Environment:
     env.filters["bullet"] = functools.partial(_bullet, line_length=line_length)
     env.filters["has_role"] = lambda names, role: role in dict(names)
     env.filters["paragraph"] = functools.partial(_paragraph, line_length=line_length)
+    env.filters["wordwrap"] = _wordwrap
     return env
 
 
@@ -176,11 +178,37 @@ def _ruff_bin() -> str:
     return str(find_ruff_bin())
 
 
+# An aside citing HF source lines or a probe: "(modeling_qwen3.py:237)", "(probe of ...)"
+_LINE = r"[\w./-]+\.py:\d+(?:-\d+)?"
+_CITATION = re.compile(rf"\s*\((?:probe(?: of|:) [^()]*|{_LINE}(?:[,;] {_LINE})*)\)")
+
+
+_LINE_NUMBER = re.compile(r"(\.py):\d+(?:-\d+)?\b")
+
+
+def without_citations(text: object) -> str:
+    """``text`` without HF line citations: they go stale as transformers changes, so library
+    code carries none (the answers file keeps them, provenance.record). An aside that is only
+    citations goes; a file named in a sentence stays, without its line."""
+    return _LINE_NUMBER.sub(r"\1", _CITATION.sub("", str(text)))
+
+
+def uncited(text: object) -> str:
+    """``text`` on one line, without citations."""
+    return without_citations(" ".join(str(text).split()))
+
+
+@jinja2.pass_environment
+def _wordwrap(env: jinja2.Environment, text: str, *args: Any, **kwargs: Any) -> str:
+    """jinja's ``wordwrap``, over the text without citations."""
+    return jinja2.filters.do_wordwrap(env, without_citations(text), *args, **kwargs)
+
+
 def _comment(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) -> str:
     """``text`` as ``#`` comment lines that fit the line length (first line unindented)."""
     pad = " " * indent
     lines = textwrap.wrap(
-        " ".join(str(text).split()),
+        uncited(text),
         width=line_length - indent - 2,
         break_on_hyphens=False,
         break_long_words=False,
@@ -192,7 +220,7 @@ def _bullet(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) -> st
     """A Markdown-style ``- item`` wrapped to the line length, continuation lines aligned."""
     pad = " " * indent
     return textwrap.fill(
-        " ".join(str(text).split()),
+        uncited(text),
         width=line_length - 4,
         initial_indent=f"{pad}- ",
         subsequent_indent=f"{pad}  ",
@@ -205,7 +233,7 @@ def _paragraph(text: str, indent: int = 0, *, line_length: int = LINE_LENGTH) ->
     """Prose wrapped to the line length at ``indent`` (for docstrings)."""
     pad = " " * indent
     return textwrap.fill(
-        " ".join(str(text).split()),
+        uncited(text),
         width=line_length - 4,
         initial_indent=pad,
         subsequent_indent=pad,

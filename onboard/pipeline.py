@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from onboard import STAMP, flag_attempts
+from onboard import STAMP, flag_attempts, provenance
 from onboard.analysis import Analysis, analyse
 from onboard.analysis.config_flags import with_flags
 from onboard.errors import (
@@ -301,7 +301,12 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
                     raise
                 source = _noticed(source, flag_attempts.unwritable_notice(generating, error))
                 continue
-        plan = replace(plan, remote_code=analysis.spec.source.remote_files, hidden=hidden)
+        plan = replace(
+            plan,
+            remote_code=analysis.spec.source.remote_files,
+            hidden=hidden,
+            provenance=provenance.record(generating.spec, command_line(options)),
+        )
         preview = render(plan, root, dry_run=True, force=options.force, stamp=STAMP)
         if preview.conflicts and not (options.force or options.dry_run):
             raise ConflictError(_conflict(preview.conflicts, root, analysis.spec.model_type))

@@ -40,6 +40,8 @@ class Plan:
     # registry entries --treat-as-new hid, with the class the library registered for each
     # before onboard first wrote the model: a re-run proposes against the same library
     hidden: tuple[tuple[str, str], ...] = ()
+    # where the code came from and why (provenance.record): the answers file keeps it
+    provenance: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
 
     def content_of(self, path: str) -> str:
         return next(c.content for c in self.changes if c.path == path)

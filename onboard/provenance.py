@@ -1,7 +1,10 @@
-"""What every generated file says about where it came from.
+"""Where generated code came from: a short header in each file, the rest in the answers file.
 
 A reviewer must be able to tell, from the file alone, which checkpoint revision and which exact
 source text (transformers' modeling file, or the checkpoint's own remote code) it was derived from.
+The citations behind each choice (HF source lines, config keys) go stale as transformers moves
+and are onboard's business, not the library's: they live in the answers file under ``.onboard/``
+(:func:`record`), never in the library's code.
 """
 
 from __future__ import annotations
@@ -36,6 +39,23 @@ def header_for(spec: ArchitectureSpec, command: str) -> Header:
     # the command as typed, but no path of this machine goes into the library's files
     public_command = command.replace(source.model_id, source.public_name) if command else command
     return Header(STAMP, source.public_name, source.revision or "unknown", hf, public_command)
+
+
+def record(spec: ArchitectureSpec, command: str) -> dict[str, object]:
+    """The answers file's provenance: the header's facts and, for each spec value the code
+    follows, where it was read (HF source lines and config keys; probes are onboard's own)."""
+    header = header_for(spec, command)
+    cited = {
+        path: sorted({e.where for e in evidence if e.kind in ("source", "config")})
+        for path, evidence in spec.evidence
+    }
+    return {
+        "command": header.command,
+        "model_id": header.model_id,
+        "revision": header.revision,
+        "source": header.hf_source,
+        "evidence": {path: wheres for path, wheres in cited.items() if wheres},
+    }
 
 
 _REMOTE_HASH = re.compile(r"([\w.-]+\.py) sha256:([0-9a-f]{16,64})")

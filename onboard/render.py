@@ -328,6 +328,8 @@ def _answers_text(plan: Plan, stamp: str) -> str:
     if plan.remote_code:  # what parity may import next time, pinned
         answers["remote_code"] = dict(plan.remote_code)
     answers["hidden"] = dict(plan.hidden)  # also when none: a record without it predates it
+    if plan.provenance:
+        answers["provenance"] = plan.provenance
     return json.dumps(answers, indent=2, sort_keys=True) + "\n"
 
 

@@ -58,7 +58,7 @@ def test_bundled_snapshot_notice_and_human_output(cli_env, tmp_path) -> None:
     assert run.returncode == 0, run.stderr
     assert "notice:" in run.stdout and "bundled snapshot" in run.stdout
     assert "closest variants" in run.stdout and "CausalLMModel" in run.stdout
-    assert "+            # q_norm / k_norm on each head (modeling_qwen3.py:" in run.stdout  # diff
+    assert "+            # q_norm / k_norm on each head\n" in run.stdout  # diff, no HF line
     assert "parity passed" in run.stdout
     assert not list(work.iterdir())  # dry run
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
 
 from onboard.lint import check
@@ -43,7 +44,7 @@ def test_header_of_the_generated_example_is_read() -> None:
         "modeling_qwen3.py",
         "5.18.0",
     )
-    assert found.command == "onboard new Qwen/Qwen3-0.6B --target mobius --treat-as-new"
+    assert found.command is None  # the command lives in the answers file, not the library's code
 
 
 def test_generated_module_with_the_current_hash_is_clean(mobius_repo: MakeRepo) -> None:
@@ -65,6 +66,24 @@ def test_generated_module_whose_source_changed(mobius_repo: MakeRepo) -> None:
     )
     assert finding.message.endswith(
         "; re-run `onboard new Qwen/Qwen3-0.6B --target mobius --treat-as-new` and review the diff"
+    )
+
+
+def test_the_command_to_rerun_comes_from_the_answers_file(mobius_repo: MakeRepo) -> None:
+    """Headers no longer carry the command: the answers file that records the module does."""
+    text = header("0123456789abcdef").replace(
+        "# Regenerate: onboard new Qwen/Qwen3-0.6B --target mobius --treat-as-new\n", ""
+    )
+    answers = {
+        "files": {"src/mobius/models/qwen3.py": "0" * 64},
+        "provenance": {"command": "onboard new Qwen/Qwen3-0.6B --target mobius --repo ."},
+    }
+    repo = mobius_repo(
+        extra={"src/mobius/models/qwen3.py": text, ".onboard/qwen3.json": json.dumps(answers)}
+    )
+    [finding] = check(repo, select=["OB501"]).findings
+    assert finding.message.endswith(
+        "; re-run `onboard new Qwen/Qwen3-0.6B --target mobius --repo .` and review the diff"
     )
 
 

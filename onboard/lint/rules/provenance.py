@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ _HEAD_BYTES = 4096
 _SOURCE = re.compile(r"(?P<file>modeling_\w+\.py) sha256:(?P<sha>[0-9a-f]{16})")
 _GENERATOR = re.compile(r"onboard \S+: generated from (?P<model>\S+)")
 _TRANSFORMERS = re.compile(r"transformers (?P<version>\d[\w.+-]*?)\.?(?:\s|$)")
-_REGENERATE = re.compile(r"Regenerate: (?P<command>.+?)\s*$")
+_REGENERATE = re.compile(r"Regenerate: (?P<command>.+?)\s*$")  # headers before 2026-12-07
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,8 @@ class StaleGeneratedSource(Rule):
     with a transformers whose `modeling_qwen3.py` hashes differently.
 
     ## Use instead
-    Re-run the command in the header (`Regenerate: onboard new ...`), review the diff and the
-    parity result, and commit the regenerated module with its new hash.
+    Re-run the command the answers file records (`.onboard/<model_type>.json`, `provenance`),
+    review the diff and the parity result, and commit the regenerated module with its new hash.
     """
 
     code = "OB501"
@@ -100,7 +101,8 @@ class StaleGeneratedSource(Rule):
                 message = _staleness(header, catalog.modeling_file(header.modeling_file))
                 if message is None:
                     continue
-                redo = f"; re-run `{header.command}`" if header.command else "; regenerate it"
+                command = header.command or _recorded_commands(ctx).get(path.resolve())
+                redo = f"; re-run `{command}`" if command else "; regenerate it"
                 yield self.finding(
                     ctx.display(path),
                     header.line,
@@ -117,3 +119,24 @@ def _staleness(header: Header, installed: Path | None) -> str | None:
     if digest == header.sha16:
         return None
     return f"it hashes to {digest}"
+
+
+def _recorded_commands(ctx: Context) -> dict[Path, str]:
+    """Each generated file's command, from the answers files of a checkout (provenance)."""
+    return ctx.memo("onboard-commands", lambda: _commands_in(ctx.layout.root))
+
+
+def _commands_in(root: Path | None) -> dict[Path, str]:
+    if root is None:
+        return {}
+    found = {}
+    for answers in sorted((root / ".onboard").glob("*.json")):
+        try:
+            record = json.loads(answers.read_text(encoding="utf-8"))
+            command = record.get("provenance", {}).get("command")
+            files = record.get("files", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(command, str) and command and isinstance(files, dict):
+            found.update({(root / name).resolve(): command for name in files})
+    return found

@@ -157,11 +157,10 @@ def plan_files(
 def _header(spec: ArchitectureSpec, design: ModelDesign, command: str, version: str) -> str:
     h = header_for(spec, command)
     closest = design.closest.variant.key if design.closest else "none"
-    text = (
+    return (
         f"{h.generator}: generated from {h.model_id} (revision {h.revision}), {h.hf_source}, "
         f"for nemo-automodel {version}. Closest AutoModel class: {closest}."
     )
-    return f"{text} Regenerate: {h.command}" if h.command else text
 
 
 def _owned_files(

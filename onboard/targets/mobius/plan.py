@@ -86,6 +86,10 @@ def plan_files(
         ),
     ]
     shared = _shared_edits(design, spec, library)
+    goldens = (
+        f"`python scripts/generate_golden.py --level L4 --filter '{design.module}*'` (then "
+        f"`--level L5`) with the real weights, for the case in `{case_path}`"
+    )
     notes = [f"registered as {design.model_type!r} -> {design.model_class}"]
     if out is None:
         changes = owned + [
@@ -96,6 +100,7 @@ def plan_files(
             changes.append(_test_config_change(design, spec, library, registry))
         else:
             notes.append(f"{TEST_CONFIGS} not found in the checkout; add the test config by hand")
+        notes.append(f"left for you: goldens, {goldens}")
         return Plan(
             "mobius",
             design.model_type,
@@ -116,6 +121,7 @@ def plan_files(
         patch_files=sorted(shared),
         stamp=STAMP,
         command=command,
+        goldens=goldens,
     )
     changes = [
         *owned,
