@@ -24,6 +24,15 @@ def class_prefix(architecture: str, model_type: str) -> str:
     return stem if stem[:1].isalpha() else f"Model{stem}"
 
 
+def spelled_as(prefix: str, library: str) -> str:
+    """``prefix`` spelled the way ``library`` names its classes. mobius writes ``MoE`` and no
+    underscores (``Qwen2MoECausalLMModel``, ``Qwen35MoECausalLMModel`` for HF's ``Qwen3_5Moe``);
+    AutoModel keeps HF's class names."""
+    if library != "mobius":
+        return prefix
+    return re.sub(r"Moe(?=[A-Z0-9]|$)", "MoE", prefix.replace("_", ""))
+
+
 def chosen_module_name(name: str) -> str:
     """A ``--name`` as given, refused unless it already is a module name: silently renaming
     ``../../x`` to ``x`` or ``class`` to ``model_class`` writes files the user did not ask for."""

@@ -20,7 +20,7 @@ from onboard.block_specs import (
     MLPSpec,
 )
 from onboard.errors import UnsupportedFeatureError
-from onboard.naming import class_prefix, module_name
+from onboard.naming import class_prefix, module_name, spelled_as
 from onboard.spec import (
     LEADING_DENSE_KEYS,
     ArchitectureSpec,
@@ -458,10 +458,11 @@ def _design_model(
     profile = PROFILES[chosen.variant.class_name]
     needed = requirements(spec)
     missing = {d.feature for d in chosen.deltas}
-    prefix = (
+    prefix = spelled_as(
         class_prefix(spec.source.architecture, spec.model_type)
         if name is None
-        else class_prefix("", name)
+        else class_prefix("", name),
+        "mobius",
     )
     deepstack = spec.vision is not None and spec.vision.deepstack is not None
     # mobius' own text models' masks are causal: blocks of token types go to a generated one

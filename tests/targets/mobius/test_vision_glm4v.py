@@ -123,4 +123,4 @@ def test_glm4v_moe_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None
     result = onboard_new(NewOptions(model=str(source), out=tmp_path / "out", treat_as_new=True))
     text = passed_module(result, CHECKS)
     assert result.parity.weights.unread == ()
-    assert "class Glm4vMoeVisionTransformer(nn.Module):" in text
+    assert "class Glm4vMoEVisionTransformer(nn.Module):" in text

@@ -63,10 +63,11 @@ def test_qwen3_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path, model_
     assert "mrope_interleaved=True" in text
     assert RECURRENT_CARRIED in text
     assert "deepstack" not in text  # Qwen3.5's tower merges the last layer only
-    prefix = "Qwen3_5Moe" if model_type == "qwen3_5_moe" else "Qwen3_5"
+    hf = "Qwen3_5Moe" if model_type == "qwen3_5_moe" else "Qwen3_5"
+    prefix = "Qwen35MoE" if model_type == "qwen3_5_moe" else "Qwen35"  # mobius' spelling
     assert f"class {prefix}VisionTransformer(Qwen3VLVisionModel):" in text
     assert f"class {prefix}GatedDeltaNet(nn.Module):" in text
-    assert f"Replicates HuggingFace's ``{prefix}ForConditionalGeneration``." in text
+    assert f"Replicates HuggingFace's ``{hf}ForConditionalGeneration``." in text
 
 
 @pytest.mark.parametrize(

@@ -39,9 +39,9 @@ def test_qwen2_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path) -> Non
     assert 'default_task = "qwen-vl"' in text
     assert 'mrope_section=list(top.text_config.rope_parameters["mrope_section"])' in text
     assert "fullatt_block_indexes=list(top.vision_config.fullatt_block_indexes)" in text
-    assert "class Qwen2_5_VLVisionTransformer(Qwen25VLVisionModel):" in text
+    assert "class Qwen25VLVisionTransformer(Qwen25VLVisionModel):" in text
     patch = (result.root / "onboard.patch").read_text()
-    assert 'ModelRegistration(Qwen2_5_VLMultiModalModel, task="qwen-vl")' in patch
+    assert 'ModelRegistration(Qwen25VLMultiModalModel, task="qwen-vl")' in patch
 
 
 @pytest.mark.parametrize(
