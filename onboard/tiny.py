@@ -164,6 +164,7 @@ def shrink_config(
     tiny_heads: int = TINY_HEADS,
     attention: bool = True,
     aliases: Mapping[str, str] | None = None,
+    pinned: Mapping[str, Any] | None = None,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -176,7 +177,8 @@ def shrink_config(
     ``aliases`` is the config class's ``attribute_map`` (the name its code reads -> the key
     config.json stores): sizes shrunk only where present are read under their alias too
     (Bailing's num_expert_group is n_group), and every tiny size is copied back to its alias,
-    so the tiny config.json holds no stale real size.
+    so the tiny config.json holds no stale real size. ``pinned`` holds the values the config
+    class's validator accepts alone (config_pins: ZAYA's top-1 routing), which stay.
     """
     stored = _stored_aliases(config, aliases or {})
     shrunk_if_present = {n: k for n, k in stored.items() if n not in _SET_ALWAYS}
@@ -290,6 +292,7 @@ def shrink_config(
             tiny[name] = tiny[key]  # the stored key was shrunk (MiniMax-M2's num_local_experts)
         else:
             tiny[key] = tiny[name]
+    tiny.update({key: value for key, value in (pinned or {}).items() if key in tiny})
     return TinyConfig(tiny, indices)
 
 
