@@ -448,8 +448,14 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
     where only part of each head turns: GLM-4V turns half of it): the tiny head keeps their
     proportions (16, 24, 24 -> 2, 3, 3; 8, 12, 12 at a factor of 0.5 -> 1, 2, 1), each at least
     1 while the rotated half has room for one each, so a sabotage that swaps or resizes them
-    still shows. HF splits the frequencies by the sections exactly (``split_with_sizes``)."""
-    rope = rope_parameters(tiny)
+    still shows. HF splits the frequencies by the sections exactly (``split_with_sizes``).
+    RoPE kept per layer kind (Cohere Compass' sliding layers) has its sections per kind."""
+    top = rope_parameters(tiny)
+    for rope in (top, *(v for v in top.values() if isinstance(v, dict))):
+        _shrink_sections(rope, tiny)
+
+
+def _shrink_sections(rope: dict[str, Any], tiny: Mapping[str, Any]) -> None:
     sections = rope.get("mrope_section")
     if (
         not isinstance(sections, list)
@@ -462,7 +468,9 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
     # sections that sum to them would lay the axes out as chunks do, and the layout could not
     # be told apart
     interleaved = rope.get("mrope_interleaved") is True
-    half = TINY_HEAD_DIM // 2 if interleaved else tiny_rotary_half(tiny)
+    half = (
+        TINY_HEAD_DIM // 2 if interleaved else tiny_rotary_half({**tiny, "rope_parameters": rope})
+    )
     total = sum(sections)
     least = 1 if half >= len(sections) else 0
     tiny_sections = [max(least, round(s * half / total)) for s in sections]
