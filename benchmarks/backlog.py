@@ -72,7 +72,7 @@ def overridden(row: dict) -> bool:
 def blocker_names(row: dict) -> list[str]:
     """What stopped the type, one name per feature without where it was seen, so the same
     feature in many types counts as one blocker; a refusal without items is its message."""
-    if outcome(row) in ("pass", "timeout"):
+    if outcome(row) in ("pass", "pass-override", "timeout"):
         return []
     items, cut = row.get("blockers"), r" at | \(|: "
     if not items:  # a message: keep the exception's name, cut at its first aside
@@ -111,6 +111,16 @@ def pass_rates(rows: list[dict]) -> list[tuple[str, int, int]]:
     return [*table, ("all", sum(passed.values()), len(rows))]
 
 
+def override_passes(rows: list[dict]) -> Counter:
+    """Per kind and for "all", the passes on overridden default configs (not in pass_rates)."""
+    found = Counter(_kind(r) for r in rows if outcome(r) == "pass-override")
+    return found + Counter({"all": sum(found.values())}) if found else found
+
+
+def _rate(passed: int, n: int, overridden: int) -> str:
+    return f"{passed}/{n}" + (f" (+{overridden} on overridden configs)" if overridden else "")
+
+
 def _kind(row: dict) -> str:
     return "(no config)" if row["status"] == "no-config" else row.get("kind", "-")
 
@@ -134,7 +144,8 @@ def blocker_counts(rows: list[dict]) -> list[tuple[str, int, list[str], str]]:
 def summary(rows: list[dict], top: int = 15) -> str:
     """The pass rate per kind, the outcomes, and the blockers by frequency (plain text)."""
     lines = ["pass / types, by kind:"]
-    lines += [f"  {kind:<12} {passed}/{n}" for kind, passed, n in pass_rates(rows)]
+    extra = override_passes(rows)
+    lines += [f"  {kind:<12} {_rate(p, n, extra[kind])}" for kind, p, n in pass_rates(rows)]
     outcomes = Counter(outcome(r) for r in rows)
     lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
     lines.append("blockers, by the number of types they stop:")
@@ -146,8 +157,9 @@ def summary(rows: list[dict], top: int = 15) -> str:
 
 def markdown(rows: list[dict], top: int = 10) -> str:
     """The summary as the README's two tables: pass rate per kind, top blockers."""
+    extra = override_passes(rows)
     rates = markdown_table(
-        ("kind", "pass / types"), [(k, f"{p}/{n}") for k, p, n in pass_rates(rows)]
+        ("kind", "pass / types"), [(k, _rate(p, n, extra[k])) for k, p, n in pass_rates(rows)]
     )
     blockers = markdown_table(
         ("blocker", "types", "e.g.", "where"),

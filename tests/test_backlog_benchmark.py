@@ -134,6 +134,9 @@ def test_a_pass_on_an_overridden_default_config_is_not_a_plain_pass(backlog):
         "pass",
     ]
     assert backlog.pass_rates([plain, overridden]) == [("dense", 1, 2), ("all", 1, 2)]
+    assert backlog.blocker_names(overridden) == []  # it passed: nothing stopped it
+    assert "| dense | 1/2 (+1 on overridden configs) |" in backlog.markdown([plain, overridden])
+    assert "  all          1/2 (+1 on overridden configs)" in backlog.summary([plain, overridden])
     assert "[default config + {'k': 1}]" in backlog.format_row(overridden)
     assert "[" not in backlog.format_row(plain).split("s  ", 1)[1]
 
