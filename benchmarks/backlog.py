@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from common import capped_run, installed_types, markdown_table, reason
-from reonboard import fixture_configs, prepare
+from reonboard import DEFAULT_CONFIG, fixture_configs, prepare
 
 # reonboard's statuses (an OnboardError's class name) as the outcomes the summary counts
 OUTCOMES = {
@@ -57,14 +57,22 @@ def missing_types(
 
 def outcome(row: dict) -> str:
     """The row's outcome in the summary's words (pass, parity-fail, unsupported, bad-config,
-    no-config, crash, timeout ...)."""
-    return OUTCOMES.get(row["status"], row["status"])
+    no-config, crash, timeout ...); a pass on a default config with overrides (one transformers
+    cannot build a model from as it stands) is ``pass-override``, never a plain pass."""
+    found = OUTCOMES.get(row["status"], row["status"])
+    return "pass-override" if found == "pass" and overridden(row) else found
+
+
+def overridden(row: dict) -> bool:
+    """The row's config is transformers' default config with keys set (reonboard.config_dir
+    writes them into the label: "default config + {...}")."""
+    return str(row.get("config", "")).startswith(f"{DEFAULT_CONFIG} +")
 
 
 def blocker_names(row: dict) -> list[str]:
     """What stopped the type, one name per feature without where it was seen, so the same
     feature in many types counts as one blocker; a refusal without items is its message."""
-    if outcome(row) in ("pass", "timeout"):
+    if outcome(row) in ("pass", "pass-override", "timeout"):
         return []
     items, cut = row.get("blockers"), r" at | \(|: "
     if not items:  # a message: keep the exception's name, cut at its first aside
@@ -87,10 +95,11 @@ def _module(item: str) -> str:
 def format_row(row: dict) -> str:
     """One printed line: type, table, kind, outcome, closest class, seconds, blockers or reason."""
     blockers = " | ".join(row.get("blockers") or []) or reason(row, limit=200)
+    config = f"  [{row['config'][:160]}]" if overridden(row) else ""
     return (
         f"{row['model_type']:<24} {row.get('table', '-'):<18} {row.get('kind', '-'):<10} "
         f"{outcome(row):<12} {(row.get('closest') or '-'):<26} {row['seconds']:>6.1f}s  "
-        f"{blockers[:300]}"
+        f"{blockers[:300]}{config}"
     )
 
 
@@ -100,6 +109,16 @@ def pass_rates(rows: list[dict]) -> list[tuple[str, int, int]]:
     passed = Counter(_kind(r) for r in rows if outcome(r) == "pass")
     table = [(k, passed[k], n) for k, n in sorted(kinds.items())]
     return [*table, ("all", sum(passed.values()), len(rows))]
+
+
+def override_passes(rows: list[dict]) -> Counter:
+    """Per kind and for "all", the passes on overridden default configs (not in pass_rates)."""
+    found = Counter(_kind(r) for r in rows if outcome(r) == "pass-override")
+    return found + Counter({"all": sum(found.values())}) if found else found
+
+
+def _rate(passed: int, n: int, overridden: int) -> str:
+    return f"{passed}/{n}" + (f" (+{overridden} on overridden configs)" if overridden else "")
 
 
 def _kind(row: dict) -> str:
@@ -125,7 +144,8 @@ def blocker_counts(rows: list[dict]) -> list[tuple[str, int, list[str], str]]:
 def summary(rows: list[dict], top: int = 15) -> str:
     """The pass rate per kind, the outcomes, and the blockers by frequency (plain text)."""
     lines = ["pass / types, by kind:"]
-    lines += [f"  {kind:<12} {passed}/{n}" for kind, passed, n in pass_rates(rows)]
+    extra = override_passes(rows)
+    lines += [f"  {kind:<12} {_rate(p, n, extra[kind])}" for kind, p, n in pass_rates(rows)]
     outcomes = Counter(outcome(r) for r in rows)
     lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
     lines.append("blockers, by the number of types they stop:")
@@ -137,8 +157,9 @@ def summary(rows: list[dict], top: int = 15) -> str:
 
 def markdown(rows: list[dict], top: int = 10) -> str:
     """The summary as the README's two tables: pass rate per kind, top blockers."""
+    extra = override_passes(rows)
     rates = markdown_table(
-        ("kind", "pass / types"), [(k, f"{p}/{n}") for k, p, n in pass_rates(rows)]
+        ("kind", "pass / types"), [(k, _rate(p, n, extra[k])) for k, p, n in pass_rates(rows)]
     )
     blockers = markdown_table(
         ("blocker", "types", "e.g.", "where"),
@@ -194,17 +215,28 @@ def run_backlog(args: argparse.Namespace) -> list[dict]:
     print(f"{len(backlog)} types in transformers {transformers.__version__} not in {args.target}")
     fixtures = fixture_configs()
     rows = []
+    left_out: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="onboard-backlog-") as tmp:
         for model_type, (table, _) in backlog.items():
             folder, found = prepare(model_type, fixtures, Path(tmp) / "kind")
             if kinds and folder is not None and found.get("kind") not in kinds:
+                left_out.setdefault(found.get("kind", "-"), []).append(model_type)
                 continue
             row = {**capped_run(model_type, Path(tmp), args.timeout, args.target), "table": table}
             rows.append({"kind": found.get("kind", "-"), **row})
             print(format_row(rows[-1]), flush=True)
             if args.json:  # after each type, so a run stopped early can still be summarised
                 args.json.write_text(json.dumps(rows, indent=2, default=str))
+    if left_out:  # named, so a type whose kind moved out of --kinds is not silently gone
+        print("left out by --kinds: " + left_out_line(left_out))
     return rows
+
+
+def left_out_line(left_out: dict[str, list[str]]) -> str:
+    """The types ``--kinds`` left out, by kind: ``encoder_lm 2 (xlnet, ...); ...``."""
+    return "; ".join(
+        f"{kind} {len(types)} ({', '.join(types)})" for kind, types in sorted(left_out.items())
+    )
 
 
 if __name__ == "__main__":

@@ -29,11 +29,17 @@ class Kind(StrEnum):
     ENCODER_LM = "encoder_lm"
     ENCODER_DECODER = "encoder_decoder"
     DRAFT = "draft"  # a speculative-decoding assistant that runs on a target model's states
+    # Several transformer stacks, each its own sub-config, and no one decoder (BLT's byte
+    # encoder, global transformer over patches and byte decoder)
+    MULTI_STACK = "multi_stack"
     NON_LM = "non_lm"
 
 
 IN_SCOPE = frozenset({Kind.DENSE, Kind.MOE, Kind.VLM, Kind.HYBRID, Kind.HYBRID_MOE, Kind.SSM})
 
+# What a config.json describing one transformer stack holds (sub-configs hold them instead in a
+# model made of several stacks)
+_STACK_KEYS = ("hidden_size", "num_hidden_layers")
 _TEXT_PATHS = (("text_config",), ("thinker_config", "text_config"), ("decoder",))
 _VISION_KEYS = ("vision_config", "vq_config", "vision_tower_config", "visual")
 _AUDIO_KEYS = ("audio_config", "audio_encoder_config", "speech_config")
@@ -126,6 +132,14 @@ def classify(config: Mapping[str, Any], modeling_source: str | None = None) -> C
         return Classification(Kind.NON_LM, (_non_lm_reason(model_type, auto),))
 
     text_path, text = _text_side(config)
+    stacks = _stack_sub_configs(config) if not text_path else ()
+    if len(stacks) > 1:
+        why = (
+            f"config.json has no {_STACK_KEYS[0]}: its transformer stacks are the sub-configs "
+            f"{', '.join(stacks)}, each with its own {' and '.join(_STACK_KEYS)}, and no one "
+            "of them is the decoder"
+        )
+        return Classification(Kind.MULTI_STACK, (why,))
     vision = [k for k in _VISION_KEYS if k in config]
     audio = [k for k in _AUDIO_KEYS if k in config]
     backbone, reasons = _text_kind(text, prefix="text_config." if text_path else "")
@@ -177,6 +191,19 @@ def _text_side(config: Mapping[str, Any]) -> tuple[tuple[str, ...], Mapping[str,
         if isinstance(node, Mapping):
             return path, node
     return (), config
+
+
+def _stack_sub_configs(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The sub-configs that each describe a transformer stack, where config.json itself
+    describes none (no hidden_size, no layer count): a model made of several stacks. A config
+    without either and without such sub-configs is malformed, which the size check says."""
+    if any(k in config for k in _STACK_KEYS):
+        return ()
+    return tuple(
+        key
+        for key, value in config.items()
+        if isinstance(value, Mapping) and all(value.get(k) is not None for k in _STACK_KEYS)
+    )
 
 
 def _text_kind(text: Mapping[str, Any], prefix: str) -> tuple[Kind, list[str]]:

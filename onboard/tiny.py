@@ -164,6 +164,7 @@ def shrink_config(
     tiny_heads: int = TINY_HEADS,
     attention: bool = True,
     aliases: Mapping[str, str] | None = None,
+    pinned: Mapping[str, Any] | None = None,
 ) -> TinyConfig:
     """A tiny config.json dict with the structure of ``config``.
 
@@ -176,7 +177,8 @@ def shrink_config(
     ``aliases`` is the config class's ``attribute_map`` (the name its code reads -> the key
     config.json stores): sizes shrunk only where present are read under their alias too
     (Bailing's num_expert_group is n_group), and every tiny size is copied back to its alias,
-    so the tiny config.json holds no stale real size.
+    so the tiny config.json holds no stale real size. ``pinned`` holds the values the config
+    class's validator accepts alone (config_pins: ZAYA's top-1 routing), which stay.
     """
     stored = _stored_aliases(config, aliases or {})
     shrunk_if_present = {n: k for n, k in stored.items() if n not in _SET_ALWAYS}
@@ -290,6 +292,7 @@ def shrink_config(
             tiny[name] = tiny[key]  # the stored key was shrunk (MiniMax-M2's num_local_experts)
         else:
             tiny[key] = tiny[name]
+    tiny.update({key: value for key, value in (pinned or {}).items() if key in tiny})
     return TinyConfig(tiny, indices)
 
 
@@ -445,8 +448,14 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
     where only part of each head turns: GLM-4V turns half of it): the tiny head keeps their
     proportions (16, 24, 24 -> 2, 3, 3; 8, 12, 12 at a factor of 0.5 -> 1, 2, 1), each at least
     1 while the rotated half has room for one each, so a sabotage that swaps or resizes them
-    still shows. HF splits the frequencies by the sections exactly (``split_with_sizes``)."""
-    rope = rope_parameters(tiny)
+    still shows. HF splits the frequencies by the sections exactly (``split_with_sizes``).
+    RoPE kept per layer kind (Cohere Compass' sliding layers) has its sections per kind."""
+    top = rope_parameters(tiny)
+    for rope in (top, *(v for v in top.values() if isinstance(v, dict))):
+        _shrink_sections(rope, tiny)
+
+
+def _shrink_sections(rope: dict[str, Any], tiny: Mapping[str, Any]) -> None:
     sections = rope.get("mrope_section")
     if (
         not isinstance(sections, list)
@@ -459,7 +468,9 @@ def _shrink_mrope_sections(tiny: dict[str, Any]) -> None:
     # sections that sum to them would lay the axes out as chunks do, and the layout could not
     # be told apart
     interleaved = rope.get("mrope_interleaved") is True
-    half = TINY_HEAD_DIM // 2 if interleaved else tiny_rotary_half(tiny)
+    half = (
+        TINY_HEAD_DIM // 2 if interleaved else tiny_rotary_half({**tiny, "rope_parameters": rope})
+    )
     total = sum(sections)
     least = 1 if half >= len(sections) else 0
     tiny_sections = [max(least, round(s * half / total)) for s in sections]

@@ -120,3 +120,37 @@ def test_row_and_markdown_show_status_blockers_and_rates(backlog):
 
 def test_markdown_cells_cannot_break_the_table(backlog):
     assert backlog.markdown_table(("a", "b"), [("x|y", 1)]).splitlines()[-1] == "| x/y | 1 |"
+
+
+def test_a_pass_on_an_overridden_default_config_is_not_a_plain_pass(backlog):
+    """Issue #16: a type transformers cannot build from its own default config runs with
+    documented overrides, and its row says so; it is never counted as a default-config pass."""
+    plain = {**ROWS[0], "config": "default config"}
+    overridden = {**ROWS[0], "model_type": "o", "config": "default config + {'k': 1}"}
+    fixture = {**ROWS[0], "model_type": "f", "config": "fixture"}
+    assert [backlog.outcome(r) for r in (plain, overridden, fixture)] == [
+        "pass",
+        "pass-override",
+        "pass",
+    ]
+    assert backlog.pass_rates([plain, overridden]) == [("dense", 1, 2), ("all", 1, 2)]
+    assert backlog.blocker_names(overridden) == []  # it passed: nothing stopped it
+    assert "| dense | 1/2 (+1 on overridden configs) |" in backlog.markdown([plain, overridden])
+    assert "  all          1/2 (+1 on overridden configs)" in backlog.summary([plain, overridden])
+    assert "[default config + {'k': 1}]" in backlog.format_row(overridden)
+    assert "[" not in backlog.format_row(plain).split("s  ", 1)[1]
+
+
+def test_types_left_out_by_kind_are_named(backlog):
+    assert backlog.left_out_line({"multi_stack": ["blt"], "encoder_lm": ["xlnet", "xlm"]}) == (
+        "encoder_lm 2 (xlnet, xlm); multi_stack 1 (blt)"
+    )
+
+
+def test_the_build_overrides_are_in_the_config_label(backlog, tmp_path):
+    import reonboard
+
+    folder, label = reonboard.config_dir("cohere_compass_text", {}, tmp_path)
+    assert label.startswith("default config + {'layer_types': ")
+    assert "'full_attention': None" in label
+    assert (folder / "config.json").exists()

@@ -100,3 +100,36 @@ def test_source_cross_check_warns() -> None:
     result = classify({"model_type": "llama"}, modeling_source=source)
     assert result.kind is Kind.DENSE
     assert any("FooSparseMoeBlock" in w for w in result.warnings)
+
+
+def test_a_model_of_several_stacks_is_out_of_scope_with_its_sub_configs() -> None:
+    """BLT's config.json has no hidden_size because its byte encoder, global transformer,
+    byte decoder and entropy patcher are each a sub-config: not a malformed config, and not one
+    decoder onboard can generate."""
+    from transformers import CONFIG_MAPPING
+
+    result = classify(CONFIG_MAPPING["blt"]().to_dict())
+    assert result.kind is Kind.MULTI_STACK
+    (reason,) = result.reasons
+    assert "no hidden_size" in reason
+    for sub_config in ("patcher_config", "encoder_config", "decoder_config", "global_config"):
+        assert sub_config in reason
+    with pytest.raises(UnsupportedKindError, match="multi_stack is out of scope"):
+        require_in_scope(result)
+
+
+def test_a_config_without_hidden_size_or_stacks_is_still_malformed(tmp_path) -> None:
+    """No hidden_size and no sub-config that holds one: classified from its keys, then refused
+    as a config that lacks its size (one sub-config alone is not several stacks)."""
+    from onboard.errors import InvalidConfigError
+    from onboard.hf_config import check_sizes
+
+    config = {
+        "model_type": "llama",
+        "num_attention_heads": 4,
+        "vocab_size": 64,
+        "extra_config": {"hidden_size": 8, "num_hidden_layers": 1},
+    }
+    assert classify(config).kind is Kind.DENSE
+    with pytest.raises(InvalidConfigError, match="has no hidden_size"):
+        check_sizes(config)

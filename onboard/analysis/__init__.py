@@ -14,6 +14,7 @@ from onboard.analysis.probe import Probe, TinyModelRunError, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.checkpoint import parameter_shapes
 from onboard.classify import Classification, Kind, classify, require_in_scope
+from onboard.config_pins import validator_pins
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.remote_idioms import notes_of
@@ -99,9 +100,10 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
     layer_types = _list_or_none(getattr(hf_config, "layer_types", None))
     config = {**multiplier_defaults(hf_config), **source.config}
     aliases = dict(getattr(type(hf_config), "attribute_map", {}))
+    pinned = validator_pins(type(hf_config))
     try:
         tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention, aliases=aliases
+            config, layer_types, real_layers, attention=attention, aliases=aliases, pinned=pinned
         )
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
         tiny, tiny_config, hf_model, layout, probe = _probed(
@@ -111,6 +113,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
             attention=attention,
             tiny_heads=TINY_HEADS_FALLBACK,
             aliases=aliases,
+            pinned=pinned,
         )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
@@ -151,6 +154,7 @@ def _probed(
     attention: bool = True,
     tiny_heads: int = TINY_HEADS,
     aliases: dict[str, str] | None = None,
+    pinned: dict[str, Any] | None = None,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
     """The tiny config, its HF config and model, the model's Llama-layout view, the probe.
     Experts kept as a ModuleList of per-expert MLPs are read as stacked experts."""
@@ -163,6 +167,7 @@ def _probed(
         tiny_heads=tiny_heads,
         attention=attention,
         aliases=aliases,
+        pinned=pinned,
     )
     tiny_config = make_hf_config(tiny.config)
     hf_model = stack_expert_lists(build_tiny_model(tiny_config))

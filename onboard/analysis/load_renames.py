@@ -23,8 +23,12 @@ Names = tuple[tuple[str, tuple[int, ...]], ...]
 Renames = tuple[tuple[str, str], ...]
 
 _SUPPORTED = "onboard maps checkpoint names transformers renames on load so far"
-# Regex syntax left in a pattern once its anchor and escaped dots are read: not a plain name
+# Regex syntax left in a pattern once its anchors and escaped punctuation are read: not a plain
+# name (a backslash left is a class such as \d; a bare dot is read as a dot, as the check of
+# every saved name against transformers' renaming would catch it matching anything else)
 _REGEX = re.compile(r"[\\^$*+?{}\[\]()|]")
+# An escaped punctuation character (``\.``): a literal
+_ESCAPED = re.compile(r"\\[^\w\s]")
 
 
 def renamed(name: str, renames: Renames) -> str:
@@ -106,19 +110,32 @@ def _firing(renamings: list[Any], names: list[str]) -> list[Any]:
 
 
 def _literal(renaming: Any, hf_model: Any) -> Renames:
-    """A renaming's patterns as plain substrings (anchor dropped, dots unescaped); one with
-    other regex syntax is refused, as no plain rename repeats it."""
+    """A renaming's patterns as plain substrings; one with other regex syntax is refused, as no
+    plain rename repeats it."""
     target = renaming.target_patterns[0]
     pairs = []
     for pattern in renaming.source_patterns:
-        plain = pattern.removeprefix("^").replace(r"\.", ".")
-        if _REGEX.search(plain) or _REGEX.search(target.replace(r"\.", ".")):
+        plain = plain_pattern(pattern)
+        if plain is None or _REGEX.search(target.replace(r"\.", ".")):
             raise UnsupportedFeatureError(
                 f"transformers renames checkpoint names by the pattern {pattern!r} on load at "
                 f"{_where(renaming, hf_model)}: not a plain name ({_SUPPORTED})"
             )
         pairs.append((plain, target))
     return tuple(pairs)
+
+
+def plain_pattern(pattern: str) -> str | None:
+    """The literal text a regex pattern matches, its anchors dropped (``^transformer\\.h\\.``,
+    HunYuan V4's ``\\.learnable_sink_param$``), or None for a real regex (a class, a group, a
+    repeat). A dropped anchor makes the rename a plain substring rename, which
+    read_load_renames checks against transformers' own renaming of every saved name."""
+    body = pattern.removeprefix("^")
+    if body.endswith("$") and not body.endswith("\\$"):
+        body = body[:-1]
+    if _REGEX.search(_ESCAPED.sub("", body)):
+        return None
+    return _ESCAPED.sub(lambda m: m.group()[1], body)
 
 
 def _converted(name: str, theirs: str, converters: list[Any], hf_model: Any) -> str:

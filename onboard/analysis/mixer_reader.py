@@ -91,8 +91,9 @@ class MixerReader(Reader):
     def _mixer_of(self, label: str, layer: Any, index: int) -> tuple[str, Any] | None:
         """(attribute, HF module) of the layer's token mixer. What the attention layer (layer 0)
         also has, of the same class, is the rest of every layer (norms, the MLP, Granite's
-        shared_mlp): the mixer is what only this layer has (NemotronH keeps each layer's one
-        block under one name, mixer). A kind layer 0 itself has (FalconH1's) is not compared."""
+        shared_mlp), and so is a per-channel scale (ZAYA's residual scales): the mixer is what
+        only this layer has (NemotronH keeps each layer's one block under one name, mixer). A
+        kind layer 0 itself has (FalconH1's) is not compared."""
         first = {
             name: type(hf_module(child))
             for name, child in self.model.model.layers[0].named_children()
@@ -105,6 +106,7 @@ class MixerReader(Reader):
             and first.get(name) is not type(hf_module(child))
             and not is_norm(child)
             and learns(child)
+            and not _elementwise(child)
         ]
         if len(candidates) != 1:
             names = ", ".join(n for n, _ in candidates) or "none"
@@ -133,6 +135,12 @@ class MixerReader(Reader):
             f"known kinds: {', '.join(m.name for m in MIXERS)}",
         )
         return None
+
+
+def _elementwise(module: Any) -> bool:
+    """Every parameter a vector (ZAYA's residual scales and biases): a per-channel affine map,
+    which mixes no tokens, so it is not the layer's token mixer; every mixer has a matrix."""
+    return all(p.dim() <= 1 for p in module.parameters())
 
 
 def _feed_forward_kind(layer: Any) -> str | None:

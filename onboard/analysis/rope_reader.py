@@ -65,6 +65,8 @@ class RopeReader(Reader):
             interleaved = bool(getattr(self.cfg, "rope_interleave", False))
             if interleaved:
                 self._config(f"text.rope.{kind}", "rope_interleave", True)
+            if str(per_kind.get("rope_type", "default")) == "default":
+                self._check_frequencies(kind, theta, dim)
             spec = RopeSpec(
                 rope_type=str(per_kind.get("rope_type", "default")),
                 theta=theta,
@@ -78,6 +80,33 @@ class RopeReader(Reader):
             )
             result.append((kind, spec))
         return tuple(result)
+
+    def _check_frequencies(self, kind: str, theta: float, dim: int) -> None:
+        """The tiny rotary's frequencies, if a permutation of RoPE's 1 / theta^(2i / d), are
+        in that order: Cohere Compass reorders them (its M-RoPE pre-rotation), which no
+        RopeSpec says. ``d`` is the rotary dim, or one less (MiMo-V2-Flash's odd int(16 x
+        0.334) turns as many frequencies as 6); other tables are the other readers' to judge."""
+        import torch
+
+        rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
+        buffers = dict(rotary.named_buffers(recurse=False)) if rotary is not None else {}
+        table = buffers.get(f"{kind}_inv_freq", buffers.get("inv_freq"))
+        if table is None or 2 * table.numel() != dim:
+            return
+        table = table.detach().float().cpu()
+        for width in (dim, dim - 1):
+            expected = 1.0 / theta ** (torch.arange(0, width, 2, dtype=torch.float) / width)
+            if torch.allclose(table, expected, rtol=1e-5, atol=0.0):
+                return
+            if torch.allclose(table.sort().values, expected.sort().values, rtol=1e-5, atol=0.0):
+                compute = getattr(rotary, "compute_default_rope_parameters", None)
+                self._delta(
+                    "RoPE frequencies reordered",
+                    source_location(compute or type(rotary).forward) or "model.rotary_emb",
+                    f"{type(rotary).__name__}: the {kind} inv_freq is 1 / theta^(2i / {width}) "
+                    "in another order",
+                )
+                return
 
     def _rope_applied(self) -> dict[str, bool | None]:
         """Per layer kind, whether its attention applies RoPE (None: the probe cannot tell).

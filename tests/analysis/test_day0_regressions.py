@@ -209,6 +209,66 @@ def test_names_transformers_renames_on_load_are_renamed_like_it() -> None:
     )
 
 
+def _suffix_renamed(suffix: str) -> nn.Module:
+    """A tiny Llama saved as transformer.h.* whose input norm weight is saved under a bare name
+    transformers renames by a ``$``-anchored pattern (HunYuan V4's learnable_sink_param)."""
+    from transformers.core_model_loading import WeightRenaming
+
+    return _llama(
+        "OnboardTestSuffixRenamedForCausalLM",
+        [
+            WeightRenaming(r"^transformer\.h\.", "model.layers."),
+            WeightRenaming(suffix, ".input_layernorm.weight"),
+        ],
+    )
+
+
+def test_a_suffix_rename_is_a_plain_rename() -> None:
+    model = _suffix_renamed(r"\.ln_1_param$")
+    saved = tensor_shapes(model)
+    assert "transformer.h.0.ln_1_param" in dict(saved)
+    renames = read_load_renames(model, model, saved, ())
+    assert renames[1] == (".ln_1_param", ".input_layernorm.weight")
+    memory = {n: tuple(p.shape) for n, p in model.state_dict().items()}
+    assert {renamed(n, renames): s for n, s in saved}.items() <= memory.items()
+
+
+def test_a_suffix_rename_that_also_matches_inside_a_name_is_refused() -> None:
+    """Sabotage: read as a substring, the suffix would also rename ln_1_param.extra, which
+    transformers leaves alone."""
+    model = _suffix_renamed(r"\.ln_1_param$")
+    saved = (*tensor_shapes(model), ("transformer.h.0.ln_1_param.extra", (4,)))
+    with pytest.raises(UnsupportedFeatureError, match=r"ln_1_param\.extra to model\.layers"):
+        read_load_renames(model, model, saved, ())
+
+
+@pytest.mark.parametrize(
+    ("pattern", "plain"),
+    [
+        (r"^transformer\.h\.", "transformer.h."),
+        (r"\.learnable_sink_param$", ".learnable_sink_param"),
+        (r"\.hc_pre\.hc_", ".hc_pre.hc_"),
+        (r"price\$", "price$"),  # an escaped dollar is a character, not an anchor
+        (r"layers\.(\d+)\.", None),
+        (r"\.experts\.\d+\.", None),
+        (r"mlp\.(gate|up)_proj", None),
+        (r"a.*b", None),
+    ],
+)
+def test_only_literal_patterns_read_as_plain_names(pattern: str, plain: str | None) -> None:
+    from onboard.analysis.load_renames import plain_pattern
+
+    assert plain_pattern(pattern) == plain
+
+
+def test_a_real_regex_rename_is_refused_by_its_pattern() -> None:
+    """Saved under the plain suffix, loaded by a class whose rename is a real regex (``\\d``)."""
+    saved = tensor_shapes(_suffix_renamed(r"\.ln_1_param$"))
+    model = _suffix_renamed(r"\.ln_\d_param$")
+    with pytest.raises(UnsupportedFeatureError, match=r"ln_\\\\d_param\$' on load .*not a plain"):
+        read_load_renames(model, model, saved, ())
+
+
 def test_a_model_saved_under_its_own_names_needs_no_renames() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
