@@ -45,7 +45,12 @@ from onboard.targets.mobius.mixers import (
 )
 from onboard.targets.mobius.placement_switch import PlacementSwitch, placement_switch
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
-from onboard.targets.mobius.rope import rope_settings
+from onboard.targets.mobius.rope import (
+    SlidingRope,
+    rope_settings,
+    sliding_rope,
+    sliding_rope_settings,
+)
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
 from onboard.targets.mobius.vision import VisionDesign, design_vision
@@ -153,7 +158,7 @@ class TextDesign:
     layer_kinds: tuple[str, ...]
     windowed: bool  # some layer slides: the forward builds per-kind masks
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
-    per_kind_rope: bool
+    per_kind_rope: bool  # sliding layers rotate by their own table (rotary_emb_local)
     nope_kinds: tuple[str, ...]  # layer kinds whose attention skips RoPE
     rope_layers_key: str | None  # config list: layer i rotates iff config.<key>[i]
     reasons: tuple[str, ...]  # one line per feature the text model changes
@@ -206,6 +211,7 @@ class TextDesign:
     indexer: IndexerSpec | None = None
     # The residual layout (sequential or parallel) follows a config flag
     placement_switch: PlacementSwitch | None = None
+    sliding_rope: SlidingRope | None = None  # what the sliding layers' own table differs in
 
     @property
     def shares_selection(self) -> bool:
@@ -669,9 +675,19 @@ def _text_design(
                 "text.rope_layers_key",
             )
         )
-    if needed["per_kind_rope"] == "yes":
+    local_rope = sliding_rope(spec) if needed["per_kind_rope"] == "yes" else None
+    if local_rope is not None:
+        own = (
+            "theta"
+            + ", type, scaling" * local_rope.scaled
+            + ", rotated share" * (local_rope.partial)
+        )
         reasons.append(
-            _why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention")
+            _why(
+                f"sliding layers use their own RoPE ({own})",
+                spec,
+                "text.rope.sliding_attention",
+            )
         )
     if needed["mlp"] == "fused_gate_up":
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
@@ -727,7 +743,8 @@ def _text_design(
         layer_kinds=kinds,
         windowed=windowed,
         uniform_window=needed["sliding_window"] == "uniform",
-        per_kind_rope=needed["per_kind_rope"] == "yes",
+        per_kind_rope=local_rope is not None,
+        sliding_rope=local_rope,
         nope_kinds=nope_kinds,
         rope_layers_key=text.rope_layers_key,
         reasons=tuple(reasons),
@@ -1043,21 +1060,7 @@ def _settings(
     else:
         settings.append(Setting("sliding_window", "None", "no layer slides"))
     rope = dict(text.rope)
-    if len({r.theta for r in rope.values()}) > 1:
-        settings.append(
-            Setting(
-                "rope_theta",
-                'config.rope_parameters["full_attention"]["rope_theta"]',
-                _why("RoPE theta of full layers", spec, "text.rope.full_attention"),
-            )
-        )
-        settings.append(
-            Setting(
-                "rope_local_base_freq",
-                'config.rope_parameters["sliding_attention"]["rope_theta"]',
-                _why("RoPE theta of sliding layers", spec, "text.rope.sliding_attention"),
-            )
-        )
+    settings += sliding_rope_settings(spec, extra)
     if all(r.rope_type is None for r in rope.values()):
         settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
         settings.append(
