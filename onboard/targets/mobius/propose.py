@@ -9,7 +9,7 @@ from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
-from onboard.targets.mobius.rope import sliding_rope_blockers
+from onboard.targets.mobius.rope import rope_blockers
 from onboard.targets.mobius.vision import vision_blockers
 
 TEXT_TASKS = (None, "text-generation")
@@ -126,7 +126,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             found.append(
                 f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)"
             )
-    found += sliding_rope_blockers(spec)
+    found += rope_blockers(spec)
     return tuple(found)
 
 

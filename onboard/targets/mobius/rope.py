@@ -80,6 +80,29 @@ def _key(rope: RopeSpec) -> tuple[object, ...]:
     return (rope.rope_type, rope.theta, rope.partial_rotary_factor, rope.scaling)
 
 
+def rope_blockers(spec: ArchitectureSpec) -> list[str]:
+    """RoPE the generated code cannot build, by name."""
+    return _untruncated_yarn(spec) + sliding_rope_blockers(spec)
+
+
+def _untruncated_yarn(spec: ArchitectureSpec) -> list[str]:
+    """transformers' YaRN keeps the correction range unrounded with ``truncate: False``
+    (GPT-OSS); mobius 0.1.0's YarnRope always floors and ceils it (its config has no such
+    setting), so the tables differ."""
+    kinds = [
+        kind
+        for kind, rope in spec.text.rope
+        if rope.rope_type == "yarn" and dict(rope.scaling).get("truncate") is False
+    ]
+    if not kinds:
+        return []
+    return [
+        f"YaRN RoPE with truncate=False for {', '.join(kinds)} layers "
+        "(config.json:rope_parameters): mobius' YarnRope always rounds the correction range "
+        "(mobius/components/_rotary_embedding.py, YarnRope.__init__)"
+    ]
+
+
 def sliding_rope_blockers(spec: ArchitectureSpec) -> list[str]:
     """What per-kind RoPE the generated text model cannot build (it builds one table for full
     and one for sliding layers; mobius' DynamicNTKRope is bug M8)."""
