@@ -37,6 +37,7 @@ LOCAL_TABLE = '"sliding_attention": self.rotary_emb_local(op, position_ids),'
 FULL_TABLE = '"sliding_attention": self.rotary_emb(op, position_ids),'
 LOCAL_WIDTH = 'if kind == "sliding_attention":\n                attention = layer.self_attn'
 NO_WIDTH = 'if kind == "no_layer_kind":\n                attention = layer.self_attn'
+LOCAL_THETA = "rope_theta=config.rope_local_base_freq,"
 
 
 def _model(tmp_path: Path, rope: dict, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -164,6 +165,11 @@ def test_sliding_rope_generates_into_mobius_with_zero_edits(
         module.write_text(text)
         narrow = parity_with(result, LOCAL_WIDTH, NO_WIDTH)
         assert statuses(narrow)["prefill"] is Status.FAIL
+        # their own width, but the full layers' theta: the numbers differ (0.22 measured)
+        module.write_text(text)
+        theta = parity_with(result, LOCAL_THETA, "rope_theta=config.rope_theta,")
+        prefill = next(c for c in theta.checks if c.provider == "default" and c.name == "prefill")
+        assert prefill.status is Status.FAIL and prefill.metrics.max_abs > 1e-2
 
 
 def test_rope_fixture_is_laguna_default() -> None:
