@@ -77,6 +77,7 @@ TEXT_FEATURES = frozenset(
         "positions",
         "embedding_norm",
         "rope_reversed",
+        "yarn_range",
         "qk_norm_order",
         "qk_norm_weights",
         "final_norm",
@@ -170,6 +171,7 @@ class TextDesign:
     alibi: bool = False  # per-head linear biases by key position (BLOOM, MPT)
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
+    unrounded_yarn: bool = False  # a generated YaRN table keeps HF's correction range unrounded
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
     # the layer swaps the attention's q/k norms for generated ones with a weight per head, of
     # this kind (layer or rms)
@@ -664,6 +666,17 @@ def _text_design(
     rope_reversed = needed["rope_reversed"] == "yes"
     if rope_reversed:
         reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
+    yarn = needed["yarn_range"] == "unrounded"
+    if yarn:
+        kind = next(k for k, r in text.rope if r.rope_type == "yarn")
+        reasons.append(
+            _why(
+                "YaRN RoPE whose correction range is rounded only if rope_scaling asks "
+                "(truncate); mobius' YarnRope always rounds it",
+                spec,
+                f"text.rope.{kind}",
+            )
+        )
     if (positions is None and not alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
@@ -755,6 +768,7 @@ def _text_design(
         alibi=alibi,
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
+        unrounded_yarn=yarn,
         qk_norm_after_rope=qk_norm_after_rope,
         qk_norm_each_head=qk_norm_each_head,
         token_blocks=spec.vision.merge.token_blocks if spec.vision is not None else "",

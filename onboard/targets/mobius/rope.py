@@ -82,24 +82,27 @@ def _key(rope: RopeSpec) -> tuple[object, ...]:
 
 def rope_blockers(spec: ArchitectureSpec) -> list[str]:
     """RoPE the generated code cannot build, by name."""
-    return _untruncated_yarn(spec) + sliding_rope_blockers(spec)
+    return _per_kind_unrounded_yarn(spec) + sliding_rope_blockers(spec)
 
 
-def _untruncated_yarn(spec: ArchitectureSpec) -> list[str]:
+def unrounded_yarn(spec: ArchitectureSpec) -> bool:
     """transformers' YaRN keeps the correction range unrounded with ``truncate: False``
     (GPT-OSS); mobius 0.1.0's YarnRope always floors and ceils it (its config has no such
-    setting), so the tables differ."""
-    kinds = [
-        kind
-        for kind, rope in spec.text.rope
-        if rope.rope_type == "yarn" and dict(rope.scaling).get("truncate") is False
-    ]
-    if not kinds:
+    setting), so the generated text model builds transformers' table."""
+    return any(
+        rope.rope_type == "yarn" and dict(rope.scaling).get("truncate") is False
+        for _, rope in spec.text.rope
+    )
+
+
+def _per_kind_unrounded_yarn(spec: ArchitectureSpec) -> list[str]:
+    """transformers reads ``truncate`` from the top of ``rope_parameters`` only, never from a
+    kind's own entry: a kind's ``truncate`` is refused rather than guessed."""
+    if not unrounded_yarn(spec) or sliding_rope(spec) is None:
         return []
     return [
-        f"YaRN RoPE with truncate=False for {', '.join(kinds)} layers "
-        "(config.json:rope_parameters): mobius' YarnRope always rounds the correction range "
-        "(mobius/components/_rotary_embedding.py, YarnRope.__init__)"
+        "YaRN RoPE with truncate=False in a layer kind's own rope_parameters "
+        "(config.json:rope_parameters): transformers reads truncate from the top level only"
     ]
 
 

@@ -19,6 +19,7 @@ from onboard.pipeline import NewOptions, onboard_new
 from onboard.source import load_source
 from onboard.targets.mobius import TARGET, _import_file
 from onboard.targets.mobius import plan as mobius_plan
+from onboard.targets.mobius.profiles import requirements
 from onboard.targets.mobius.rope import (
     SlidingRope,
     rope_blockers,
@@ -72,11 +73,8 @@ def test_one_scaled_rope_for_every_kind_is_not_refused(tmp_path: Path) -> None:
     assert sliding_rope(spec) is None and sliding_rope_blockers(spec) == []
 
 
-def test_one_untruncated_yarn_rope_is_refused_by_name(tmp_path: Path) -> None:
-    """GPT-OSS's YaRN (the same on both kinds, so no longer refused as per-kind RoPE) keeps
-    transformers' correction range unrounded, which mobius' YarnRope always rounds: on Llama
-    3.2 with that RoPE the generated code missed HF by 1.7e-3 in the prefill logits, and by
-    8e-7 with truncate=True."""
+def _untruncated_yarn_llama(folder: Path) -> Path:
+    """Llama 3.2 with GPT-OSS's YaRN (truncate=False)."""
     config = json.loads(fixture_config("meta-llama/Llama-3.2-1B").read_text())
     config.pop("rope_scaling", None)
     config["rope_parameters"] = {
@@ -86,18 +84,38 @@ def test_one_untruncated_yarn_rope_is_refused_by_name(tmp_path: Path) -> None:
         "original_max_position_embeddings": 4096,
         "truncate": False,
     }
-    folder = tmp_path / "yarn"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config))
-    spec = analyse(load_source(str(folder))).spec
-    (blocker,) = rope_blockers(spec)
-    assert blocker.startswith("YaRN RoPE with truncate=False for full_attention layers")
-    assert "mobius' YarnRope always rounds the correction range" in blocker
-    ((kind, rope),) = spec.text.rope
-    truncated = tuple((k, True if k == "truncate" else v) for k, v in rope.scaling)
-    rope = dataclasses.replace(rope, scaling=truncated)
-    text = dataclasses.replace(spec.text, rope=((kind, rope),))
-    assert rope_blockers(dataclasses.replace(spec, text=text)) == []
+    return folder
+
+
+def test_untruncated_yarn_is_generated_and_refused_only_per_kind(tmp_path: Path) -> None:
+    """GPT-OSS's YaRN (the same on both kinds, so no longer refused as per-kind RoPE) keeps
+    transformers' correction range unrounded, which mobius' YarnRope always rounds: the
+    generated text model builds HF's table. transformers reads truncate from the top of
+    rope_parameters only, so a kind's own truncate is refused."""
+    spec = analyse(load_source(str(_untruncated_yarn_llama(tmp_path / "yarn")))).spec
+    assert requirements(spec)["yarn_range"] == "unrounded"
+    assert rope_blockers(spec) == []
+    ((_, rope),) = spec.text.rope
+    other = dataclasses.replace(rope, theta=10000.0)
+    kinds = (("full_attention", rope), ("sliding_attention", other))
+    text = dataclasses.replace(spec.text, rope=kinds)
+    (blocker,) = rope_blockers(dataclasses.replace(spec, text=text))
+    assert blocker.startswith("YaRN RoPE with truncate=False in a layer kind's own")
+
+
+@pytest.mark.slow
+def test_untruncated_yarn_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
+    """Measured: 8e-7 in the prefill logits; rounded as mobius' YarnRope does, 1.7e-3."""
+    folder = _untruncated_yarn_llama(tmp_path / "yarn")
+    result = onboard_new(NewOptions(model=str(folder), treat_as_new=True, out=tmp_path / "out"))
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    assert {c.status for c in report.checks} <= {Status.PASS, Status.SKIP}
+    rounded = parity_with(result, 'if scaling.get("truncate", True):', "if True:")
+    prefill = next(c for c in rounded.checks if c.provider == "default" and c.name == "prefill")
+    assert prefill.status is Status.FAIL and prefill.metrics.max_abs > 1e-4
 
 
 @pytest.mark.parametrize("rope", [LAGUNA_ROPE, SCALED_ROPE], ids=["partial", "scaled"])
