@@ -311,8 +311,13 @@ def _vlm_design(
 
 
 def distinct_ropes(text: Any) -> set[tuple[Any, ...]]:
-    """The different RoPEs the layer kinds apply (kinds without RoPE left out)."""
-    return {(r.rope_type, r.theta, r.scaling) for _, r in text.rope if r.rope_type is not None}
+    """The different RoPEs the layer kinds apply (kinds without RoPE left out): a kind that
+    rotates another share of each head needs a table of its own width."""
+    return {
+        (r.rope_type, r.theta, r.partial_rotary_factor, r.scaling)
+        for _, r in text.rope
+        if r.rope_type is not None
+    }
 
 
 def _multiplier(text: Any, site: str) -> str | None:

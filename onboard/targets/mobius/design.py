@@ -45,7 +45,12 @@ from onboard.targets.mobius.mixers import (
 )
 from onboard.targets.mobius.placement_switch import PlacementSwitch, placement_switch
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
-from onboard.targets.mobius.rope import rope_settings
+from onboard.targets.mobius.rope import (
+    SlidingRope,
+    rope_settings,
+    sliding_rope,
+    sliding_rope_settings,
+)
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
 from onboard.targets.mobius.vision import VisionDesign, design_vision
@@ -72,6 +77,7 @@ TEXT_FEATURES = frozenset(
         "positions",
         "embedding_norm",
         "rope_reversed",
+        "yarn_range",
         "qk_norm_order",
         "qk_norm_weights",
         "final_norm",
@@ -153,7 +159,7 @@ class TextDesign:
     layer_kinds: tuple[str, ...]
     windowed: bool  # some layer slides: the forward builds per-kind masks
     uniform_window: bool  # every layer slides: the GroupQueryAttention path can keep its window
-    per_kind_rope: bool
+    per_kind_rope: bool  # sliding layers rotate by their own table (rotary_emb_local)
     nope_kinds: tuple[str, ...]  # layer kinds whose attention skips RoPE
     rope_layers_key: str | None  # config list: layer i rotates iff config.<key>[i]
     reasons: tuple[str, ...]  # one line per feature the text model changes
@@ -165,6 +171,7 @@ class TextDesign:
     alibi: bool = False  # per-head linear biases by key position (BLOOM, MPT)
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
+    unrounded_yarn: bool = False  # a generated YaRN table keeps HF's correction range unrounded
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
     # the layer swaps the attention's q/k norms for generated ones with a weight per head, of
     # this kind (layer or rms)
@@ -207,6 +214,7 @@ class TextDesign:
     indexer: IndexerSpec | None = None
     # The residual layout (sequential or parallel) follows a config flag
     placement_switch: PlacementSwitch | None = None
+    sliding_rope: SlidingRope | None = None  # what the sliding layers' own table differs in
 
     @property
     def shares_selection(self) -> bool:
@@ -660,6 +668,17 @@ def _text_design(
     rope_reversed = needed["rope_reversed"] == "yes"
     if rope_reversed:
         reasons.append(_why("RoPE turns the other way (sin negated)", spec, "text.rope.reversed"))
+    yarn = needed["yarn_range"] == "unrounded"
+    if yarn:
+        kind = next(k for k, r in text.rope if r.rope_type == "yarn")
+        reasons.append(
+            _why(
+                "YaRN RoPE whose correction range is rounded only if rope_scaling asks "
+                "(truncate); mobius' YarnRope always rounds it",
+                spec,
+                f"text.rope.{kind}",
+            )
+        )
     if (positions is None and not alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
@@ -671,9 +690,19 @@ def _text_design(
                 "text.rope_layers_key",
             )
         )
-    if needed["per_kind_rope"] == "yes":
+    local_rope = sliding_rope(spec) if needed["per_kind_rope"] == "yes" else None
+    if local_rope is not None:
+        own = (
+            "theta"
+            + ", type, scaling" * local_rope.scaled
+            + ", rotated share" * (local_rope.partial)
+        )
         reasons.append(
-            _why("sliding layers use their own RoPE theta", spec, "text.rope.sliding_attention")
+            _why(
+                f"sliding layers use their own RoPE ({own})",
+                spec,
+                "text.rope.sliding_attention",
+            )
         )
     if needed["mlp"] == "fused_gate_up":
         reasons.append(_why("fused gate_up_proj", spec, "text.mlp.kind"))
@@ -729,7 +758,8 @@ def _text_design(
         layer_kinds=kinds,
         windowed=windowed,
         uniform_window=needed["sliding_window"] == "uniform",
-        per_kind_rope=needed["per_kind_rope"] == "yes",
+        per_kind_rope=local_rope is not None,
+        sliding_rope=local_rope,
         nope_kinds=nope_kinds,
         rope_layers_key=text.rope_layers_key,
         reasons=tuple(reasons),
@@ -740,6 +770,7 @@ def _text_design(
         alibi=alibi,
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
+        unrounded_yarn=yarn,
         qk_norm_after_rope=qk_norm_after_rope,
         qk_norm_each_head=qk_norm_each_head,
         qk_norm_head_modules=attention.qk_norm_head_modules if qk_norm_each_head else None,
@@ -1046,21 +1077,7 @@ def _settings(
     else:
         settings.append(Setting("sliding_window", "None", "no layer slides"))
     rope = dict(text.rope)
-    if len({r.theta for r in rope.values()}) > 1:
-        settings.append(
-            Setting(
-                "rope_theta",
-                'config.rope_parameters["full_attention"]["rope_theta"]',
-                _why("RoPE theta of full layers", spec, "text.rope.full_attention"),
-            )
-        )
-        settings.append(
-            Setting(
-                "rope_local_base_freq",
-                'config.rope_parameters["sliding_attention"]["rope_theta"]',
-                _why("RoPE theta of sliding layers", spec, "text.rope.sliding_attention"),
-            )
-        )
+    settings += sliding_rope_settings(spec, extra)
     if all(r.rope_type is None for r in rope.values()):
         settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
         settings.append(

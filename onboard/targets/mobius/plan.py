@@ -27,7 +27,7 @@ from onboard.codemods import (
 from onboard.errors import TargetRepoError
 from onboard.plan import FileChange, Plan
 from onboard.provenance import header_for
-from onboard.spec import ArchitectureSpec
+from onboard.spec import ArchitectureSpec, RopeSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
 from onboard.tiny import TINY_SLIDING_WINDOW, linear_attention_sizes
@@ -253,6 +253,7 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     rope = dict(spec.text.rope)
     if "sliding_attention" in rope and "full_attention" in rope:
         overrides["rope_local_base_freq"] = rope["sliding_attention"].theta
+        overrides |= _sliding_rope_overrides(design, rope)
     if needs_own_config_class(design):
         overrides = {"_config_cls": design.config_class, **overrides}
     body = ", ".join(
@@ -284,12 +285,35 @@ def _mlp_overrides(mlp: MLPSpec | None) -> dict[str, object]:
     return overrides
 
 
+def _sliding_rope_overrides(design: ModelDesign, rope: dict[str, RopeSpec]) -> dict[str, object]:
+    """The sliding layers' own RoPE fields (rope.py), so the library's tests build their
+    table and rotated width as the real config does."""
+    local = design.text.sliding_rope if design.text else None
+    if local is None:
+        return {}
+    full, sliding = rope["full_attention"], rope["sliding_attention"]
+    overrides: dict[str, object] = {}
+    if local.scaled:
+        overrides["rope_local_type"] = sliding.rope_type
+        overrides["rope_local_scaling"] = {
+            "rope_type": sliding.rope_type,
+            "rope_theta": sliding.theta,
+            **dict(sliding.scaling),
+        }
+    if local.partial:
+        overrides["partial_rotary_factor"] = full.partial_rotary_factor
+        overrides["local_partial_rotary_factor"] = sliding.partial_rotary_factor
+    return overrides
+
+
 def _literal(value: object) -> str:
     """A Python literal with double-quoted strings, as the upstream file writes them."""
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 

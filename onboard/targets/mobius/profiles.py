@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.spec import ArchitectureSpec, MoESpec, PositionsSpec, RouterSpec
+from onboard.targets.mobius.rope import unrounded_yarn
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -44,6 +45,7 @@ FEATURES = (
     "positions",
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
+    "yarn_range",  # rounded, unrounded (YaRN with truncate False: GPT-OSS)
     "qk_norm_order",  # before_rope, after_rope (HunYuan)
     "qk_norm_weights",  # shared by the heads, or each_head: a row per head (Cohere)
     "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
@@ -93,6 +95,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "positions": {"rope"},
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
+        "yarn_range": {"rounded"},
         "qk_norm_order": {"before_rope"},
         "qk_norm_weights": {"shared"},
         "final_norm": {"yes"},
@@ -276,6 +279,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "positions": "alibi" if attention and attention.alibi else _positions(text.positions),
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
+        "yarn_range": "unrounded" if unrounded_yarn(spec) else "rounded",
         "qk_norm_order": "after_rope"
         if attention and attention.qk_norm_after_rope
         else "before_rope",

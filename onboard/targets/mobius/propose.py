@@ -9,6 +9,7 @@ from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
+from onboard.targets.mobius.rope import rope_blockers
 from onboard.targets.mobius.vision import vision_blockers
 
 TEXT_TASKS = (None, "text-generation")
@@ -125,23 +126,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             found.append(
                 f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)"
             )
-    ropes = dict(text.rope)
-    if len(ropes) > 1:
-        full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
-        if (
-            full
-            and sliding
-            and None not in (full.rope_type, sliding.rope_type)  # a kind without RoPE is fine
-            and (
-                (full.rope_type, full.partial_rotary_factor, full.scaling)
-                != (sliding.rope_type, sliding.partial_rotary_factor, sliding.scaling)
-                or sliding.rope_type != "default"
-            )
-        ):
-            found.append(
-                "sliding layers use a RoPE that differs from full layers by more than theta "
-                "(config.json:rope_parameters)"
-            )
+    found += rope_blockers(spec)
     return tuple(found)
 
 

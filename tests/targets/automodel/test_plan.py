@@ -370,6 +370,9 @@ def test_rope_read_per_kind_gets_a_table_per_kind(tmp_path: Path, model_type: st
     assert "self.rotary_emb = LayerTypeRotaryEmbedding(config, layer_types(config))" in model
     assert "LlamaRotaryEmbedding" not in model
     assert f"{package}/rope_utils.py" in plan.paths()
+    rope_utils = plan.content_of(f"{package}/rope_utils.py")
+    # NeMo's default table reads the rotated share from the config, not rope_parameters
+    assert "view.partial_rotary_factor = view.rope_parameters.get(" in rope_utils
     tests = plan.content_of(f"tests/unit_tests/models/{model_type}/test_{model_type}_model.py")
     assert "theirs = hf.model.rotary_emb(x, position_ids, kind)" in tests
 
