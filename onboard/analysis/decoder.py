@@ -127,6 +127,7 @@ class DecoderSpecBuilder(Reader):
         if attention_kinds:  # a pure state-space model has none
             self._refuse_headless_attention()
             variants |= self._variants()
+            gate = "text.attention.output_gate_"
             attention = self.take(
                 AttentionReader(
                     self.ctx,
@@ -135,7 +136,9 @@ class DecoderSpecBuilder(Reader):
                     sinks=_value(variants, "text.attention.sinks"),
                     indexer=_value(variants, "text.attention.indexer"),
                     sub_norm=_value(variants, "text.attention.sub_norm"),
-                    output_gate_proj=_value(variants, "text.attention.output_gate_proj"),
+                    output_gate_proj=_value(variants, f"{gate}proj"),
+                    output_gate_activation=_value(variants, f"{gate}activation"),
+                    output_gate_per_head=bool(_value(variants, f"{gate}per_head")),
                 ).read()
             )
             self._check_indexed_layers(layer_types, variants)
