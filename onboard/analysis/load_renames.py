@@ -65,12 +65,15 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
 
 
 def _outside(name: str, modules: set[str], names: list[str], renames: Renames) -> bool:
-    """The module holding ``name`` is in neither tree, down to a layer's child (or a top-level
-    part); a layer's child holding experts is the MoE reader's (saved one by one under
-    another block name, Mixtral's block_sparse_moe)."""
+    """The module holding ``name`` is in neither tree, down to a layer's child or that child's
+    own child (Laguna's saved mlp.shared_expert, in memory mlp.shared_experts), or a top-level
+    part; a module holding experts is the MoE reader's (saved one by one under another block
+    name, Mixtral's block_sparse_moe)."""
     parts = name.split(".")[:-1]
     depth = 4 if name.startswith("model.layers.") else 2
     path = ".".join(parts[:depth])
+    if path in modules and depth == 4 and len(parts) > depth:
+        path = ".".join(parts[: depth + 1])  # the block's part: a shared expert, a router
     if not path or path in modules or path.endswith(".experts"):
         return False  # experts saved as a layer's own child (Mistral Large 4): the MoE reader's
     return not any(renamed(n, renames).startswith(f"{path}.experts.") for n in names)

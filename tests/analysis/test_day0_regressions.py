@@ -265,6 +265,19 @@ def test_experts_saved_one_by_one_are_left_to_the_moe_reader() -> None:
     assert _outside("model.layers.0.attention.dense.weight", modules, [], ())
 
 
+def test_a_block_part_saved_under_another_name_is_outside() -> None:
+    """Laguna saves its shared expert as mlp.shared_expert, mlp.shared_experts in memory: the
+    layer's child exists, its part does not, so transformers' renaming is read."""
+    from onboard.analysis.load_renames import _outside
+
+    modules = {"model.layers.1", "model.layers.1.mlp", "model.layers.1.mlp.shared_experts"}
+    saved = "model.layers.1.mlp.shared_expert.down_proj.weight"
+    assert _outside(saved, modules, [saved], ())
+    assert not _outside(saved.replace("_expert.", "_experts."), modules, [saved], ())
+    router = "model.layers.1.mlp.gate"
+    assert not _outside(f"{router}.weight", modules | {router}, [], ())
+
+
 # -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
 
 

@@ -4,10 +4,10 @@ from the backlog: Laguna, which mobius 0.1.0 lacks. The spec check proves the sq
 granularity; generated mobius code passes parity with zero edits, and fails it with the gate left
 out or squashed by sigmoid; AutoModel refuses the gate by name.
 
-The config is transformers' default Laguna with dense layers and one RoPE for both layer kinds:
-its default per-kind RoPE (partial rotary on full layers, which mobius reads only at the config's
-top level) and its MoE block (a ``shared_expert`` where the closest mobius class names it
-``shared_experts``) are other features, tested elsewhere; this test is the gate's.
+The config is transformers' default Laguna (every layer full attention, MoE from layer 1, its
+checkpoint's mlp.shared_expert renamed to mlp.shared_experts on load) with one RoPE for both
+layer kinds: its default per-kind RoPE (partial rotary on full layers, which mobius reads only at
+the config's top level) is another feature; this test is the gate's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from onboard.tiny_model import build_tiny_model, perturb
 from tests.targets.mobius.checks import assert_default_checks_pass
 from tests.targets.mobius.sabotage import parity_with
 
-LAYERS = 4
 ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
 GATE = "gate = op.Softplus(self.g_proj(op, hidden_states))"
 GATED = "attn_output = op.Reshape(op.Mul(heads, op.Unsqueeze(gate, [-1])), [0, 0, -1])"
@@ -39,15 +38,8 @@ GATED = "attn_output = op.Reshape(op.Mul(heads, op.Unsqueeze(gate, [-1])), [0, 0
 def laguna(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.new_types import default_config_dir
 
-    return default_config_dir(
-        "laguna",
-        tmp_path_factory.mktemp("hub"),
-        num_hidden_layers=LAYERS,
-        layer_types=["full_attention"] * LAYERS,
-        mlp_layer_types=["dense"] * LAYERS,
-        num_attention_heads_per_layer=[48] * LAYERS,
-        rope_parameters={"full_attention": ROPE, "sliding_attention": ROPE},
-    )
+    rope = {"full_attention": ROPE, "sliding_attention": ROPE}
+    return default_config_dir("laguna", tmp_path_factory.mktemp("hub"), rope_parameters=rope)
 
 
 def test_spec_check_proves_the_softplus_per_head_gate(laguna: Path) -> None:
