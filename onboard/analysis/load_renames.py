@@ -42,14 +42,17 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     modules = {n for n, _ in model.named_modules()} | {n for n, _ in hf_model.named_modules()}
     names = [n for n, _ in saved]
     stray = [n for n in names if _outside(renamed(n, renames), modules, names, renames)]
-    if not stray:
+    parts = [n for n in names if n not in stray and _part_outside(renamed(n, renames), modules)]
+    if not stray and not parts:
         return ()
     renamings, converters = _conversions(hf_model)
     used = _firing(renamings, names)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
-    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
     memory = set(hf_model.state_dict())
+    if not stray and not any(_rename_key(n, renamings, []) in memory for n in parts):
+        return ()  # parts transformers converts (Kimi Linear's k_conv1d): the readers name them
+    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
     for name in names:
         theirs = _rename_key(name, renamings, [])
         ours = renamed(name, pairs)
@@ -65,18 +68,24 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
 
 
 def _outside(name: str, modules: set[str], names: list[str], renames: Renames) -> bool:
-    """The module holding ``name`` is in neither tree, down to a layer's child or that child's
-    own child (Laguna's saved mlp.shared_expert, in memory mlp.shared_experts), or a top-level
-    part; a module holding experts is the MoE reader's (saved one by one under another block
-    name, Mixtral's block_sparse_moe)."""
+    """The module holding ``name`` is in neither tree, down to a layer's child (or a top-level
+    part); a layer's child holding experts is the MoE reader's (saved one by one under
+    another block name, Mixtral's block_sparse_moe)."""
     parts = name.split(".")[:-1]
     depth = 4 if name.startswith("model.layers.") else 2
     path = ".".join(parts[:depth])
-    if path in modules and depth == 4 and len(parts) > depth:
-        path = ".".join(parts[: depth + 1])  # the block's part: a shared expert, a router
     if not path or path in modules or path.endswith(".experts"):
         return False  # experts saved as a layer's own child (Mistral Large 4): the MoE reader's
     return not any(renamed(n, renames).startswith(f"{path}.experts.") for n in names)
+
+
+def _part_outside(name: str, modules: set[str]) -> bool:
+    """A part of a layer's child (a shared expert, a router) in neither tree though the child
+    is: Laguna saves mlp.shared_expert, which transformers loads as mlp.shared_experts."""
+    parts = name.split(".")[:-1]
+    if not name.startswith("model.layers.") or len(parts) <= 4:
+        return False
+    return ".".join(parts[:4]) in modules and ".".join(parts[:5]) not in modules
 
 
 def _conversions(hf_model: Any) -> tuple[list[Any], list[Any]]:
