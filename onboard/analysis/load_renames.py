@@ -50,8 +50,9 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
     memory = set(hf_model.state_dict())
-    if not stray and not any(_rename_key(n, renamings, []) in memory for n in parts):
-        return ()  # parts transformers converts (Kimi Linear's k_conv1d): the readers name them
+    moved = (_part_renamed(n, _rename_key(n, renamings, []), modules) for n in parts)
+    if not stray and not any(moved):
+        return ()  # parts transformers converts or moves (Kimi's k_conv1d): the readers' to name
     pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
     for name in names:
         theirs = _rename_key(name, renamings, [])
@@ -86,6 +87,17 @@ def _part_outside(name: str, modules: set[str]) -> bool:
     if not name.startswith("model.layers.") or len(parts) <= 4:
         return False
     return ".".join(parts[:4]) in modules and ".".join(parts[:5]) not in modules
+
+
+def _part_renamed(name: str, theirs: str, modules: set[str]) -> bool:
+    """transformers' renaming of ``name`` (``theirs``) renames only its layer child's part,
+    into a part the module tree has (mlp.shared_expert.down_proj.weight ->
+    mlp.shared_experts.down_proj.weight), not into another block's tensors (GraniteMoE's
+    input_linear into the experts' gate_up_proj) or deeper (ERNIE's moe_statics under the
+    router): those the readers map."""
+    rest = ".".join(name.split(".")[5:])
+    part = theirs.removesuffix(f".{rest}") if theirs.endswith(f".{rest}") else ""
+    return part.count(".") == 4 and part in modules
 
 
 def _conversions(hf_model: Any) -> tuple[list[Any], list[Any]]:
