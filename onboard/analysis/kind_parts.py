@@ -49,9 +49,9 @@ def kind_parts(
     deltas, parameters = [], []
     cls = type(attentions[0]).__name__
     for name in (n for n in _partial_bare(attentions) if n not in explained):
-        having = [a for a in attentions if _bare(a, name)]
-        kinds_having = sorted({k for k, a in zip(kinds, attentions, strict=True) if _bare(a, name)})
-        shape = tuple(getattr(having[0], name).shape)
+        having = [(k, a) for k, a in zip(kinds, attentions, strict=True) if _bare(a, name)]
+        kinds_having = sorted({k for k, _ in having})
+        shape = tuple(getattr(having[0][1], name).shape)
         part = "attention sinks" if shape == (heads,) else f"attention parameter {name}"
         line = init_assignment(files, cls, name)
         where = line.evidence.where if line else f"model.layers.*.self_attn.{name}"
@@ -59,11 +59,11 @@ def kind_parts(
         detail += f": {line.evidence.detail}" if line else ""
         deltas.append(Delta(f"{part} only in {', '.join(kinds_having)} layers", where, detail))
         parameters.append(f"self_attn.{name}")
-    heads = _kv_heads_by_kind(attentions, kinds, head_dim)
-    if len(set(heads.values())) > 1:
+    kv_heads = _kv_heads_by_kind(attentions, kinds, head_dim)
+    if len(set(kv_heads.values())) > 1:
         line = init_assignment(files, cls, "k_proj")
         where = line.evidence.where if line else "model.layers.*.self_attn.k_proj"
-        counts = ", ".join(f"{k} {n}" for k, n in sorted(heads.items()))
+        counts = ", ".join(f"{k} {n}" for k, n in sorted(kv_heads.items()))
         deltas.append(Delta("key/value heads that differ by layer kind", where, counts))
     delta = _narrower_values(cls, real_config, files)
     if delta is not None:
