@@ -145,6 +145,10 @@ class AttentionSpec:
     # A projection of its own gives the gate instead (AFMoE: gate_proj, hidden -> the heads'
     # width, no bias): the heads' output x sigmoid(gate_proj(x)) before the output projection
     output_gate_proj: str | None = None
+    # That gate's squashing (Laguna: softplus) and whether it gives one value per head, which
+    # scales the head's whole output (Laguna's g_proj: hidden -> heads), not one per channel
+    output_gate_activation: Literal["sigmoid", "softplus"] = "sigmoid"
+    output_gate_per_head: bool = False
     # HF attribute of a norm of the heads' output before the output projection, of the layers'
     # norm kind and epsilon (BitNet: attn_sub_norm)
     sub_norm: str | None = None

@@ -200,6 +200,7 @@ def shrink_config(
             num_attention_heads=tiny_heads,
             num_key_value_heads=_tiny_kv_heads(heads, kv_heads, tiny_heads),
         )
+        _shrink_head_lists(tiny, config, heads, tiny_heads)
     tiny.pop("dtype", None)
     if _int(config.get("vocab_size_per_layer_input"), 0) > 0:  # Gemma 3n's per-layer table
         tiny["vocab_size_per_layer_input"] = TINY_VOCAB
@@ -510,6 +511,18 @@ def _tiny_kv_heads(heads: int, kv_heads: int, tiny_heads: int) -> int:
     if kv_heads == 1:
         return 1
     return 2
+
+
+def _shrink_head_lists(
+    tiny: dict[str, Any], config: Mapping[str, Any], heads: int, tiny_heads: int
+) -> None:
+    """A head count per layer that repeats the model's (Laguna's default
+    ``num_attention_heads_per_layer``) shrinks with it: left real, the tiny layers would keep
+    every real head. Lists that vary are left as they are, and the analysis reads what they
+    build."""
+    for key, value in config.items():
+        if "heads" in key and isinstance(value, list) and value and set(value) == {heads}:
+            tiny[key] = [tiny_heads] * len(value)
 
 
 def _shrink_vocab_variants(tiny: dict[str, Any], config: Mapping[str, Any]) -> None:

@@ -46,8 +46,8 @@ class AttentionReading:
 
 class AttentionReader(Reader):
     """``dynamic_mask``, ``differential``, ``sinks``, ``indexer``, ``sub_norm`` and
-    ``output_gate_proj``: what ``analysis.variants``, ``analysis.indexer`` and
-    ``analysis.inner_parts`` read of the attention."""
+    ``output_gate_proj`` (its activation, per head or not): what ``analysis.variants``,
+    ``analysis.indexer`` and ``analysis.inner_parts`` read of the attention."""
 
     def __init__(
         self,
@@ -59,10 +59,14 @@ class AttentionReader(Reader):
         indexer: IndexerSpec | None = None,
         sub_norm: str | None = None,
         output_gate_proj: str | None = None,
+        output_gate_activation: str | None = None,
+        output_gate_per_head: bool = False,
     ) -> None:
         super().__init__(context)
         self.sub_norm = sub_norm
         self.output_gate_proj = output_gate_proj
+        self.output_gate_activation = output_gate_activation or "sigmoid"
+        self.output_gate_per_head = output_gate_per_head
         self.dynamic_mask = dynamic_mask
         self.differential = differential
         self.sinks = sinks
@@ -159,6 +163,8 @@ class AttentionReader(Reader):
             differential=self.differential,
             output_gate=self._output_gate(),
             output_gate_proj=self.output_gate_proj,
+            output_gate_activation=self.output_gate_activation,
+            output_gate_per_head=self.output_gate_per_head,
             sub_norm=self.sub_norm,
             sinks=self.sinks,
             indexer=self.indexer,

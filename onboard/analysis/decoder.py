@@ -22,6 +22,7 @@ from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
 from onboard.analysis.indexer import indexer
 from onboard.analysis.inner_parts import inner_parts
+from onboard.analysis.kind_parts import kind_parts
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
@@ -42,7 +43,7 @@ from onboard.analysis.variants import (
     sinks,
 )
 from onboard.analysis.whole_model import WholeModelReader
-from onboard.block_specs import BlockLayout, NormSpec
+from onboard.block_specs import AttentionSpec, BlockLayout, NormSpec
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.source import SourceFile
 from onboard.spec import (
@@ -127,6 +128,7 @@ class DecoderSpecBuilder(Reader):
         if attention_kinds:  # a pure state-space model has none
             self._refuse_headless_attention()
             variants |= self._variants()
+            gate = "text.attention.output_gate_"
             attention = self.take(
                 AttentionReader(
                     self.ctx,
@@ -135,11 +137,14 @@ class DecoderSpecBuilder(Reader):
                     sinks=_value(variants, "text.attention.sinks"),
                     indexer=_value(variants, "text.attention.indexer"),
                     sub_norm=_value(variants, "text.attention.sub_norm"),
-                    output_gate_proj=_value(variants, "text.attention.output_gate_proj"),
+                    output_gate_proj=_value(variants, f"{gate}proj"),
+                    output_gate_activation=_value(variants, f"{gate}activation"),
+                    output_gate_per_head=bool(_value(variants, f"{gate}per_head")),
                 ).read()
             )
             self._check_indexed_layers(layer_types, variants)
-        self._check_parameters(mlp, attention, variants, mixers.parameters)
+        reported = self._kind_parts(attention.spec) if attention is not None else ()
+        self._check_parameters(mlp, attention, variants, (*mixers.parameters, *reported))
         self.deltas.extend(unseen_computation(self.cfg, self.files))
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
         self._config("text.tie_word_embeddings", "tie_word_embeddings", tie)
@@ -489,6 +494,17 @@ class DecoderSpecBuilder(Reader):
             if reading is not None:
                 self.log.add(path, *reading.evidence)
         return {path: reading for path, reading in found.items() if reading is not None}
+
+    def _kind_parts(self, attention: AttentionSpec) -> tuple[str, ...]:
+        """Attention parts that differ between layer kinds (``kind_parts``), as deltas; the
+        parameters those deltas account for."""
+        if self.model is None:
+            return ()
+        explained = (attention.last_layer_o_bias,) if attention.last_layer_o_bias else ()
+        head_dim = self.ctx.tiny_head_dim
+        found = kind_parts(self.model, self.tiny, head_dim, self.cfg, self.files, explained)
+        self.deltas.extend(found.deltas)
+        return found.parameters
 
     def _check_indexed_layers(
         self, layer_types: tuple[str, ...], variants: dict[str, Reading]

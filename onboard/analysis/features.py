@@ -35,6 +35,14 @@ def _of_mlp(read: Callable[[MLPSpec], Value]) -> Callable[[ArchitectureSpec], Va
     return lambda s: None if s.text.mlp is None else read(s.text.mlp)
 
 
+def _output_gate_proj(attention: AttentionSpec) -> Value:
+    """An output gate with a projection of its own: ``none``, else its squashing, ``+per_head``
+    when it gives one value per head (Laguna), so a flag switching either is seen."""
+    if attention.output_gate_proj is None:
+        return "none"
+    return attention.output_gate_activation + "+per_head" * attention.output_gate_per_head
+
+
 def _indexer(attention: AttentionSpec) -> Value:
     """DeepSeek Sparse Attention's lightning indexer: ``none``, or how it turns its RoPE part
     (``halves``: DeepSeek V3.2, ``pairs``: GLM-MoE-DSA), ``+shared`` when some layers reuse
@@ -186,7 +194,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     (
         "attention.output_gate_proj",
         "text.attention.output_gate_proj",
-        _of_attention(lambda a: a.output_gate_proj is not None),
+        _of_attention(_output_gate_proj),
     ),
     (
         "attention.sub_norm",

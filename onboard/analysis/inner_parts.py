@@ -1,6 +1,6 @@
 """Parts inside a block that other blocks lack: norms before the output projections (BitNet's
 ``attn_sub_norm`` and ``ffn_sub_norm``) and an output gate with a projection of its own (AFMoE's
-``gate_proj``).
+``gate_proj``, Laguna's per-head softplus ``g_proj``).
 
 Each reader recognises the module by its shape and kind and returns it with the evidence, the
 way ``analysis.variants`` does; where it sits in the computation is a claim the spec check
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onboard.analysis.probe import is_norm
-from onboard.analysis.source_lines import init_assignment
+from onboard.analysis.source_lines import class_line, init_assignment
 from onboard.analysis.variants import Reading
 from onboard.source import SourceFile
 from onboard.spec import Evidence
@@ -44,31 +44,57 @@ def sub_norm(
     return Reading(name, tuple(evidence), parameters)
 
 
+# The squashings an output gate applies, as their call reads in the attention's source
+_GATE_ACTIVATIONS = {"sigmoid": r"\bsigmoid\(", "softplus": r"\bsoftplus\("}
+
+
 def output_gate_projection(
-    attention: Any, hidden: int, width: int, taken: Sequence[str], files: Sequence[SourceFile]
-) -> Reading | None:
-    """A linear of the attention from the hidden states to the heads' width, without a bias,
-    beside q, k, v and o (``taken``), whose name says gate: the heads' output times
-    sigmoid(gate) (AFMoE), which the spec check proves."""
+    attention: Any,
+    hidden: int,
+    heads: int,
+    head_dim: int,
+    taken: Sequence[str],
+    files: Sequence[SourceFile],
+) -> dict[str, Reading]:
+    """A linear of the attention from the hidden states to the heads' width (a gate per
+    channel: AFMoE's gate_proj) or to one value per head (Laguna's g_proj), without a bias,
+    beside q, k, v and o (``taken``), whose name says gate; and the one squashing the
+    attention's source calls (sigmoid, softplus). The heads' output times the squashed gate
+    before o_proj is a claim the spec check proves."""
     import torch
 
+    widths = {heads * head_dim: False, heads: True}  # out features -> one value per head
     found = [
         name
         for name, module in attention.named_children()
         if name not in taken
-        and "gate" in name
+        and ("gate" in name or name.startswith("g_"))
         and isinstance(module, torch.nn.Linear)
-        and (module.in_features, module.out_features) == (hidden, width)
+        and module.in_features == hidden
+        and module.out_features in widths
         and module.bias is None
     ]
     if len(found) != 1:
-        return None
+        return {}
     name = found[0]
+    module = getattr(attention, name)
     cls = type(attention).__name__
-    evidence = [Evidence("probe", f"model.layers.0.self_attn.{name}", f"({width}, {hidden})")]
+    shape = f"({module.out_features}, {hidden})"
+    evidence = [Evidence("probe", f"model.layers.0.self_attn.{name}", shape)]
     if (line := init_assignment(files, cls, name)) is not None:
         evidence.append(line.evidence)
-    return Reading(name, tuple(evidence), (f"{name}.weight",))
+    proj = Reading(name, tuple(evidence), (f"{name}.weight",))
+    readings = {"text.attention.output_gate_proj": proj}
+    if widths[module.out_features]:
+        width = f"{shape}: one value per head of {heads}, not per channel ({heads * head_dim})"
+        probe = Evidence("probe", f"model.layers.0.self_attn.{name}", width)
+        readings["text.attention.output_gate_per_head"] = Reading(True, (probe,), ())
+    calls = {a: class_line(files, cls, p) for a, p in _GATE_ACTIVATIONS.items()}
+    calls = {a: line for a, line in calls.items() if line is not None}
+    if len(calls) == 1:  # none or both: sigmoid, which the spec check proves or refutes
+        [(activation, line)] = calls.items()
+        readings["text.attention.output_gate_activation"] = Reading(activation, (line,), ())
+    return readings
 
 
 # The q/k norms and latent-attention norms attentions keep, which are no output norm even where
@@ -102,11 +128,12 @@ def inner_parts(
     found: dict[str, Reading | None] = {}
     attention = hf_module(getattr(layers[0], "self_attn", None))
     if attention is not None and head_dim is not None:
-        width = tiny.num_attention_heads * head_dim
+        heads = tiny.num_attention_heads
+        width = heads * head_dim
         path = "model.layers.0.self_attn"
         found["text.attention.sub_norm"] = sub_norm(attention, path, width, _ATTENTION_NORMS, files)
-        found["text.attention.output_gate_proj"] = output_gate_projection(
-            attention, tiny.hidden_size, width, _ATTENTION_PROJECTIONS, files
+        found |= output_gate_projection(
+            attention, tiny.hidden_size, heads, head_dim, _ATTENTION_PROJECTIONS, files
         )
     mlp = hf_module(getattr(layers[dense_layer], "mlp", None)) if dense_layer is not None else None
     width = _down_width(mlp, tiny.hidden_size) if mlp is not None else None

@@ -46,14 +46,18 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     modules = {n for n, _ in model.named_modules()} | {n for n, _ in hf_model.named_modules()}
     names = [n for n, _ in saved]
     stray = [n for n in names if _outside(renamed(n, renames), modules, names, renames)]
-    if not stray:
+    parts = [n for n in names if n not in stray and _part_outside(renamed(n, renames), modules)]
+    if not stray and not parts:
         return ()
     renamings, converters = _conversions(hf_model)
     used = _firing(renamings, names)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
-    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
     memory = set(hf_model.state_dict())
+    moved = (_part_renamed(n, _rename_key(n, renamings, []), modules) for n in parts)
+    if not stray and not any(moved):
+        return ()  # parts transformers converts or moves (Kimi's k_conv1d): the readers' to name
+    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
     for name in names:
         theirs = _rename_key(name, renamings, [])
         ours = renamed(name, pairs)
@@ -78,6 +82,26 @@ def _outside(name: str, modules: set[str], names: list[str], renames: Renames) -
     if not path or path in modules or path.endswith(".experts"):
         return False  # experts saved as a layer's own child (Mistral Large 4): the MoE reader's
     return not any(renamed(n, renames).startswith(f"{path}.experts.") for n in names)
+
+
+def _part_outside(name: str, modules: set[str]) -> bool:
+    """A part of a layer's child (a shared expert, a router) in neither tree though the child
+    is: Laguna saves mlp.shared_expert, which transformers loads as mlp.shared_experts."""
+    parts = name.split(".")[:-1]
+    if not name.startswith("model.layers.") or len(parts) <= 4:
+        return False
+    return ".".join(parts[:4]) in modules and ".".join(parts[:5]) not in modules
+
+
+def _part_renamed(name: str, theirs: str, modules: set[str]) -> bool:
+    """transformers' renaming of ``name`` (``theirs``) renames only its layer child's part,
+    into a part the module tree has (mlp.shared_expert.down_proj.weight ->
+    mlp.shared_experts.down_proj.weight), not into another block's tensors (GraniteMoE's
+    input_linear into the experts' gate_up_proj) or deeper (ERNIE's moe_statics under the
+    router): those the readers map."""
+    rest = ".".join(name.split(".")[5:])
+    part = theirs.removesuffix(f".{rest}") if theirs.endswith(f".{rest}") else ""
+    return part.count(".") == 4 and part in modules
 
 
 def _conversions(hf_model: Any) -> tuple[list[Any], list[Any]]:

@@ -129,6 +129,22 @@ def class_init(
     return None
 
 
+def class_line(files: Iterable[SourceFile], class_name: str, pattern: str) -> Evidence | None:
+    """The first code line of class ``class_name`` matching ``pattern`` (a regex), modeling
+    files first: what the class itself does, not what another class of the file does."""
+    regex = re.compile(pattern)
+    for source in _modeling_first(files):
+        tree = _parse(source.text)
+        for cls in tree.body if tree else ():
+            if not (isinstance(cls, ast.ClassDef) and cls.name == class_name):
+                continue
+            lines = source.text.splitlines()[cls.lineno - 1 : cls.end_lineno]
+            for number, line in enumerate(lines, start=cls.lineno):
+                if regex.search(line) and not line.lstrip().startswith("#"):
+                    return Evidence("source", f"{source.name}:{number}", line.strip()[:120])
+    return None
+
+
 def source_of(source: SourceFile, line: int) -> str:
     """Line ``line`` of ``source``, stripped and cut for evidence."""
     lines = source.text.splitlines()

@@ -484,10 +484,25 @@ class SpecInterpreter(FeedForwardInterpreter):
             out = probs @ v.repeat_interleave(repeat, dim=1)
         out = out.transpose(1, 2).reshape(batch, seq, -1)
         if gate is not None:
-            out = out * torch.sigmoid(gate)
+            out = out * self._squashed_gate(gate)
         if spec.sub_norm:  # BitNet
             out = self.norm(out, f"{prefix}{spec.sub_norm}.")
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
+
+    def _squashed_gate(self, gate: Any) -> Any:
+        """The output gate after its squashing, one value per channel of the heads' output
+        (a per-head gate repeated over the head's channels)."""
+        import torch
+
+        spec = self.text.attention
+        squashed = (
+            torch.nn.functional.softplus(gate.float())
+            if spec.output_gate_activation == "softplus"
+            else torch.sigmoid(gate)
+        )
+        if spec.output_gate_per_head:
+            squashed = squashed.repeat_interleave(self.head_dim, dim=-1)
+        return squashed
 
     def _dynamic_mask(self, prefix: str, v: Any, kind: str) -> Any:
         """Doge: exp(A * softplus(dt_proj(values))) per key and kv head where the causal mask

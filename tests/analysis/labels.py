@@ -66,7 +66,7 @@ BASELINE: dict[str, Value] = {
     "attention.position_scale": False,
     "attention.sinks": False,
     "attention.indexer": "none",
-    "attention.output_gate_proj": False,
+    "attention.output_gate_proj": "none",
     "attention.sub_norm": False,
     "attention.sliding_window": "none",
     "layers.mixers": "none",
@@ -834,7 +834,7 @@ LABELS: list[dict[str, Any]] = [
         "config": DEFAULT,
         "attention.qk_norm": "per_head",  # modeling_afmoe.py:346-347, :366-367
         # modeling_afmoe.py:348 gate_proj, :394 output * sigmoid(gate_states) before o_proj
-        "attention.output_gate_proj": True,
+        "attention.output_gate_proj": "sigmoid",
         # configuration_afmoe.py:103-105 every 4th layer full; modeling_afmoe.py:343-344
         "attention.sliding_window": "per_layer",
         "norm.placement": "sandwich",  # modeling_afmoe.py:415-420, :442-459

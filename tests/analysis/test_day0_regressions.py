@@ -325,6 +325,21 @@ def test_experts_saved_one_by_one_are_left_to_the_moe_reader() -> None:
     assert _outside("model.layers.0.attention.dense.weight", modules, [], ())
 
 
+def test_a_block_part_saved_under_another_name_is_outside() -> None:
+    """Laguna saves its shared expert as mlp.shared_expert, mlp.shared_experts in memory: the
+    layer's child exists, its part does not, so transformers' renaming is read."""
+    from onboard.analysis.load_renames import _part_outside, _part_renamed
+
+    modules = {"model.layers.1", "model.layers.1.mlp", "model.layers.1.mlp.shared_experts"}
+    saved = "model.layers.1.mlp.shared_expert.down_proj.weight"
+    theirs = saved.replace("_expert.", "_experts.")
+    assert _part_outside(saved, modules) and _part_renamed(saved, theirs, modules)
+    assert not _part_outside(theirs, modules)
+    # a tensor moved into another block's (GraniteMoE's input_linear): the MoE reader's
+    granite = "model.layers.1.mlp.input_linear.weight"
+    assert not _part_renamed(granite, "model.layers.1.mlp.experts.gate_up_proj", modules)
+
+
 # -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
 
 

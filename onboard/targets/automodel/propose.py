@@ -62,7 +62,7 @@ def _can(overrides: dict[str, set[Value]]) -> dict[str, frozenset[Value]]:
         "moe.shared_experts": {"none"},
         "layers.mixers": {"none"},
         "rope.partial": {False},
-        "attention.output_gate_proj": {False},
+        "attention.output_gate_proj": {"none"},
         "attention.sub_norm": {False},
         "mlp.sub_norm": {False},
     }
@@ -261,8 +261,9 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "text.attention.output_gate_proj",
         lambda t: t.attention.output_gate_proj is not None,
         lambda t: (
-            "the heads' output scaled by sigmoid of a gate projection "
-            f"({t.attention.output_gate_proj}) before o_proj"
+            f"the heads' output scaled by {t.attention.output_gate_activation} of a gate "
+            f"projection ({t.attention.output_gate_proj}"
+            f"{', one value per head' if t.attention.output_gate_per_head else ''}) before o_proj"
         ),
         ": the generated attention has no gate projection",
         "probe",

@@ -203,8 +203,11 @@ class TextDesign:
     block_names: tuple[tuple[str, str], ...] = ()  # mobius' word -> the layer's block attribute
     # q_proj gives queries and gates: mobius' Qwen35Attention (gated, (1 + w) q/k norms)
     output_gate: bool = False
-    # A generated Attention scales the heads' output by sigmoid(<this projection>(x)) (AFMoE)
+    # A generated Attention scales the heads' output by sigmoid(<this projection>(x)) (AFMoE),
+    # or by softplus, one value per head (Laguna)
     output_gate_proj: str | None = None
+    output_gate_activation: str = "sigmoid"
+    output_gate_per_head: bool = False
     # A generated Attention norms the heads' output before o_proj (BitNet: attn_sub_norm), a
     # generated MLP what enters down_proj (ffn_sub_norm); their attributes
     attention_sub_norm: str | None = None
@@ -789,6 +792,8 @@ def _text_design(
         block_names=block_names(text, MOBIUS_LABELS),
         output_gate=attention is not None and attention.output_gate,
         output_gate_proj=attention and attention.output_gate_proj,
+        output_gate_activation=attention.output_gate_activation if attention else "sigmoid",
+        output_gate_per_head=attention is not None and attention.output_gate_per_head,
         attention_sub_norm=attention and attention.sub_norm,
         mlp_sub_norm=mlp and mlp.sub_norm,
         indexer=attention and attention.indexer,
@@ -882,10 +887,11 @@ def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec)
             )
         )
     if attention.output_gate_proj:
+        each = ", one value per head" * attention.output_gate_per_head
+        gate = f"{attention.output_gate_activation}({attention.output_gate_proj}(x))"
         reasons.append(
             _why(
-                f"the heads' output scaled by sigmoid({attention.output_gate_proj}(x)) before "
-                "o_proj",
+                f"the heads' output scaled by {gate} before o_proj{each}",
                 spec,
                 "text.attention.output_gate_proj",
             )
