@@ -3,8 +3,9 @@
 transformers v5 saves a model under its checkpoints' original names and renames them on load:
 EXAONE's ``transformer.h.N.attn.attention.*`` are LlamaForCausalLM's
 ``model.layers.N.self_attn.*``, Sarvam-MoE's ``model.word_embeddings`` is ``model.embed_tokens``.
-Where saved names leave the module tree the analysis reads (after its own renames), the
-renamings of transformers' mapping that touch them become plain substring renames, are checked
+Where saved names leave the module tree the analysis reads (after its own renames), or name
+no tensor of a module in it (HY-V3's ``mlp.expert_bias`` in its MoE block), the renamings of
+transformers' mapping that touch them become plain substring renames, are checked
 against transformers' own renaming of every saved name, and lead the generated renames. A saved
 tensor they do not bring onto a parameter (a fused tensor transformers splits on load) is refused
 by name before anything is generated, so no adapter drops it.
@@ -40,11 +41,17 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     analysis reads) or of ``hf_model``; else they must bring each stray name onto a parameter of
     ``hf_model``, or the model is refused."""
     modules = {n for n, _ in model.named_modules()} | {n for n, _ in hf_model.named_modules()}
+    tensors = set(model.state_dict()) | set(hf_model.state_dict())
     names = [n for n, _ in saved]
-    stray = [n for n in names if _outside(renamed(n, renames), modules, names, renames)]
+    renamings, converters = _conversions(hf_model)
+    stray = [
+        n
+        for n in names
+        if _outside(renamed(n, renames), modules, names, renames)
+        or _unknown_leaf(renamed(n, renames), _rename_key(n, renamings, []), modules, tensors)
+    ]
     if not stray:
         return ()
-    renamings, converters = _conversions(hf_model)
     used = _firing(renamings, names)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
@@ -74,6 +81,24 @@ def _outside(name: str, modules: set[str], names: list[str], renames: Renames) -
     if not path or path in modules or path.endswith(".experts"):
         return False  # experts saved as a layer's own child (Mistral Large 4): the MoE reader's
     return not any(renamed(n, renames).startswith(f"{path}.experts.") for n in names)
+
+
+# Leaves of the MoE block's router weight in memory (Granite's router.layer, HY-V3's router.gate)
+_ROUTER_WEIGHTS = (".gate.weight", ".router.weight")
+
+
+def _unknown_leaf(name: str, theirs: str, modules: set[str], tensors: set[str]) -> bool:
+    """``name`` (``theirs`` after transformers' renames) lies under a layer's child the trees
+    have but is none of their tensors (HY-V3's ``mlp.expert_bias``, ``mlp.shared_mlp.*``).
+    The MoE reader finds its own by value or leaf: experts (saved one by one, or fused under
+    other names), the router's weight, a correction bias saved under its own leaf."""
+    parts = name.split(".")
+    depth = 4 if name.startswith("model.layers.") else 2
+    if ".".join(parts[:depth]) not in modules or name in tensors:
+        return False
+    moe_reader = any(".experts." in f".{n}" for n in (name, theirs))
+    moe_reader |= theirs.endswith(_ROUTER_WEIGHTS) or name.endswith(".e_score_correction_bias")
+    return not moe_reader
 
 
 def _conversions(hf_model: Any) -> tuple[list[Any], list[Any]]:

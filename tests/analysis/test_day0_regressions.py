@@ -265,6 +265,27 @@ def test_experts_saved_one_by_one_are_left_to_the_moe_reader() -> None:
     assert _outside("model.layers.0.attention.dense.weight", modules, [], ())
 
 
+def test_names_inside_a_known_block_that_fill_nothing_are_renamed_like_transformers() -> None:
+    """HY-V3 saves its MoE block's bias and shared expert under other names inside the block
+    (mlp.expert_bias, mlp.shared_mlp.*): the block exists in memory, its tensors do not."""
+    from onboard.analysis.load_renames import _unknown_leaf
+
+    modules = {"model", "model.layers", "model.layers.0", "model.layers.0.mlp"}
+    memory = {"model.layers.0.mlp.e_score_correction_bias"}
+    bias = "model.layers.0.mlp.e_score_correction_bias"
+    assert _unknown_leaf("model.layers.0.mlp.expert_bias", bias, modules, memory)
+    shared = "model.layers.0.mlp.shared_mlp.up_proj.weight"
+    assert _unknown_leaf(shared, shared.replace("_mlp", "_experts"), modules, memory)
+    assert not _unknown_leaf(bias, bias, modules, memory)
+    # what the MoE reader finds by value: experts (Granite's fused input_linear too), routers
+    for saved, theirs in (
+        ("model.layers.0.mlp.experts.0.w1.weight",) * 2,
+        ("model.layers.0.mlp.input_linear.weight", "model.layers.0.mlp.experts.gate_up_proj"),
+        ("model.layers.0.mlp.router.layer.weight", "model.layers.0.mlp.router.weight"),
+    ):
+        assert not _unknown_leaf(saved, theirs, modules, memory)
+
+
 # -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
 
 
