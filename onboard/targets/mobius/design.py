@@ -133,6 +133,7 @@ class MoEDesign:
     dense_rule: str  # none, first_k_dense_replace, mlp_only_layers, moe_layer_interval
     flat_correction: bool = False  # the checkpoint's correction bias is reshaped to [experts]
     plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
+    transposed: bool = False  # fused experts hold each expert (in, out) (Aria)
 
     @property
     def generated_layer(self) -> bool:
@@ -967,6 +968,7 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         # one-block layers keep HF's names for the router, whose bias is then [experts] as is
         flat_correction=_correction_not_flat(spec) and spec.text.blocks is None,
         plain=moe.plain,
+        transposed=moe.fused_transposed,
     )
 
 
