@@ -55,7 +55,7 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     used = _firing(renamings, names)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
-    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
+    pairs = _idempotent(tuple(pair for r in used for pair in _literal(r, hf_model)))
     memory = set(hf_model.state_dict())
     for name in names:
         theirs = _rename_key(name, renamings, [])
@@ -144,6 +144,18 @@ def _literal(renaming: Any, hf_model: Any) -> Renames:
             )
         pairs.append((plain, target))
     return tuple(pairs)
+
+
+def _idempotent(pairs: Renames) -> Renames:
+    """Each rename whose new name holds its old one (A.X-K1's ``post_mlp_layernorm`` ->
+    ``mlp.post_mlp_layernorm``) followed by one that undoes it on a name already renamed, so
+    the generated loaders read the in-memory names as well as the saved ones."""
+    found = []
+    for old, new in pairs:
+        found.append((old, new))
+        if old in new:
+            found.append((new.replace(old, new), new))
+    return tuple(found)
 
 
 def _converted(name: str, theirs: str, converters: list[Any], hf_model: Any) -> str:

@@ -286,6 +286,18 @@ def test_names_inside_a_known_block_that_fill_nothing_are_renamed_like_transform
         assert not _unknown_leaf(saved, theirs, modules, memory)
 
 
+def test_a_rename_whose_new_name_holds_the_old_one_is_undone_on_renamed_names() -> None:
+    """A.X-K1's post_mlp_layernorm -> mlp.post_mlp_layernorm would rename the in-memory name
+    again (mlp.mlp.post_mlp_layernorm): a second pair undoes that."""
+    from onboard.analysis.load_renames import _idempotent
+
+    pairs = _idempotent((("post_mlp_layernorm", "mlp.post_mlp_layernorm"), ("a.", "b.")))
+    assert pairs[1] == ("mlp.mlp.post_mlp_layernorm", "mlp.post_mlp_layernorm")
+    in_memory = "model.layers.1.mlp.post_mlp_layernorm.weight"
+    for name in ("model.layers.1.post_mlp_layernorm.weight", in_memory):
+        assert renamed(name, pairs) == in_memory
+
+
 # -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
 
 

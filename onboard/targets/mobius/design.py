@@ -134,11 +134,13 @@ class MoEDesign:
     flat_correction: bool = False  # the checkpoint's correction bias is reshaped to [experts]
     plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
     transposed: bool = False  # fused experts hold each expert (in, out) (Aria)
+    post_norm: str | None = None  # the attribute of a norm of the block's output (A.X-K1)
 
     @property
     def generated_layer(self) -> bool:
-        """mobius' MoELayer is subclassed (a shared expert, or experts without a gate)."""
-        return self.shared is not None or self.plain
+        """mobius' MoELayer is subclassed (a shared expert, experts without a gate, a norm of
+        the output)."""
+        return self.shared is not None or self.plain or self.post_norm is not None
 
 
 @dataclass(frozen=True)
@@ -957,6 +959,8 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         reasons.append(
             _why(f"dense layers chosen by config.{moe.dense_rule}", spec, "text.mlp_kinds")
         )
+    if moe.post_norm:
+        reasons.append(_why("a norm of the MoE block's output", spec, "text.moe.post_norm"))
     return MoEDesign(
         gate_class=gate_class,
         gate_args=gate_args,
@@ -969,6 +973,7 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         flat_correction=_correction_not_flat(spec) and spec.text.blocks is None,
         plain=moe.plain,
         transposed=moe.fused_transposed,
+        post_norm=moe.post_norm,
     )
 
 
