@@ -158,6 +158,13 @@ class MoESpec:
     # Checkpoints that keep the experts fused, 3-D as in memory, under other names (Granite MoE:
     # role -> layer-relative name, gate_up -> block_sparse_moe.input_linear.weight, down -> ...)
     fused_on_disk: tuple[tuple[str, str], ...] = ()
+    # Those fused tensors hold each expert as (in, out), the layout grouped GEMMs read (Aria's
+    # experts.fc1 [E, H, 2I] and experts.fc2 [E, I, H]), not nn.Linear's (out, in)
+    fused_transposed: bool = False
+    # HF attribute of a norm of the block's output (routed plus shared experts) before the
+    # residual add, of the layers' norm kind and epsilon, in MoE layers only (A.X-K1:
+    # post_mlp_layernorm; its checkpoints keep it on the layer, transformers moves it on load)
+    post_norm: str | None = None
     # The router's on-disk name (layer-relative) when it is not its in-memory one (Granite MoE:
     # block_sparse_moe.router.layer.weight)
     router_on_disk: str | None = None

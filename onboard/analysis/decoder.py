@@ -176,7 +176,7 @@ class DecoderSpecBuilder(Reader):
             mixers=mixers.mixers,
             mixer_labels=mixers.labels,
             blocks=self._blocks(),
-            **self.moe(layer_types),
+            **self.moe(layer_types, _value(variants, "text.moe.post_norm")),
         )
         names = self._names(attention)
         if self.probe.final_norm is None:
@@ -356,14 +356,19 @@ class DecoderSpecBuilder(Reader):
         except Exception:  # any failure to copy means: not checked
             return None
 
-    def moe(self, layer_types: Sequence[str] = ()) -> dict[str, Any]:
+    def moe(self, layer_types: Sequence[str] = (), post_norm: str | None = None) -> dict[str, Any]:
         """The MoE block and the per-layer MLP kinds of the real model (nothing for dense ones).
-        In a block layout the layer kinds say which layers hold experts (``moe``)."""
+        In a block layout the layer kinds say which layers hold experts (``moe``).
+        ``post_norm``: a norm of the block's output (``inner_parts``)."""
         kinds = tuple(sig.split("|", 1)[0] for sig in self.real_layers)
         in_blocks = self.blocks is not None and "moe" in layer_types
         if ("moe" not in kinds and not in_blocks) or self.model is None:
             return {}
         found = self._find_moe()
+        if found.spec is not None and post_norm is not None:
+            found = dataclasses.replace(
+                found, spec=dataclasses.replace(found.spec, post_norm=post_norm)
+            )
         if in_blocks:
             return {"moe": found.spec}
         dense = [i for i, kind in enumerate(kinds) if kind == "dense"]

@@ -248,6 +248,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ),
     ("moe.shared_experts", "text.moe.shared", _shared),
     (
+        "moe.post_norm",
+        "text.moe.post_norm",
+        lambda s: bool(s.text.moe and s.text.moe.post_norm),
+    ),
+    (
         "moe.dense_layers",
         "text.mlp_kinds",
         lambda s: s.text.moe.dense_rule if s.text.moe else "all",
@@ -286,6 +291,7 @@ _ABSENT_EVIDENCE = {
     "text.attention.output_gate_proj": ("text.attention.head_dim",),  # likewise
     "text.attention.sub_norm": ("text.attention.head_dim",),  # likewise
     "text.mlp.sub_norm": ("text.mlp.kind",),  # what was read of the MLP
+    "text.moe.post_norm": ("text.moe.experts",),  # what was read of the MoE block
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.attention.qk_norm_each_head": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),

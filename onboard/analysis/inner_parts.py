@@ -1,6 +1,7 @@
 """Parts inside a block that other blocks lack: norms before the output projections (BitNet's
-``attn_sub_norm`` and ``ffn_sub_norm``) and an output gate with a projection of its own (AFMoE's
-``gate_proj``, Laguna's per-head softplus ``g_proj``).
+``attn_sub_norm`` and ``ffn_sub_norm``), a norm of the MoE block's output (A.X-K1's
+``post_mlp_layernorm``) and an output gate with a projection of its own (AFMoE's ``gate_proj``,
+Laguna's per-head softplus ``g_proj``).
 
 Each reader recognises the module by its shape and kind and returns it with the evidence, the
 way ``analysis.variants`` does; where it sits in the computation is a claim the spec check
@@ -135,6 +136,7 @@ def inner_parts(
         found |= output_gate_projection(
             attention, tiny.hidden_size, heads, head_dim, _ATTENTION_PROJECTIONS, files
         )
+    found["text.moe.post_norm"] = moe_output_norm(layers, tiny.hidden_size, files)
     mlp = hf_module(getattr(layers[dense_layer], "mlp", None)) if dense_layer is not None else None
     width = _down_width(mlp, tiny.hidden_size) if mlp is not None else None
     if width is not None:
@@ -144,6 +146,25 @@ def inner_parts(
             reading = Reading(reading.value, reading.evidence, names)
         found["text.mlp.sub_norm"] = reading
     return {path: reading for path, reading in found.items() if reading is not None}
+
+
+def moe_output_norm(
+    layers: Sequence[Any], hidden: int, files: Sequence[SourceFile]
+) -> Reading | None:
+    """The one norm among the first MoE block's children as wide as the hidden size: a norm of
+    the block's output (A.X-K1), which the spec check proves; parameters relative to the layer."""
+    from onboard.analysis.layers import moe_block_name
+
+    found = next(((i, n) for i, layer in enumerate(layers) if (n := moe_block_name(layer))), None)
+    if found is None:
+        return None
+    index, attr = found
+    block = getattr(layers[index], attr)
+    reading = sub_norm(block, f"model.layers.{index}.{attr}", hidden, (), files)
+    if reading is None:
+        return None
+    names = tuple(f"{attr}.{name}" for name in reading.parameters)
+    return Reading(reading.value, reading.evidence, names)
 
 
 def _down_width(mlp: Any, hidden: int) -> int | None:

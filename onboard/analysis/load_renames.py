@@ -3,8 +3,9 @@
 transformers v5 saves a model under its checkpoints' original names and renames them on load:
 EXAONE's ``transformer.h.N.attn.attention.*`` are LlamaForCausalLM's
 ``model.layers.N.self_attn.*``, Sarvam-MoE's ``model.word_embeddings`` is ``model.embed_tokens``.
-Where saved names leave the module tree the analysis reads (after its own renames), the
-renamings of transformers' mapping that touch them become plain substring renames, are checked
+Where saved names leave the module tree the analysis reads (after its own renames), or name
+no tensor of a module in it (HY-V3's ``mlp.expert_bias`` in its MoE block), the renamings of
+transformers' mapping that touch them become plain substring renames, are checked
 against transformers' own renaming of every saved name, and lead the generated renames. A saved
 tensor they do not bring onto a parameter (a fused tensor transformers splits on load) is refused
 by name before anything is generated, so no adapter drops it.
@@ -44,12 +45,18 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     analysis reads) or of ``hf_model``; else they must bring each stray name onto a parameter of
     ``hf_model``, or the model is refused."""
     modules = {n for n, _ in model.named_modules()} | {n for n, _ in hf_model.named_modules()}
+    tensors = set(model.state_dict()) | set(hf_model.state_dict())
     names = [n for n, _ in saved]
-    stray = [n for n in names if _outside(renamed(n, renames), modules, names, renames)]
+    renamings, converters = _conversions(hf_model)
+    stray = [
+        n
+        for n in names
+        if _outside(renamed(n, renames), modules, names, renames)
+        or _unknown_leaf(renamed(n, renames), _rename_key(n, renamings, []), modules, tensors)
+    ]
     parts = [n for n in names if n not in stray and _part_outside(renamed(n, renames), modules)]
     if not stray and not parts:
         return ()
-    renamings, converters = _conversions(hf_model)
     used = _firing(renamings, names)
     if not used:
         return ()  # transformers does not rename them either: the spec's readers say the rest
@@ -57,7 +64,7 @@ def read_load_renames(hf_model: Any, model: Any, saved: Names, renames: Renames)
     moved = (_part_renamed(n, _rename_key(n, renamings, []), modules) for n in parts)
     if not stray and not any(moved):
         return ()  # parts transformers converts or moves (Kimi's k_conv1d): the readers' to name
-    pairs = tuple(pair for r in used for pair in _literal(r, hf_model))
+    pairs = _idempotent(tuple(pair for r in used for pair in _literal(r, hf_model)))
     for name in names:
         theirs = _rename_key(name, renamings, [])
         ours = renamed(name, pairs)
@@ -102,6 +109,24 @@ def _part_renamed(name: str, theirs: str, modules: set[str]) -> bool:
     rest = ".".join(name.split(".")[5:])
     part = theirs.removesuffix(f".{rest}") if theirs.endswith(f".{rest}") else ""
     return part.count(".") == 4 and part in modules
+
+
+# Leaves of the MoE block's router weight in memory (Granite's router.layer, HY-V3's router.gate)
+_ROUTER_WEIGHTS = (".gate.weight", ".router.weight")
+
+
+def _unknown_leaf(name: str, theirs: str, modules: set[str], tensors: set[str]) -> bool:
+    """``name`` (``theirs`` after transformers' renames) lies under a layer's child the trees
+    have but is none of their tensors (HY-V3's ``mlp.expert_bias``, ``mlp.shared_mlp.*``).
+    The MoE reader finds its own by value or leaf: experts (saved one by one, or fused under
+    other names), the router's weight, a correction bias saved under its own leaf."""
+    parts = name.split(".")
+    depth = 4 if name.startswith("model.layers.") else 2
+    if ".".join(parts[:depth]) not in modules or name in tensors:
+        return False
+    moe_reader = any(".experts." in f".{n}" for n in (name, theirs))
+    moe_reader |= theirs.endswith(_ROUTER_WEIGHTS) or name.endswith(".e_score_correction_bias")
+    return not moe_reader
 
 
 def _conversions(hf_model: Any) -> tuple[list[Any], list[Any]]:
@@ -160,6 +185,18 @@ def plain_pattern(pattern: str) -> str | None:
     if _REGEX.search(_ESCAPED.sub("", body)):
         return None
     return _ESCAPED.sub(lambda m: m.group()[1], body)
+
+
+def _idempotent(pairs: Renames) -> Renames:
+    """Each rename whose new name holds its old one (A.X-K1's ``post_mlp_layernorm`` ->
+    ``mlp.post_mlp_layernorm``) followed by one that undoes it on a name already renamed, so
+    the generated loaders read the in-memory names as well as the saved ones."""
+    found = []
+    for old, new in pairs:
+        found.append((old, new))
+        if old in new:
+            found.append((new.replace(old, new), new))
+    return tuple(found)
 
 
 def _converted(name: str, theirs: str, converters: list[Any], hf_model: Any) -> str:

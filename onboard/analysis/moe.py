@@ -94,14 +94,14 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         deltas.append(sink_delta)
     block_name, leaves, disk_deltas = _disk_names(experts, index, checkpoint, width)
     fused_on_disk: tuple[tuple[str, str], ...] = ()
-    if disk_deltas and not layout.transposed and not layout.plain:
+    if disk_deltas and not layout.plain:
         fused_on_disk = _fused_disk_names(experts, index, checkpoint)
         if fused_on_disk:
             disk_deltas, block_name = [], attr
             where = f"model.layers.{index}.{fused_on_disk[0][1]}"
-            evidence.append(
-                ("text.moe.experts", Evidence("probe", where, "experts saved fused, 3-D"))
-            )
+            order = "(in, out)" if layout.transposed else "(out, in)"
+            detail = f"experts saved fused, 3-D, each expert {order}"
+            evidence.append(("text.moe.experts", Evidence("probe", where, detail)))
     deltas += disk_deltas
     router_on_disk = _on_disk_name(linear.weight, index, checkpoint)
     if router_on_disk in (f"{attr}.{router_name}.weight", f"{block_name}.{router_name}.weight"):
@@ -123,6 +123,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         expert_leaves=leaves,
         router_name=router_name,
         fused_on_disk=fused_on_disk,
+        fused_transposed=bool(fused_on_disk) and layout.transposed,
         router_on_disk=router_on_disk,
         correction_names=correction_names,
         count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",

@@ -157,8 +157,9 @@ def dense_routing(weights: Any, indices: Any, num_experts: int) -> Any:
     return dense.scatter_(1, indices, weights.float())
 
 
-# Config keys HF reads the routed weights' scale from (Inkling: route_scale)
-_SCALE_KEYS = ("routed_scaling_factor", "route_scale")
+# Config keys HF reads the routed weights' scale from (Inkling: route_scale, HY-V3:
+# router_scaling_factor)
+_SCALE_KEYS = ("routed_scaling_factor", "route_scale", "router_scaling_factor")
 
 
 @dataclass(frozen=True)

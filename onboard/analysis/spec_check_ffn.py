@@ -67,6 +67,8 @@ class FeedForwardInterpreter:
             if spec.shared.gated:
                 shared = torch.sigmoid(self.linear(hidden, prefix + "shared_expert_gate.")) * shared
             out = out + shared
+        if spec.post_norm:  # A.X-K1: a norm of the block's output
+            out = self.norm(out, f"{prefix}{spec.post_norm}.")
         return out.view_as(x)
 
     def stacked_experts(self, prefix: str, x: Any, shares: Any, act: Any) -> Any:

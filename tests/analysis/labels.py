@@ -98,6 +98,7 @@ BASELINE: dict[str, Value] = {
     "moe.renormalize": False,
     "moe.routed_scaling": False,
     "moe.shared_experts": "none",
+    "moe.post_norm": False,
     "moe.dense_layers": "all",
 }
 

@@ -340,6 +340,39 @@ def test_a_block_part_saved_under_another_name_is_outside() -> None:
     assert not _part_renamed(granite, "model.layers.1.mlp.experts.gate_up_proj", modules)
 
 
+def test_names_inside_a_known_block_that_fill_nothing_are_renamed_like_transformers() -> None:
+    """HY-V3 saves its MoE block's bias and shared expert under other names inside the block
+    (mlp.expert_bias, mlp.shared_mlp.*): the block exists in memory, its tensors do not."""
+    from onboard.analysis.load_renames import _unknown_leaf
+
+    modules = {"model", "model.layers", "model.layers.0", "model.layers.0.mlp"}
+    memory = {"model.layers.0.mlp.e_score_correction_bias"}
+    bias = "model.layers.0.mlp.e_score_correction_bias"
+    assert _unknown_leaf("model.layers.0.mlp.expert_bias", bias, modules, memory)
+    shared = "model.layers.0.mlp.shared_mlp.up_proj.weight"
+    assert _unknown_leaf(shared, shared.replace("_mlp", "_experts"), modules, memory)
+    assert not _unknown_leaf(bias, bias, modules, memory)
+    # what the MoE reader finds by value: experts (Granite's fused input_linear too), routers
+    for saved, theirs in (
+        ("model.layers.0.mlp.experts.0.w1.weight",) * 2,
+        ("model.layers.0.mlp.input_linear.weight", "model.layers.0.mlp.experts.gate_up_proj"),
+        ("model.layers.0.mlp.router.layer.weight", "model.layers.0.mlp.router.weight"),
+    ):
+        assert not _unknown_leaf(saved, theirs, modules, memory)
+
+
+def test_a_rename_whose_new_name_holds_the_old_one_is_undone_on_renamed_names() -> None:
+    """A.X-K1's post_mlp_layernorm -> mlp.post_mlp_layernorm would rename the in-memory name
+    again (mlp.mlp.post_mlp_layernorm): a second pair undoes that."""
+    from onboard.analysis.load_renames import _idempotent
+
+    pairs = _idempotent((("post_mlp_layernorm", "mlp.post_mlp_layernorm"), ("a.", "b.")))
+    assert pairs[1] == ("mlp.mlp.post_mlp_layernorm", "mlp.post_mlp_layernorm")
+    in_memory = "model.layers.1.mlp.post_mlp_layernorm.weight"
+    for name in ("model.layers.1.post_mlp_layernorm.weight", in_memory):
+        assert renamed(name, pairs) == in_memory
+
+
 # -- layers that read as attention but hold no heads (RWKV's time mixing) ----------------------
 
 

@@ -251,7 +251,7 @@ def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
         "correction_bias": router.correction_bias,
         "n_groups": read("n_group", router.n_group),
         "topk_groups": read("topk_group", router.topk_group),
-        "route_scale": read("routed_scaling_factor", router.routed_scaling_factor),
+        "route_scale": read(router.scale_key, router.routed_scaling_factor),
     }
 
 

@@ -269,6 +269,13 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.moe.post_norm",
+        lambda t: getattr(t, "moe", None) is not None and t.moe.post_norm is not None,
+        lambda t: f"a norm of the MoE block's output ({t.moe.post_norm})",
+        ": AutoModel's MoE returns the routed plus shared experts as they are",
+        "probe",
+    ),
+    (
         "text.residual_gates",
         lambda t: bool(t.residual_gates),
         lambda t: "learned per-channel scales of the residual",

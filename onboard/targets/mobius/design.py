@@ -139,11 +139,14 @@ class MoEDesign:
     dense_rule: str  # none, first_k_dense_replace, mlp_only_layers, moe_layer_interval
     flat_correction: bool = False  # the checkpoint's correction bias is reshaped to [experts]
     plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
+    transposed: bool = False  # fused experts hold each expert (in, out) (Aria)
+    post_norm: str | None = None  # the attribute of a norm of the block's output (A.X-K1)
 
     @property
     def generated_layer(self) -> bool:
-        """mobius' MoELayer is subclassed (a shared expert, or experts without a gate)."""
-        return self.shared is not None or self.plain
+        """mobius' MoELayer is subclassed (a shared expert, experts without a gate, a norm of
+        the output)."""
+        return self.shared is not None or self.plain or self.post_norm is not None
 
 
 @dataclass(frozen=True)
@@ -996,6 +999,8 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         reasons.append(
             _why(f"dense layers chosen by config.{moe.dense_rule}", spec, "text.mlp_kinds")
         )
+    if moe.post_norm:
+        reasons.append(_why("a norm of the MoE block's output", spec, "text.moe.post_norm"))
     return MoEDesign(
         gate_class=gate_class,
         gate_args=gate_args,
@@ -1007,6 +1012,8 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         # one-block layers keep HF's names for the router, whose bias is then [experts] as is
         flat_correction=_correction_not_flat(spec) and spec.text.blocks is None,
         plain=moe.plain,
+        transposed=moe.fused_transposed,
+        post_norm=moe.post_norm,
     )
 
 

@@ -32,7 +32,7 @@ FEATURES = (
     # gated, fused_gate_up, plain (up -> act -> down); /xielu: a learned activation; none;
     # +sub_norm: a norm before down_proj (BitNet)
     "mlp",
-    "experts",  # none, routed
+    "experts",  # none, routed; +post_norm: a norm of the block's output (A.X-K1)
     "router",  # none, softmax_topk, topk_softmax, sigmoid_topk, custom (correction bias, groups)
     "shared_experts",  # none, gated, ungated, router_weighted (Inkling's, stacked)
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
@@ -262,7 +262,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
     moe = text.moe
     attention = text.attention
     return {
-        "experts": "routed" if moe else "none",
+        "experts": ("routed" + "+post_norm" * bool(moe.post_norm)) if moe else "none",
         "router": router_kind(moe.router) if moe else "none",
         "shared_experts": _shared_experts(moe),
         "dense_layers": moe.dense_rule if moe else "all",

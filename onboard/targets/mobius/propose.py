@@ -167,7 +167,8 @@ def _output_gate_blockers(text: TextDecoderSpec) -> list[str]:
 
 def _inner_part_blockers(text: TextDecoderSpec) -> list[str]:
     """A norm before o_proj or a gate projection lives in the generated plain attention, a
-    norm before down_proj in a generated gated MLP."""
+    norm before down_proj in a generated gated MLP, a norm of the MoE block's output in a
+    generated MoE layer without router-weighted shared experts."""
     attention, mlp = text.attention, text.mlp
     found = []
     if (
@@ -190,6 +191,12 @@ def _inner_part_blockers(text: TextDecoderSpec) -> list[str]:
         found.append(
             f"a norm before the down projection of a {mlp.kind} MLP (text.mlp.sub_norm): the "
             "generated MLP with it is a gated one"
+        )
+    moe = text.moe
+    if moe is not None and moe.post_norm and moe.shared is not None and moe.shared.stacked:
+        found.append(
+            "a norm of the MoE block's output with shared experts the router weighs "
+            "(text.moe.post_norm): the generated MoE layer with it adds one shared expert"
         )
     return found
 
