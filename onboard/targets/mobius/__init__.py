@@ -26,6 +26,7 @@ from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
+from onboard.targets.mobius.restated import flag_configs, without_restated
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
 from onboard.targets.mobius.shadowing import shadows_library
 
@@ -91,13 +92,17 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         flagged_from = analysis.flagged_from
-        design = self.design(analysis.spec, proposal, name, flagged_from)
+        configs = flag_configs(analysis)
+        design = _smallest(self.design(analysis.spec, proposal, name, flagged_from), configs)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
         # into a checkout, beside the library's own model (an --out proposal keeps its names)
         if (out is None and name is None) and (
             shadows_library(design, library) or overwrites_library(plan, library)
         ):
-            design = self.design(analysis.spec, proposal, beside(design.module), flagged_from)
+            beside_design = self.design(
+                analysis.spec, proposal, beside(design.module), flagged_from
+            )
+            design = _smallest(beside_design, configs)
             plan = _plan.plan_files(
                 design, analysis.spec, proposal, library, out=out, command=command
             )
@@ -208,6 +213,15 @@ def _module_class(proposal: Proposal, generated: tuple[Path, str] | None) -> typ
     if variant is None:
         raise OnboardError("nothing to check: no generated module and no registered class")
     return getattr(importlib.import_module("mobius.models"), variant.class_name)
+
+
+def _smallest(design: _design.ModelDesign, configs: list[dict]) -> _design.ModelDesign:
+    """The design without the config settings that restate mobius' base config (restated).
+    A VLM's settings configure its text decoder, which the base reads from a sub-config: kept."""
+    if design.vision is not None:
+        return design
+    settings = without_restated(design.settings, design.base.config_class, configs)
+    return dataclasses.replace(design, settings=settings)
 
 
 def _renamed(

@@ -130,7 +130,7 @@ def sliding_rope_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> li
     per-kind partial_rotary_factor nowhere) and the sliding layers' in fields of their own."""
     differs = sliding_rope(spec)
     if differs is None:
-        return []
+        return _full_share(spec)
     full, sliding = f"text.rope.{FULL}", f"text.rope.{SLIDING}"
     settings = [
         Setting(
@@ -159,18 +159,39 @@ def sliding_rope_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> li
                 why("RoPE scaling of sliding layers", spec, sliding),
             ),
         ]
-    if differs.partial:
-        extra.append(ExtraField("local_partial_rotary_factor", "float", "1.0"))
-        settings += [
-            Setting(
-                "partial_rotary_factor",
-                f'{_FULL}.get("partial_rotary_factor", 1.0)',
-                why("share of each head full layers rotate", spec, full),
-            ),
-            Setting(
-                "local_partial_rotary_factor",
-                f'{_SLIDING}.get("partial_rotary_factor", 1.0)',
-                why("share of each head sliding layers rotate", spec, sliding),
-            ),
-        ]
-    return settings
+    if not differs.partial:
+        return settings + _full_share(spec)
+    extra.append(ExtraField("local_partial_rotary_factor", "float", "1.0"))
+    shares = [
+        Setting(
+            "partial_rotary_factor",
+            f'{_FULL}.get("partial_rotary_factor", 1.0)',
+            why("share of each head full layers rotate", spec, full),
+        ),
+        Setting(
+            "local_partial_rotary_factor",
+            f'{_SLIDING}.get("partial_rotary_factor", 1.0)',
+            why("share of each head sliding layers rotate", spec, sliding),
+        ),
+    ]
+    return settings + shares
+
+
+def _full_share(spec: ArchitectureSpec) -> list[Setting]:
+    """The share of each head full layers rotate, from their own entry of ``rope_parameters``
+    where the config keeps one per kind (Laguna: 0.5), else from the flat dict: mobius reads a
+    per-kind partial_rotary_factor nowhere. A setting the base derives alike is dropped later
+    (restated)."""
+    full = dict(spec.text.rope).get(FULL)
+    if full is None or full.rope_type is None or full.partial_rotary_factor == 1.0:
+        return []
+    if spec.vision is not None:  # a VLM's decoder config is a sub-config: mobius maps it
+        return []
+    entry = f'(config.rope_parameters.get("{FULL}") or config.rope_parameters)'
+    return [
+        Setting(
+            "partial_rotary_factor",
+            f'{entry}.get("partial_rotary_factor", 1.0)',
+            why("share of each head full layers rotate", spec, f"text.rope.{FULL}"),
+        )
+    ]

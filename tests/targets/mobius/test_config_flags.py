@@ -49,9 +49,16 @@ def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
     assert ("attention.sliding_window", "none", "per_layer") in flag.switches
     assert any(e.where.startswith("configuration_qwen3.py:") for e in flag.evidence)
     text = (qwen3.root / qwen3.plan.model_file).read_text()
-    assert "sliding_window=config.sliding_window" in text
-    assert "layer_types=list(config.layer_types)" in text
     assert "is generated for" not in text  # no flag refused
+    # mobius' base config reads the window and the layer kinds the same way: left to it
+    config_text = text.split("def from_transformers", 1)[1].split("\nclass ", 1)[0]
+    assert "sliding_window=" not in config_text and "layer_types=" not in config_text
+    module = _import(qwen3.root / qwen3.plan.model_file, "onboard_flags_qwen3")
+    hf = make_hf_config({**qwen3.source.config, "use_sliding_window": True, "layer_types": None})
+    hf.max_window_layers, hf.sliding_window = 0, 64
+    hf.layer_types = ["sliding_attention"] * hf.num_hidden_layers
+    config = module.Qwen3Config.from_transformers(hf)
+    assert config.sliding_window == 64 and "sliding_attention" in config.layer_types
     report = qwen3.parity
     assert report.passed
     flipped = [c for c in report.checks if c.name.endswith("+")]
@@ -62,9 +69,7 @@ def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
 def test_qwen3_code_that_ignores_the_window_fails_with_the_flag_on(qwen3, tmp_path) -> None:
     module = qwen3.root / qwen3.plan.model_file
     broken = tmp_path / module.name
-    text = module.read_text()
-    assert "sliding_window=config.sliding_window" in text
-    broken.write_text(text.replace("sliding_window=config.sliding_window", "sliding_window=None"))
+    broken.write_text(with_setting(module.read_text(), "sliding_window=None"))
     variant = qwen3.analysis.variants[0]
     assert "use_sliding_window" in {key for key, _ in variant.flagged_from.single}
     generated = (broken, qwen3.plan.model_class)
@@ -95,7 +100,6 @@ def test_stablelm_follows_its_residual_layout_qkv_bias_and_qk_norm(stablelm) -> 
     every = stablelm.analysis.variants[0].spec.text.attention
     assert every.qk_norm_head_modules == "norms"
     text = (stablelm.root / stablelm.plan.model_file).read_text()
-    assert "attn_qkv_bias=bool(config.use_qkv_bias)" in text
     assert "attn_qk_norm=bool(config.qk_layernorm)" in text
     assert "state_dict = _stack_head_norms(state_dict)" in text
     assert "self.use_parallel_residual = config.use_parallel_residual" in text
@@ -104,9 +108,17 @@ def test_stablelm_follows_its_residual_layout_qkv_bias_and_qk_norm(stablelm) -> 
         v for k, v in vars(module).items() if k.endswith("Config") and k.startswith("StableLm")
     )
     hf = make_hf_config(stablelm.source.config)
-    assert config_class.from_transformers(hf).use_parallel_residual is False
-    hf.use_parallel_residual = True
-    assert config_class.from_transformers(hf).use_parallel_residual is True
+    analysed = config_class.from_transformers(hf)
+    assert (analysed.use_parallel_residual, analysed.attn_qkv_bias) == (False, False)
+    hf.use_parallel_residual = hf.use_qkv_bias = hf.qk_layernorm = True
+    flipped = config_class.from_transformers(hf)
+    # the qkv bias is read by mobius' base config (no setting restates it), the rest here
+    assert "attn_qkv_bias=" not in text
+    assert (flipped.use_parallel_residual, flipped.attn_qkv_bias, flipped.attn_qk_norm) == (
+        True,
+        True,
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -150,6 +162,13 @@ def test_stablelm_layer_that_ignores_the_flag_fails_with_it_flipped(stablelm, tm
     assert not flipped.passed
     failed = {c.name for c in flipped.checks if c.status is Status.FAIL}
     assert "weights" in failed  # the sequential layer's post-attention norm: nothing fills it
+
+
+def with_setting(text: str, setting: str) -> str:
+    """The generated module with ``setting`` added to its config's ``from_transformers``."""
+    anchor = "return dataclasses.replace(\n            base,\n"
+    assert anchor in text
+    return text.replace(anchor, f"{anchor}            {setting},\n", 1)
 
 
 def _settings(**exprs: str) -> tuple[Setting, ...]:
@@ -223,7 +242,11 @@ def test_cohere_follows_use_qk_norm_with_a_norm_weight_per_head(cohere) -> None:
     flag = next(f for f in cohere.analysis.spec.flags if f.key == "use_qk_norm")
     assert ("attention.qk_norm_each_head", "False", "True") in flag.switches
     text = (cohere.root / cohere.plan.model_file).read_text()
-    assert "attn_qk_norm=bool(config.use_qk_norm)" in text
+    module = _import(cohere.root / cohere.plan.model_file, "onboard_flags_cohere")
+    hf = make_hf_config(cohere.source.config)
+    assert module.CohereConfig.from_transformers(hf).attn_qk_norm is False
+    hf.use_qk_norm = True  # mobius' base config reads the flag itself: no setting restates it
+    assert module.CohereConfig.from_transformers(hf).attn_qk_norm is True
     assert "class CohereHeadNorm(nn.Module):" in text
     flipped = [c for c in cohere.parity.checks if c.name.endswith("+")]
     assert any(c.name == "prefill+" and c.status is Status.PASS for c in flipped)

@@ -157,11 +157,13 @@ def test_mlp_layer_types_rule_passes_and_ignoring_it_fails(tmp_path: Path) -> No
 
 
 def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
+    # the generated config leaves the window to mobius' base config: override it with none
+    anchor = "return dataclasses.replace(\n            base,\n"
     report = _sabotage(
         "mistralai/Mistral-7B-v0.1",
         tmp_path,
-        "sliding_window=config.sliding_window",
-        "sliding_window=None",
+        anchor,
+        f"{anchor}            sliding_window=None,\n",
     )
     default = [c for c in report.checks if c.provider == "default" and c.name == "prefill"]
     assert default[0].status is Status.FAIL  # T9 is never blamed for generated code
