@@ -180,7 +180,7 @@ def _ruff_bin() -> str:
 
 # An aside citing HF source lines or a probe: "(modeling_qwen3.py:237)", "(probe of ...)"
 _LINE = r"[\w./-]+\.py:\d+(?:-\d+)?"
-_CITATION = re.compile(rf"\s*\((?:probe(?: of|:) [^()]*|{_LINE}(?:[,;] {_LINE})*)\)")
+_CITATION = re.compile(rf"\s*\((?:probe(?: of|:) (?:[^()]|\([^()]*\))*|{_LINE}(?:[,;] {_LINE})*)\)")
 
 
 _LINE_NUMBER = re.compile(r"(\.py):\d+(?:-\d+)?\b")

@@ -520,7 +520,9 @@ def _with_renormalize_key(spec: RouterSpec, real: Any) -> RouterSpec:
     return spec
 
 
-def describe_router(spec: RouterSpec) -> str:
+def describe_router(spec: RouterSpec, *, values: bool = True) -> str:
+    """The router in words; ``values=False`` names the config key of its scale instead of one
+    checkpoint's number (for library code)."""
     if spec.order == "sparsemixer":
         return (
             "sparsemixer: two experts, each the best left, weighted by a softmax over the logits "
@@ -541,7 +543,9 @@ def describe_router(spec: RouterSpec) -> str:
             )
         if spec.renormalize:
             text += ", renormalised"
-    if spec.routed_scaling_factor != 1.0:
+    if spec.routed_scaling_factor != 1.0 and not values and spec.scale_key:
+        text += f", x config.{spec.scale_key}"
+    elif spec.routed_scaling_factor != 1.0:
         text += f", x {spec.routed_scaling_factor:g}"
         if spec.scale_key != "routed_scaling_factor":
             text += f" (config.{spec.scale_key})"

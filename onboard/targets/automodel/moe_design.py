@@ -334,7 +334,7 @@ def moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str
     reasons = {
         "moe": Reason(
             f"config.{moe.count_key} routed experts of width config.{moe.width_key}, "
-            f"config.{moe.top_k_key} per token: {describe_router(spec_moe.router)}",
+            f"config.{moe.top_k_key} per token: {describe_router(spec_moe.router, values=False)}",
             router_location(spec),
         ),
         "mlp": Reason(

@@ -977,10 +977,11 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         return None
     kind = router_kind(moe.router)
     gate_class, gate_args = GATES.get(kind, (f"{prefix}Router", "config"))
-    description = describe_router(moe.router)
+    description = describe_router(moe.router, values=False)
     reasons.append(
         _why(
-            f"{moe.num_experts} routed experts, top {moe.top_k}: {description}",
+            f"config.{moe.count_key} routed experts, config.{moe.top_k_key} per token: "
+            f"{description}",
             spec,
             "text.moe.router",
         )

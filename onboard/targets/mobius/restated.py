@@ -23,7 +23,15 @@ __all__ = ["flag_configs", "without_restated"]
 
 NEUTRAL_TYPE = "onboard_neutral"  # a model type no mobius list names
 # What a setting's expression may use besides the config (they are onboard's own expressions)
-_NAMES = {"bool": bool, "int": int, "float": float, "list": list, "tuple": tuple, "dict": dict}
+_NAMES = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "list": list,
+    "tuple": tuple,
+    "dict": dict,
+    "getattr": getattr,
+}
 
 
 def flag_configs(analysis: Any) -> list[dict[str, Any]]:
@@ -60,7 +68,8 @@ def without_restated(
 def _restates(setting: Setting, pairs: list[tuple[Any, Any]]) -> bool:
     for config, base in pairs:
         try:
-            ours = eval(setting.expr, {"__builtins__": {}}, {**_NAMES, "config": config})
+            scope = {**_NAMES, "config": config, "base": base}  # as in from_transformers
+            ours = eval(setting.expr, {"__builtins__": {}}, scope)
         except Exception:  # an expression that needs more than the config: keep it
             return False
         if not hasattr(base, setting.field) or ours != getattr(base, setting.field):

@@ -179,19 +179,23 @@ def sliding_rope_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> li
 
 def _full_share(spec: ArchitectureSpec) -> list[Setting]:
     """The share of each head full layers rotate, from their own entry of ``rope_parameters``
-    where the config keeps one per kind (Laguna: 0.5), else from the flat dict: mobius reads a
-    per-kind partial_rotary_factor nowhere. A setting the base derives alike is dropped later
-    (restated)."""
+    where the config keeps one per kind (Laguna: 0.5; mobius reads a per-kind
+    partial_rotary_factor nowhere), else the base config's. A setting the base derives alike is
+    dropped later (restated)."""
     full = dict(spec.text.rope).get(FULL)
     if full is None or full.rope_type is None or full.partial_rotary_factor == 1.0:
         return []
     if spec.vision is not None:  # a VLM's decoder config is a sub-config: mobius maps it
         return []
-    entry = f'(config.rope_parameters.get("{FULL}") or config.rope_parameters)'
+    kinds = '(getattr(config, "rope_parameters", None) or {})'
+    expr = (
+        f'{_FULL}.get("partial_rotary_factor", 1.0) if "{FULL}" in {kinds} '
+        "else base.partial_rotary_factor"
+    )
     return [
         Setting(
             "partial_rotary_factor",
-            f'{entry}.get("partial_rotary_factor", 1.0)',
+            expr,
             why("share of each head full layers rotate", spec, f"text.rope.{FULL}"),
         )
     ]
