@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from onboard.codegen import lint_python
 from onboard.parity.report import ParityReport, Status
-from onboard.pipeline import NewResult
+from onboard.pipeline import NewOptions, NewResult, onboard_new
 from onboard.targets.mobius.plan import STYLE
 
 
@@ -41,3 +43,12 @@ def assert_default_checks_pass(report: ParityReport) -> None:
         )
     ]
     assert not unpassed, unpassed
+
+
+def onboarded_from_backlog(config_dir: Path, out: Path) -> NewResult:
+    """``onboard new`` of a type mobius lacks (no --treat-as-new), once parity passed."""
+    result = onboard_new(NewOptions(model=str(config_dir), out=out))
+    assert result.proposal.already_supported is None  # from the backlog: mobius lacks it
+    report = result.parity
+    assert report is not None and report.passed, [c.to_dict() for c in report.failures]
+    return result
