@@ -5,16 +5,15 @@
 # configuration_ember.py sha256:30f12be99ba75ed6, modeling_ember.py sha256:5b7a2b95ab46e1c2
 # (transformers 5.18.0).
 # Closest mobius class: Gemma2CausalLMModel (registry key gemma2).
-# Regenerate: onboard new ember-tiny --target mobius
 
 """Ember causal language model.
 
 Like :class:`~mobius.models.gemma.Gemma2CausalLMModel`, with the changes listed below.
 
-- norms before and after attention and the MLP (modeling_ember.py:262)
-- embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
-- q_norm / k_norm over each head before RoPE (modeling_ember.py:191)
-- attention biases (q/k/v True, o False) (modeling_ember.py:179)
+- norms before and after attention and the MLP
+- embeddings x sqrt(hidden_size), exact
+- q_norm / k_norm over each head before RoPE
+- attention biases (q/k/v True, o False)
 
 Replicates HuggingFace's ``EmberForCausalLM``.
 """
@@ -42,10 +41,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class EmberConfig(Gemma2Config):
-    """Ember config, with every graph-changing flag set explicitly.
+    """Ember config: what :class:`~mobius._configs.Gemma2Config` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     @classmethod
@@ -53,28 +52,10 @@ class EmberConfig(Gemma2Config):
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
-            # q_norm / k_norm on each head (modeling_ember.py:191)
+            # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # q_norm / k_norm on each head (modeling_ember.py:191)
-            attn_qk_norm_full=False,
-            # q/k/v bias always on (modeling_ember.py:179)
+            # q/k/v bias always on
             attn_qkv_bias=True,
-            # o_proj bias always off (modeling_ember.py:188)
-            attn_o_bias=False,
-            # MLP bias always off (modeling_ember.py:121)
-            mlp_bias=False,
-            # MLP activation (modeling_ember.py:122)
-            hidden_act=config.hidden_act,
-            # norm epsilon (modeling_ember.py:310)
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
-            rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
-            # final logit soft-cap (modeling_ember.py:421)
-            final_logit_softcapping=config.final_logit_softcapping,
         )
 
 
@@ -131,8 +112,8 @@ class EmberDecoderLayer(nn.Module):
 class EmberTextModel(TextModel):
     """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
-    - norms before and after attention and the MLP (modeling_ember.py:262)
-    - embeddings x sqrt(hidden_size), exact (modeling_ember.py:314)
+    - norms before and after attention and the MLP
+    - embeddings x sqrt(hidden_size), exact
     """
 
     def __init__(self, config: ArchitectureConfig):

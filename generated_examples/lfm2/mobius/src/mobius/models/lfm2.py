@@ -4,15 +4,14 @@
 # onboard 0.1.0: generated from LiquidAI/LFM2-1.2B (revision unknown), transformers 5.18.0
 # modeling_lfm2.py sha256:6cae625be71715af.
 # Closest mobius class: CausalLMModel (registry key llama).
-# Regenerate: onboard new LiquidAI/LFM2-1.2B --target mobius
 
 """Lfm2 causal language model.
 
 Like :class:`~mobius.models.base.CausalLMModel`, with the changes listed below.
 
 - short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2 inputs
-  as state (modeling_lfm2.py:333)
-- q_norm / k_norm over each head before RoPE (modeling_lfm2.py:225)
+  as state
+- q_norm / k_norm over each head before RoPE
 
 Replicates HuggingFace's ``Lfm2ForCausalLM``.
 """
@@ -55,10 +54,10 @@ def _mlp_width(config) -> int:
 
 @dataclasses.dataclass
 class Lfm2Config(CausalLMConfig):
-    """Lfm2 config, with every graph-changing flag set explicitly.
+    """Lfm2 config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     short_conv_kernel: int = 3
@@ -70,33 +69,15 @@ class Lfm2Config(CausalLMConfig):
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
-            # q_norm / k_norm on each head (modeling_lfm2.py:225)
+            # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # q_norm / k_norm on each head (modeling_lfm2.py:225)
-            attn_qk_norm_full=False,
-            # q/k/v bias always off (modeling_lfm2.py:221)
-            attn_qkv_bias=False,
-            # o_proj bias always off (modeling_lfm2.py:224)
-            attn_o_bias=False,
-            # MLP bias always off (modeling_lfm2.py:133)
-            mlp_bias=False,
-            # MLP activation (probe of model.layers.0.mlp)
+            # MLP activation
             hidden_act="silu",
-            # MLP width (modeling_lfm2.py:122-130)
+            # MLP width
             intermediate_size=_mlp_width(config),
-            # norm epsilon (config.json:norm_eps)
-            rms_norm_eps=config.norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
-            rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
-            # each layer's kind in mobius' words (its state inputs) (config.json:layer_types)
-            layer_types=list(config.layer_types),
-            # short convolution taps (modeling_lfm2.py:333)
+            # short convolution taps
             short_conv_kernel=config.conv_L_cache,
-            # short convolution biases (modeling_lfm2.py:333)
+            # short convolution biases
             short_conv_bias=bool(config.conv_bias),
         )
 
@@ -194,7 +175,7 @@ class Lfm2TextModel(TextModel):
     """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
     - short-convolution layers: c * conv(b * x) over in_proj's thirds, with the last 2
-      inputs as state (modeling_lfm2.py:333)
+      inputs as state
     """
 
     def __init__(self, config: ArchitectureConfig):

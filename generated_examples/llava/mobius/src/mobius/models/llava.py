@@ -4,7 +4,6 @@
 # onboard 0.1.0: generated from llava-hf/llava-1.5-7b-hf (revision unknown), transformers
 # 5.18.0 modeling_llava.py sha256:e5cb54d23a718bf7.
 # Closest mobius class: CausalLMModel (registry key llama).
-# Regenerate: onboard new llava-hf/llava-1.5-7b-hf --target mobius --treat-as-new
 
 """Llava vision-language model.
 
@@ -33,10 +32,10 @@ from mobius.models.clip import ClipVisionConfigView, CLIPVisionModel
 
 @dataclasses.dataclass
 class LlavaConfig(CausalLMConfig):
-    """Llava config, with every graph-changing flag set explicitly.
+    """Llava config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     @classmethod
@@ -48,11 +47,11 @@ class LlavaConfig(CausalLMConfig):
             attn_qk_norm=False,
             # no q_norm / k_norm
             attn_qk_norm_full=False,
-            # q/k/v bias from config.attention_bias (modeling_llama.py:230)
+            # q/k/v bias from config.attention_bias
             attn_qkv_bias=bool(config.attention_bias),
-            # o_proj bias from config.attention_bias (modeling_llama.py:239)
+            # o_proj bias from config.attention_bias
             attn_o_bias=bool(config.attention_bias),
-            # MLP bias from config.mlp_bias (modeling_llama.py:171)
+            # MLP bias from config.mlp_bias
             mlp_bias=bool(config.mlp_bias),
             # MLP activation (config.json:hidden_act)
             hidden_act=config.hidden_act,

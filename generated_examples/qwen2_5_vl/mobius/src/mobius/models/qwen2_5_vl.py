@@ -4,13 +4,12 @@
 # onboard 0.1.0: generated from Qwen/Qwen2.5-VL-3B-Instruct (revision unknown), transformers
 # 5.18.0 modeling_qwen2_5_vl.py sha256:1b7a2a6403d309cd.
 # Closest mobius class: CausalLMModel (registry key llama).
-# Regenerate: onboard new Qwen/Qwen2.5-VL-3B-Instruct --target mobius --treat-as-new
 
-"""Qwen2_5_VL vision-language model.
+"""Qwen25VL vision-language model.
 
 The text model of :class:`~mobius.models.base.CausalLMModel` on merged embeddings, with:
 
-- attention biases (q/k/v True, o False) (modeling_qwen2_5_vl.py:648)
+- attention biases (q/k/v True, o False)
 - vision encoder: mobius' windowed ViT over flattened patches and image_grid_thw, windows
   and full-attention layers read from the composite config
 - merger: ln_q -> group_rows -> mlp.0 -> gelu -> mlp.2
@@ -35,15 +34,15 @@ from mobius.models.base import CausalLMModel
 
 
 @dataclasses.dataclass
-class Qwen2_5_VLConfig(CausalLMConfig):
-    """Qwen2_5_VL config, with every graph-changing flag set explicitly.
+class Qwen25VLConfig(CausalLMConfig):
+    """Qwen25VL config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen2_5_VLConfig:
+    def from_transformers(cls, config, parent_config=None) -> Qwen25VLConfig:
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
@@ -51,11 +50,11 @@ class Qwen2_5_VLConfig(CausalLMConfig):
             attn_qk_norm=False,
             # no q_norm / k_norm
             attn_qk_norm_full=False,
-            # q/k/v bias always on (modeling_qwen2_5_vl.py:648)
+            # q/k/v bias always on
             attn_qkv_bias=True,
-            # o_proj bias always off (modeling_qwen2_5_vl.py:651)
+            # o_proj bias always off
             attn_o_bias=False,
-            # MLP bias always off (modeling_qwen2_5_vl.py:581)
+            # MLP bias always off
             mlp_bias=False,
             # MLP activation (config.json:hidden_act)
             hidden_act=config.hidden_act,
@@ -70,18 +69,18 @@ class Qwen2_5_VLConfig(CausalLMConfig):
         )
 
 
-class Qwen2_5_VLCausalLMModel(CausalLMModel):
-    """Qwen2_5_VL causal LM.
+class Qwen25VLCausalLMModel(CausalLMModel):
+    """Qwen25VL causal LM.
 
     Replicates HuggingFace's ``Qwen2_5_VLForConditionalGeneration``.
     """
 
-    config_class = Qwen2_5_VLConfig
+    config_class = Qwen25VLConfig
 
 
 @dataclasses.dataclass
-class Qwen2_5_VLMultiModalConfig(Qwen2_5_VLConfig):
-    """Qwen2_5_VL config with the vision side's choices, read from the composite HF config.
+class Qwen25VLMultiModalConfig(Qwen25VLConfig):
+    """Qwen25VL config with the vision side's choices, read from the composite HF config.
 
     mobius fills ``vision`` (sizes, ``image_token_id``) from ``vision_config``; the fields
     below are the ones it does not read.
@@ -98,7 +97,7 @@ class Qwen2_5_VLMultiModalConfig(Qwen2_5_VLConfig):
     mrope_section: list[int] | None = None
 
     @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen2_5_VLMultiModalConfig:
+    def from_transformers(cls, config, parent_config=None) -> Qwen25VLMultiModalConfig:
         base = super().from_transformers(config, parent_config)
         top = parent_config if parent_config is not None else config
         return dataclasses.replace(
@@ -123,14 +122,14 @@ class Qwen2_5_VLMultiModalConfig(Qwen2_5_VLConfig):
 
 
 def _vision_field(config: ArchitectureConfig, name: str):
-    """A field of Qwen2_5_VLMultiModalConfig, or its default for a plain ArchitectureConfig.
+    """A field of Qwen25VLMultiModalConfig, or its default for a plain ArchitectureConfig.
 
     mobius' build tests build every registered class from a plain ArchitectureConfig.
     """
-    return getattr(config, name, getattr(Qwen2_5_VLMultiModalConfig, name))
+    return getattr(config, name, getattr(Qwen25VLMultiModalConfig, name))
 
 
-class Qwen2_5_VLMergerActivation(nn.Module):
+class Qwen25VLMergerActivation(nn.Module):
     """The activation between the merger's linears (a step without weights)."""
 
     def __init__(self, activation: str):
@@ -141,7 +140,7 @@ class Qwen2_5_VLMergerActivation(nn.Module):
         return self._act(op, features)
 
 
-class Qwen2_5_VLPatchMerger(nn.Module):
+class Qwen25VLPatchMerger(nn.Module):
     """Each merge block's patches to one token.
 
     ln_q over every patch, the block's spatial_merge_size ** 2 patches (consecutive rows)
@@ -163,7 +162,7 @@ class Qwen2_5_VLPatchMerger(nn.Module):
                     * _vision_field(config, "spatial_merge_size") ** 2,
                     bias=True,
                 ),
-                Qwen2_5_VLMergerActivation("gelu"),
+                Qwen25VLMergerActivation("gelu"),
                 Linear(
                     config.vision.hidden_size
                     * _vision_field(config, "spatial_merge_size") ** 2,
@@ -181,7 +180,7 @@ class Qwen2_5_VLPatchMerger(nn.Module):
         return features
 
 
-class Qwen2_5_VLVisionTransformer(Qwen25VLVisionModel):
+class Qwen25VLVisionTransformer(Qwen25VLVisionModel):
     """mobius' windowed ViT with the generated merger.
 
     Its windows and full-attention layers are read from the composite config.
@@ -202,7 +201,7 @@ class Qwen2_5_VLVisionTransformer(Qwen25VLVisionModel):
             fullatt_block_indexes=_vision_field(config, "fullatt_block_indexes"),
             window_size=_vision_field(config, "window_size"),
         )
-        self.merger = Qwen2_5_VLPatchMerger(config)
+        self.merger = Qwen25VLPatchMerger(config)
 
     def preprocess_weights(
         self, state_dict: dict[str, torch.Tensor]
@@ -211,7 +210,7 @@ class Qwen2_5_VLVisionTransformer(Qwen25VLVisionModel):
         return dict(state_dict)
 
 
-class Qwen2_5_VLVisionEncoder(nn.Module):
+class Qwen25VLVisionEncoder(nn.Module):
     """Flattened patches with their grids -> image_features [tokens, hidden].
 
     pixel_values [patches, channels x frames x patch x patch] and image_grid_thw [images, 3]:
@@ -220,7 +219,7 @@ class Qwen2_5_VLVisionEncoder(nn.Module):
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
-        self.visual = Qwen2_5_VLVisionTransformer(config)
+        self.visual = Qwen25VLVisionTransformer(config)
 
     def forward(
         self, op: OpBuilder, pixel_values: ir.Value, image_grid_thw: ir.Value
@@ -228,7 +227,7 @@ class Qwen2_5_VLVisionEncoder(nn.Module):
         return self.visual(op, pixel_values, image_grid_thw)
 
 
-class Qwen2_5_VLEmbedding(nn.Module):
+class Qwen25VLEmbedding(nn.Module):
     """Token embeddings, with each image placeholder's row taken from the image features.
 
     Placeholders take feature rows in reading order over the whole batch, as HF's
@@ -264,7 +263,7 @@ class Qwen2_5_VLEmbedding(nn.Module):
         return op.Where(op.Unsqueeze(filled, [-1]), rows, embeddings)
 
 
-class Qwen2_5_VLDecoder(Qwen2_5_VLCausalLMModel):
+class Qwen25VLDecoder(Qwen25VLCausalLMModel):
     """The text model on merged embeddings, with its KV cache."""
 
     def forward(
@@ -286,22 +285,22 @@ class Qwen2_5_VLDecoder(Qwen2_5_VLCausalLMModel):
         return self.lm_head(op, hidden_states), present_key_values
 
 
-class Qwen2_5_VLMultiModalModel(nn.Module):
-    """Qwen2_5_VL: vision encoder, embedding and decoder, built as three graphs.
+class Qwen25VLMultiModalModel(nn.Module):
+    """Qwen25VL: vision encoder, embedding and decoder, built as three graphs.
 
     Replicates HuggingFace's ``Qwen2_5_VLForConditionalGeneration``.
     """
 
     default_task = "qwen-vl"
     category = "Multimodal"
-    config_class = Qwen2_5_VLMultiModalConfig
+    config_class = Qwen25VLMultiModalConfig
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__()
         self.config = config
-        self.decoder = Qwen2_5_VLDecoder(config)
-        self.vision_encoder = Qwen2_5_VLVisionEncoder(config)
-        self.embedding = Qwen2_5_VLEmbedding(config)
+        self.decoder = Qwen25VLDecoder(config)
+        self.vision_encoder = Qwen25VLVisionEncoder(config)
+        self.embedding = Qwen25VLEmbedding(config)
 
     def preprocess_weights(
         self, state_dict: dict[str, torch.Tensor]

@@ -4,17 +4,14 @@
 # onboard 0.1.0: generated from Qwen/Qwen3-0.6B (revision unknown), transformers 5.18.0
 # modeling_qwen3.py sha256:849d80c7674793b3.
 # Closest mobius class: CausalLMModel (registry key llama).
-# Regenerate: onboard new Qwen/Qwen3-0.6B --target mobius --treat-as-new
 
 """Qwen3 causal language model.
 
 Like :class:`~mobius.models.base.CausalLMModel`, with the changes listed below.
 
-- q_norm / k_norm over each head before RoPE (modeling_qwen3.py:237)
+- q_norm / k_norm over each head before RoPE
 - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-  (modeling_qwen3.py:226)
 - follows config.use_sliding_window (set: attention.sliding_window per_layer)
-  (configuration_qwen3.py:87)
 
 Replicates HuggingFace's ``Qwen3ForCausalLM``.
 """
@@ -40,10 +37,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Qwen3Config(CausalLMConfig):
-    """Qwen3 config, with every graph-changing flag set explicitly.
+    """Qwen3 config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     @classmethod
@@ -51,28 +48,8 @@ class Qwen3Config(CausalLMConfig):
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
-            # q_norm / k_norm on each head (modeling_qwen3.py:237)
+            # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # q_norm / k_norm on each head (modeling_qwen3.py:237)
-            attn_qk_norm_full=False,
-            # q/k/v bias from config.attention_bias (modeling_qwen3.py:225)
-            attn_qkv_bias=bool(config.attention_bias),
-            # o_proj bias from config.attention_bias (modeling_qwen3.py:234)
-            attn_o_bias=bool(config.attention_bias),
-            # MLP bias always off (modeling_qwen3.py:78)
-            mlp_bias=False,
-            # MLP activation (config.json:hidden_act)
-            hidden_act=config.hidden_act,
-            # norm epsilon (config.json:rms_norm_eps)
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
-            rope_interleave=False,
-            # window of sliding layers (config.json:sliding_window)
-            sliding_window=config.sliding_window,
-            # which layers slide (config.json:layer_types)
-            layer_types=list(config.layer_types),
         )
 
 
@@ -80,9 +57,7 @@ class Qwen3TextModel(TextModel):
     """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
     - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-      (modeling_qwen3.py:226)
     - follows config.use_sliding_window (set: attention.sliding_window per_layer)
-      (configuration_qwen3.py:87)
     """
 
     def __init__(self, config: ArchitectureConfig):

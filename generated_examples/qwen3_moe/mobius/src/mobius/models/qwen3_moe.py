@@ -4,22 +4,18 @@
 # onboard 0.1.0: generated from Qwen/Qwen3-30B-A3B (revision unknown), transformers 5.18.0
 # modeling_qwen3_moe.py sha256:510cbec619d1cc66.
 # Closest mobius class: Qwen2MoECausalLMModel (registry key qwen2_moe).
-# Regenerate: onboard new Qwen/Qwen3-30B-A3B --target mobius --treat-as-new
 
-"""Qwen3Moe causal language model.
+"""Qwen3MoE causal language model.
 
 Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed below.
 
-- 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe of
-  model.layers.0.mlp router (Qwen3MoeTopKRouter))
-- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
-  model)
-- q_norm / k_norm over each head before RoPE (modeling_qwen3_moe.py:147)
+- config.num_local_experts routed experts, config.num_experts_per_tok per token: softmax
+  over all experts, then top-k, renormalised
+- dense layers chosen by config.mlp_only_layers
+- q_norm / k_norm over each head before RoPE
 - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-  (modeling_qwen3_moe.py:136)
-- follows config.norm_topk_prob (unset: moe.renormalize False) (modeling_qwen3_moe.py:254)
+- follows config.norm_topk_prob (unset: moe.renormalize False)
 - follows config.use_sliding_window (set: attention.sliding_window uniform)
-  (configuration_qwen3_moe.py:115)
 
 Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
 """
@@ -51,11 +47,11 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass
-class Qwen3MoeConfig(CausalLMConfig):
-    """Qwen3Moe config, with every graph-changing flag set explicitly.
+class Qwen3MoEConfig(CausalLMConfig):
+    """Qwen3MoE config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
@@ -63,44 +59,17 @@ class Qwen3MoeConfig(CausalLMConfig):
     decoder_sparse_step: int = 1
 
     @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen3MoeConfig:
+    def from_transformers(cls, config, parent_config=None) -> Qwen3MoEConfig:
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
-            # q_norm / k_norm on each head (modeling_qwen3_moe.py:147)
+            # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # q_norm / k_norm on each head (modeling_qwen3_moe.py:147)
-            attn_qk_norm_full=False,
-            # q/k/v bias from config.attention_bias (modeling_qwen3_moe.py:135)
-            attn_qkv_bias=bool(config.attention_bias),
-            # o_proj bias from config.attention_bias (modeling_qwen3_moe.py:144)
-            attn_o_bias=bool(config.attention_bias),
-            # MLP bias always off
-            mlp_bias=False,
-            # MLP activation (config.json:hidden_act)
-            hidden_act=config.hidden_act,
-            # norm epsilon (config.json:rms_norm_eps)
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
-            rope_interleave=False,
-            # window of sliding layers (config.json:sliding_window)
-            sliding_window=config.sliding_window,
             # which layers slide (config.json:sliding_window)
             layer_types=["sliding_attention"] * config.num_hidden_layers,
-            # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
-            num_local_experts=config.num_local_experts,
-            # experts per token
-            num_experts_per_tok=config.num_experts_per_tok,
-            # width of each expert (probe of model.layers.0.mlp.experts.gate_up_proj)
-            moe_intermediate_size=config.moe_intermediate_size,
-            # renormalise the top-k weights from config.norm_topk_prob (probe of
-            # model.layers.0.mlp router (Qwen3MoeTopKRouter))
-            norm_topk_prob=bool(config.norm_topk_prob),
-            # layers kept dense (probe of meta-device build of the real model)
+            # layers kept dense
             mlp_only_layers=list(config.mlp_only_layers or []),
-            # every n-th layer is MoE (probe of meta-device build of the real model)
+            # every n-th layer is MoE
             decoder_sparse_step=config.decoder_sparse_step,
             # read by Qwen2MoECausalLMModel.__init__ (not by the generated layers)
             shared_expert_intermediate_size=base.shared_expert_intermediate_size
@@ -133,7 +102,7 @@ def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
     return index not in config.mlp_only_layers and (index + 1) % step == 0
 
 
-class Qwen3MoeDecoderLayer(nn.Module):
+class Qwen3MoEDecoderLayer(nn.Module):
     """Pre-norm decoder layer whose MLP is routed experts (or dense)."""
 
     # hands a static cache on to the attention, as DecoderLayer does
@@ -188,25 +157,21 @@ class Qwen3MoeDecoderLayer(nn.Module):
         return hidden_states, present_key_value
 
 
-class Qwen3MoeTextModel(TextModel):
+class Qwen3MoETextModel(TextModel):
     """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
-    - 128 routed experts, top 8: softmax over all experts, then top-k, renormalised (probe
-      of model.layers.0.mlp router (Qwen3MoeTopKRouter))
-    - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
-      model)
+    - config.num_local_experts routed experts, config.num_experts_per_tok per token:
+      softmax over all experts, then top-k, renormalised
+    - dense layers chosen by config.mlp_only_layers
     - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-      (modeling_qwen3_moe.py:136)
     - follows config.norm_topk_prob (unset: moe.renormalize False)
-      (modeling_qwen3_moe.py:254)
     - follows config.use_sliding_window (set: attention.sliding_window uniform)
-      (configuration_qwen3_moe.py:115)
     """
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__(config)
         self.layers = nn.ModuleList(
-            [Qwen3MoeDecoderLayer(config, index) for index in range(config.num_hidden_layers)]
+            [Qwen3MoEDecoderLayer(config, index) for index in range(config.num_hidden_layers)]
         )
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
@@ -268,17 +233,17 @@ class Qwen3MoeTextModel(TextModel):
         )
 
 
-class Qwen3MoeCausalLMModel(Qwen2MoECausalLMModel):
-    """Qwen3Moe causal LM built on :class:`Qwen3MoeTextModel`.
+class Qwen3MoECausalLMModel(Qwen2MoECausalLMModel):
+    """Qwen3MoE causal LM built on :class:`Qwen3MoETextModel`.
 
     Replicates HuggingFace's ``Qwen3MoeForCausalLM``.
     """
 
-    config_class = Qwen3MoeConfig
+    config_class = Qwen3MoEConfig
 
     def __init__(self, config: ArchitectureConfig):
         super().__init__(config)
-        self.model = Qwen3MoeTextModel(config)
+        self.model = Qwen3MoETextModel(config)
 
     def preprocess_weights(self, state_dict):
         # transformers v5 keeps experts fused in memory, as some checkpoints do: split them.

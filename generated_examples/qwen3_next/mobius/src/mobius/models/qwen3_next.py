@@ -4,26 +4,23 @@
 # onboard 0.1.0: generated from Qwen/Qwen3-Next-80B-A3B-Instruct (revision unknown),
 # transformers 5.18.0 modeling_qwen3_next.py sha256:571acc3be267331e.
 # Closest mobius class: Qwen2MoECausalLMModel (registry key qwen2_moe).
-# Regenerate: onboard new Qwen/Qwen3-Next-80B-A3B-Instruct --target mobius --treat-as-new
 
 """Qwen3Next causal language model.
 
 Like :class:`~mobius.models.moe.Qwen2MoECausalLMModel`, with the changes listed below.
 
 - gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
-  epsilon 1e-06 (modeling_qwen3_next.py:585)
-- norms scale by (1 + w) (modeling_qwen3_next.py:147)
+  epsilon 1e-06
+- norms scale by (1 + w)
 - each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
-  Qwen35Attention) (modeling_qwen3_next.py:308)
-- 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe of
-  model.layers.0.mlp router (Qwen3NextTopKRouter))
-- a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
-- dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
-  model)
-- q_norm / k_norm over each head before RoPE (modeling_qwen3_next.py:261)
+  Qwen35Attention)
+- config.num_experts routed experts, config.num_experts_per_tok per token: softmax over all
+  experts, then top-k, renormalised
+- a shared expert behind a sigmoid gate
+- dense layers chosen by config.mlp_only_layers
+- q_norm / k_norm over each head before RoPE
 - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-  (modeling_qwen3_next.py:250)
-- follows config.norm_topk_prob (unset: moe.renormalize False) (modeling_qwen3_next.py:831)
+- follows config.norm_topk_prob (unset: moe.renormalize False)
 
 Replicates HuggingFace's ``Qwen3NextForCausalLM``.
 """
@@ -58,10 +55,10 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Qwen3NextConfig(CausalLMConfig):
-    """Qwen3Next config, with every graph-changing flag set explicitly.
+    """Qwen3Next config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
 
-    Flags that mobius derives from model_type lists would not follow a new model_type, so each
-    one is read from the HF config here, or fixed where the HF source fixes it.
+    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
+    model_type lists say; the fields the base config derives the same way are left to it.
     """
 
     mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
@@ -77,56 +74,15 @@ class Qwen3NextConfig(CausalLMConfig):
         base = super().from_transformers(config, parent_config)
         return dataclasses.replace(
             base,
-            # q_norm / k_norm on each head (modeling_qwen3_next.py:261)
+            # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # q_norm / k_norm on each head (modeling_qwen3_next.py:261)
-            attn_qk_norm_full=False,
-            # q/k/v bias from config.attention_bias (modeling_qwen3_next.py:249)
-            attn_qkv_bias=bool(config.attention_bias),
-            # o_proj bias from config.attention_bias (modeling_qwen3_next.py:258)
-            attn_o_bias=bool(config.attention_bias),
-            # MLP bias always off
-            mlp_bias=False,
-            # MLP activation (config.json:hidden_act)
-            hidden_act=config.hidden_act,
-            # norm epsilon (config.json:rms_norm_eps)
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
-            rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
-            # routed experts (probe of model.layers.0.mlp.experts.gate_up_proj)
-            num_local_experts=config.num_experts,
-            # experts per token
-            num_experts_per_tok=config.num_experts_per_tok,
-            # width of each expert (probe of model.layers.0.mlp.experts.gate_up_proj)
-            moe_intermediate_size=config.moe_intermediate_size,
-            # renormalise the top-k weights from config.norm_topk_prob (probe of
-            # model.layers.0.mlp router (Qwen3NextTopKRouter))
-            norm_topk_prob=bool(config.norm_topk_prob),
-            # shared expert width (probe of model.layers.0.mlp.shared_expert)
-            shared_expert_intermediate_size=config.shared_expert_intermediate_size,
-            # layers kept dense (probe of meta-device build of the real model)
+            # layers kept dense
             mlp_only_layers=list(config.mlp_only_layers or []),
-            # every n-th layer is MoE (probe of meta-device build of the real model)
+            # every n-th layer is MoE
             decoder_sparse_step=config.decoder_sparse_step,
-            # each layer's kind in mobius' words (its state inputs) (config.json:layer_types)
-            layer_types=list(config.layer_types),
-            # gated DeltaNet key_heads (modeling_qwen3_next.py:585)
-            linear_num_key_heads=config.linear_num_key_heads,
-            # gated DeltaNet value_heads (modeling_qwen3_next.py:585)
-            linear_num_value_heads=config.linear_num_value_heads,
-            # gated DeltaNet key_head_dim (modeling_qwen3_next.py:585)
-            linear_key_head_dim=config.linear_key_head_dim,
-            # gated DeltaNet value_head_dim (modeling_qwen3_next.py:585)
-            linear_value_head_dim=config.linear_value_head_dim,
-            # gated DeltaNet conv_kernel (modeling_qwen3_next.py:585)
-            linear_conv_kernel_dim=config.linear_conv_kernel_dim,
-            # gated DeltaNet activation (modeling_qwen3_next.py:585)
+            # gated DeltaNet activation
             linear_activation=config.hidden_act,
-            # gated DeltaNet norm_eps (modeling_qwen3_next.py:585)
+            # gated DeltaNet norm_eps
             linear_norm_eps=config.rms_norm_eps,
         )
 
@@ -392,19 +348,16 @@ class Qwen3NextTextModel(TextModel):
     """Like :class:`~mobius.models.base.TextModel`, with the changes listed below.
 
     - gated DeltaNet layers (16 key heads, 32 value heads), q and k L2-normalised with HF's
-      epsilon 1e-06 (modeling_qwen3_next.py:585)
-    - norms scale by (1 + w) (modeling_qwen3_next.py:147)
+      epsilon 1e-06
+    - norms scale by (1 + w)
     - each head's output scaled by sigmoid of a gate q_proj gives beside its query (mobius'
-      Qwen35Attention) (modeling_qwen3_next.py:308)
-    - 512 routed experts, top 10: softmax over all experts, then top-k, renormalised (probe
-      of model.layers.0.mlp router (Qwen3NextTopKRouter))
-    - a shared expert behind a sigmoid gate (probe of model.layers.0.mlp.shared_expert)
-    - dense layers chosen by config.mlp_only_layers (probe of meta-device build of the real
-      model)
+      Qwen35Attention)
+    - config.num_experts routed experts, config.num_experts_per_tok per token: softmax over
+      all experts, then top-k, renormalised
+    - a shared expert behind a sigmoid gate
+    - dense layers chosen by config.mlp_only_layers
     - follows config.attention_bias (set: attention.o_bias True, attention.qkv_bias True)
-      (modeling_qwen3_next.py:250)
     - follows config.norm_topk_prob (unset: moe.renormalize False)
-      (modeling_qwen3_next.py:831)
     """
 
     def __init__(self, config: ArchitectureConfig):

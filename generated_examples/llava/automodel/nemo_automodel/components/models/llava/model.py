@@ -14,8 +14,7 @@
 #
 # onboard 0.1.0: generated from llava-hf/llava-1.5-7b-hf (revision unknown), transformers 5.18.0
 # modeling_llava.py sha256:e5cb54d23a718bf7, for nemo-automodel 0.7.0. Closest AutoModel class:
-# LlamaForCausalLM. Regenerate: onboard new llava-hf/llava-1.5-7b-hf --target automodel
-# --treat-as-new
+# LlamaForCausalLM.
 
 """Llava vision-language model for NeMo AutoModel, its text model on HF's ``modeling_llama.py``.
 
@@ -147,9 +146,7 @@ class LlavaTextAttention(HFLlamaAttention):
 class LlavaTextDecoderLayer(HFLlamaDecoderLayer):
     """HF's decoder layer, with the attention above.
 
-    pre-norm layers, as LlamaDecoderLayer places them (probe: model.layers.0.*: input_layernorm
-    on attn_in, post_attention_layernorm on mlp_in); gated MLP, silu (probe: model.layers.0.mlp:
-    down_proj, gate_proj, up_proj).
+    pre-norm layers, as LlamaDecoderLayer places them; gated MLP, silu.
     """
 
     def __init__(self, config: LlamaConfig, layer_idx: int, backend: BackendConfig) -> None:
@@ -184,7 +181,7 @@ class LlavaTextModel(LlavaTextPreTrainedModel):
                 for idx in range(config.num_hidden_layers)
             ]
         )
-        # LlamaRMSNorm: rms norm (probe: model.norm (LlamaRMSNorm): scales by w)
+        # LlamaRMSNorm: rms norm
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         # RoPE of full_attention layers: default, theta 10000 (config.json:rope_parameters)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
@@ -356,7 +353,7 @@ class LlavaModel(nn.Module):
     def __init__(self, config: LlavaConfig, backend: BackendConfig) -> None:
         super().__init__()
         self.config = config
-        # HF's tower for config.vision_config, built as HF's VLM builds it (modeling_llava.py:133)
+        # HF's tower for config.vision_config, built as HF's VLM builds it
         self.vision_tower = AutoModel.from_config(config.vision_config)
         self.multi_modal_projector = HFLlavaMultiModalProjector(config)
         self.language_model = LlavaTextModel(config.text_config, backend=backend)
@@ -370,7 +367,7 @@ class LlavaModel(nn.Module):
         The projector reads the tower's ``hidden_states`` at the configured layer (or layers,
         concatenated along the width), without the class token when the strategy drops it.
         """
-        # selection as in modeling_llava.py:166
+        # selection as in modeling_llava.py
         layers = self.config.vision_feature_layer
         layers = [layers] if isinstance(layers, int) else list(layers)
         outputs = self.vision_tower(pixel_values, output_hidden_states=True, return_dict=True)

@@ -14,8 +14,7 @@
 #
 # onboard 0.1.0: generated from llava-hf/llava-1.5-7b-hf (revision unknown), transformers 5.18.0
 # modeling_llava.py sha256:e5cb54d23a718bf7, for nemo-automodel 0.7.0. Closest AutoModel class:
-# LlamaForCausalLM. Regenerate: onboard new llava-hf/llava-1.5-7b-hf --target automodel
-# --treat-as-new
+# LlamaForCausalLM.
 
 """LlavaTextForCausalLM against HF's ``LlamaForCausalLM``.
 

@@ -14,7 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-0.6B (revision unknown), transformers 5.18.0
 # modeling_qwen3.py sha256:849d80c7674793b3, for nemo-automodel 0.7.0. Closest AutoModel class:
-# LlamaForCausalLM. Regenerate: onboard new Qwen/Qwen3-0.6B --target automodel --treat-as-new
+# LlamaForCausalLM.
 
 """Qwen3 causal language model for NeMo AutoModel, on HF's ``modeling_qwen3.py``.
 
@@ -27,7 +27,7 @@ with their backend, tie policy, capabilities and logits.
 Closest AutoModel class: ``nemo_automodel.components.models.llama.model.LlamaForCausalLM``.
 Beyond it, this architecture has:
 
-- attention.qk_norm per_head (it has none) (modeling_qwen3.py:237)
+- attention.qk_norm per_head (it has none)
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class Qwen3Attention(HFQwen3Attention):
             raise NotImplementedError(THD_UNSUPPORTED)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        # q_norm / k_norm over each head, before RoPE (modeling_qwen3.py:237)
+        # q_norm / k_norm over each head, before RoPE
         query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
@@ -138,9 +138,7 @@ class Qwen3Attention(HFQwen3Attention):
 class Qwen3DecoderLayer(HFQwen3DecoderLayer):
     """HF's decoder layer, with the attention above.
 
-    pre-norm layers, as Qwen3DecoderLayer places them (probe: model.layers.0.*: input_layernorm
-    on attn_in, post_attention_layernorm on mlp_in); gated MLP, silu (probe: model.layers.0.mlp:
-    down_proj, gate_proj, up_proj).
+    pre-norm layers, as Qwen3DecoderLayer places them; gated MLP, silu.
     """
 
     def __init__(self, config: Qwen3Config, layer_idx: int, backend: BackendConfig) -> None:
@@ -175,7 +173,7 @@ class Qwen3Model(Qwen3PreTrainedModel):
                 for idx in range(config.num_hidden_layers)
             ]
         )
-        # Qwen3RMSNorm: rms norm (probe: model.norm (Qwen3RMSNorm): scales by w)
+        # Qwen3RMSNorm: rms norm
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         # RoPE of full_attention layers: default, theta 1e+06 (config.json:rope_parameters)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)

@@ -14,7 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-0.6B (revision unknown), transformers 5.18.0
 # modeling_qwen3.py sha256:849d80c7674793b3, for nemo-automodel 0.7.0. Closest AutoModel class:
-# LlamaForCausalLM. Regenerate: onboard new Qwen/Qwen3-0.6B --target automodel --treat-as-new
+# LlamaForCausalLM.
 
 """Checkpoint boundary of Qwen3ForCausalLM: HF on-disk tensors <-> the native state dict.
 

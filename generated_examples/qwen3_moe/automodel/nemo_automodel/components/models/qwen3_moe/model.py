@@ -14,7 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-30B-A3B (revision unknown), transformers 5.18.0
 # modeling_qwen3_moe.py sha256:510cbec619d1cc66, for nemo-automodel 0.7.0. Closest AutoModel class:
-# Qwen3ForCausalLM. Regenerate: onboard new Qwen/Qwen3-30B-A3B --target automodel --treat-as-new
+# Qwen3ForCausalLM.
 
 """Qwen3Moe causal language model for NeMo AutoModel, on HF's ``modeling_qwen3_moe.py``.
 
@@ -30,9 +30,7 @@ classes with their backend, tie policy, capabilities and logits.
 Closest AutoModel class: ``nemo_automodel.components.models.qwen3.model.Qwen3ForCausalLM``.
 Beyond it, this architecture has:
 
-- moe.router softmax_then_topk (it has none) (probe: model.layers.0.mlp router
-  (Qwen3MoeTopKRouter): softmax over all experts, then top-k, renormalised; equivalent here to 1
-  other variant(s))
+- moe.router softmax_then_topk (it has none)
 """
 
 from __future__ import annotations
@@ -104,8 +102,7 @@ def build_moe_config(
     """AutoModel's ``MoEConfig`` for the sparse layers, read from the HF config.
 
     config.num_local_experts routed experts of width config.moe_intermediate_size,
-    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised
-    (modeling_qwen3_moe.py:258).
+    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised.
     ``overrides`` replaces fields (``moe_overrides`` of the model), e.g. ``aux_loss_coeff``.
     """
     fields = {
@@ -125,7 +122,7 @@ def build_moe_config(
         "expert_bias": False,
         "expert_activation": "swiglu",  # silu(gate) * up, as HF's experts with hidden_act silu
         # each expert's down-projection output is scaled by its routing weight, as HF's experts
-        # scale it (modeling_qwen3_moe.py:243)
+        # scale it
         "apply_router_weight_after_down": True,
         "train_gate": True,
         "gate_bias_update_factor": 0.0,
@@ -159,7 +156,7 @@ class Qwen3MoeGate(Gate):
 class Qwen3MoeSparseMoE(MoE):
     """AutoModel's ``MoE`` with HF's training-time router behaviour.
 
-    Its router shows its logits for HF's load-balancing loss (modeling_qwen3_moe.py:662).
+    Its router shows its logits for HF's load-balancing loss.
     """
 
     def __init__(self, config: Qwen3MoeConfig, moe_config: MoEConfig, backend: BackendConfig) -> None:
@@ -196,7 +193,7 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
             raise NotImplementedError(THD_UNSUPPORTED)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        # q_norm / k_norm over each head, before RoPE (modeling_qwen3_moe.py:147)
+        # q_norm / k_norm over each head, before RoPE
         query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
@@ -229,10 +226,8 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
 class Qwen3MoeDecoderLayer(HFQwen3MoeDecoderLayer):
     """HF's decoder layer, with the attention above.
 
-    pre-norm layers, as Qwen3MoeDecoderLayer places them (probe: model.layers.0.*:
-    input_layernorm on attn_in, post_attention_layernorm on mlp_in); AutoModel's MoE in sparse
-    layers, HF's gated silu MLP in dense ones (probe: meta-device build of the real model: every
-    layer is MoE).
+    pre-norm layers, as Qwen3MoeDecoderLayer places them; AutoModel's MoE in sparse layers, HF's
+    gated silu MLP in dense ones.
     """
 
     def __init__(
@@ -247,7 +242,7 @@ class Qwen3MoeDecoderLayer(HFQwen3MoeDecoderLayer):
         self.attention_type = self.self_attn.attention_type
         # Qwen3MoeDecoderLayer builds Qwen3MoeSparseMoeBlock for the sparse layers (every
         # config.decoder_sparse_step-th layer not in config.mlp_only_layers); those get AutoModel's
-        # MoE (modeling_qwen3_moe.py:312)
+        # MoE
         if isinstance(self.mlp, HFQwen3MoeSparseMoeBlock):
             self.mlp = Qwen3MoeSparseMoE(config, moe_config, backend)
 
@@ -291,7 +286,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
                 for idx in range(config.num_hidden_layers)
             ]
         )
-        # Qwen3MoeRMSNorm: rms norm (probe: model.norm (Qwen3MoeRMSNorm): scales by w)
+        # Qwen3MoeRMSNorm: rms norm
         self.norm = Qwen3MoeRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         # RoPE of full_attention layers: default, theta 1e+06 (config.json:rope_parameters)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
@@ -485,7 +480,7 @@ class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, Generat
         if loss is not None and aux_loss is not None:
             # with output_router_logits, HF's causal LM adds config.router_aux_loss_coef x its
             # load-balancing loss over the router logits of every sparse layer, padding excluded by
-            # the 2-D attention mask (modeling_qwen3_moe.py:662)
+            # the 2-D attention mask
             loss = loss + self.config.router_aux_loss_coef * aux_loss.to(loss.device)
         return MoeCausalLMOutputWithPast(
             loss=loss,

@@ -14,7 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-30B-A3B (revision unknown), transformers 5.18.0
 # modeling_qwen3_moe.py sha256:510cbec619d1cc66, for nemo-automodel 0.7.0. Closest AutoModel class:
-# Qwen3ForCausalLM. Regenerate: onboard new Qwen/Qwen3-30B-A3B --target automodel --treat-as-new
+# Qwen3ForCausalLM.
 
 """Checkpoint boundary of Qwen3MoeForCausalLM: HF on-disk tensors <-> the native state dict.
 

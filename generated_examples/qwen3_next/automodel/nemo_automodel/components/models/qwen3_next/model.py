@@ -14,8 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-Next-80B-A3B-Instruct (revision unknown), transformers
 # 5.18.0 modeling_qwen3_next.py sha256:571acc3be267331e, for nemo-automodel 0.7.0. Closest AutoModel
-# class: Qwen3MoeForCausalLM. Regenerate: onboard new Qwen/Qwen3-Next-80B-A3B-Instruct --target
-# automodel --treat-as-new
+# class: Qwen3MoeForCausalLM.
 
 """Qwen3Next causal language model for NeMo AutoModel, on HF's ``modeling_qwen3_next.py``.
 
@@ -35,10 +34,9 @@ not installed, and their state lives in HF's cache, which the model creates.
 Closest AutoModel class: ``nemo_automodel.components.models.qwen3_moe.model.Qwen3MoeForCausalLM``.
 Beyond it, this architecture has:
 
-- norm.kind rms+1 (it has rms) (modeling_qwen3_next.py:147)
-- moe.shared_experts gated (it has none) (probe: model.layers.0.mlp.shared_expert: width 32,
-  gated True)
-- layers.mixers gated_deltanet (it has none) (modeling_qwen3_next.py:585)
+- norm.kind rms+1 (it has rms)
+- moe.shared_experts gated (it has none)
+- layers.mixers gated_deltanet (it has none)
 - rope.partial True (it has False) (config.json:rope_parameters)
 """
 
@@ -116,8 +114,7 @@ def build_moe_config(
     """AutoModel's ``MoEConfig`` for the sparse layers, read from the HF config.
 
     config.num_experts routed experts of width config.moe_intermediate_size,
-    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised
-    (modeling_qwen3_next.py:835).
+    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised.
     ``overrides`` replaces fields (``moe_overrides`` of the model), e.g. ``aux_loss_coeff``.
     """
     fields = {
@@ -126,8 +123,7 @@ def build_moe_config(
         "moe_inter_dim": config.moe_intermediate_size,
         "n_routed_experts": config.num_experts,
         # one shared expert of width config.shared_expert_intermediate_size beside the routed ones,
-        # scaled by sigmoid(shared_expert_gate(x)) (probe: model.layers.0.mlp.shared_expert: width
-        # 32, gated True)
+        # scaled by sigmoid(shared_expert_gate(x))
         "n_shared_experts": 1,
         "shared_expert_inter_dim": config.shared_expert_intermediate_size,
         "shared_expert_gate": True,
@@ -142,7 +138,7 @@ def build_moe_config(
         "expert_bias": False,
         "expert_activation": "swiglu",  # silu(gate) * up, as HF's experts with hidden_act silu
         # each expert's down-projection output is scaled by its routing weight, as HF's experts
-        # scale it (modeling_qwen3_next.py:820)
+        # scale it
         "apply_router_weight_after_down": True,
         "train_gate": True,
         "gate_bias_update_factor": 0.0,
@@ -176,7 +172,7 @@ class Qwen3NextGate(Gate):
 class Qwen3NextSparseMoE(MoE):
     """AutoModel's ``MoE`` with HF's training-time router behaviour.
 
-    Its router shows its logits for HF's load-balancing loss (modeling_qwen3_next.py:1199).
+    Its router shows its logits for HF's load-balancing loss.
     """
 
     def __init__(self, config: Qwen3NextConfig, moe_config: MoEConfig, backend: BackendConfig) -> None:
@@ -213,9 +209,9 @@ class Qwen3NextAttention(HFQwen3NextAttention):
             raise NotImplementedError(THD_UNSUPPORTED)
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        # q_norm / k_norm over each head, before RoPE (modeling_qwen3_next.py:261)
+        # q_norm / k_norm over each head, before RoPE
         # q_proj gives each head's query, then its gate: the output is scaled by sigmoid(gate)
-        # before o_proj (modeling_qwen3_next.py:308)
+        # before o_proj
         query_states, gate = torch.chunk(
             self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim * 2), 2, dim=-1
         )
@@ -258,10 +254,8 @@ class Qwen3NextAttention(HFQwen3NextAttention):
 class Qwen3NextDecoderLayer(HFQwen3NextDecoderLayer):
     """HF's decoder layer, with the attention above.
 
-    pre-norm layers, as Qwen3NextDecoderLayer places them (probe: model.layers.0.*:
-    input_layernorm on attn_in, post_attention_layernorm on mlp_in); AutoModel's MoE in sparse
-    layers, HF's gated silu MLP in dense ones (probe: meta-device build of the real model: every
-    layer is MoE).
+    pre-norm layers, as Qwen3NextDecoderLayer places them; AutoModel's MoE in sparse layers,
+    HF's gated silu MLP in dense ones.
     """
 
     def __init__(
@@ -276,10 +270,10 @@ class Qwen3NextDecoderLayer(HFQwen3NextDecoderLayer):
         if self.attention_type in ATTENTION_TYPES:
             self.self_attn = Qwen3NextAttention(config=config, layer_idx=layer_idx, backend=backend)
         # linear_attention layers keep HF's Qwen3NextGatedDeltaNet (self.linear_attn,
-        # modeling_qwen3_next.py:577)
+        # modeling_qwen3_next.py)
         # Qwen3NextDecoderLayer builds Qwen3NextSparseMoeBlock for the sparse layers (every
         # config.decoder_sparse_step-th layer not in config.mlp_only_layers); those get AutoModel's
-        # MoE (modeling_qwen3_next.py:884)
+        # MoE
         if isinstance(self.mlp, HFQwen3NextSparseMoeBlock):
             self.mlp = Qwen3NextSparseMoE(config, moe_config, backend)
 
@@ -323,7 +317,7 @@ class Qwen3NextModel(Qwen3NextPreTrainedModel):
                 for idx in range(config.num_hidden_layers)
             ]
         )
-        # Qwen3NextRMSNorm: rms norm scaling by (1 + w) (modeling_qwen3_next.py:147)
+        # Qwen3NextRMSNorm: rms norm scaling by (1 + w)
         self.norm = Qwen3NextRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         # RoPE of full_attention layers: default, theta 1e+07 (config.json:rope_parameters)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
@@ -521,7 +515,7 @@ class Qwen3NextForCausalLM(HFCheckpointingMixin, Qwen3NextPreTrainedModel, Gener
         if loss is not None and aux_loss is not None:
             # with output_router_logits, HF's causal LM adds config.router_aux_loss_coef x its
             # load-balancing loss over the router logits of every sparse layer, padding excluded by
-            # the 2-D attention mask (modeling_qwen3_next.py:1199)
+            # the 2-D attention mask
             loss = loss + self.config.router_aux_loss_coef * aux_loss.to(loss.device)
         return MoeCausalLMOutputWithPast(
             loss=loss,

@@ -14,8 +14,7 @@
 #
 # onboard 0.1.0: generated from Qwen/Qwen3-Next-80B-A3B-Instruct (revision unknown), transformers
 # 5.18.0 modeling_qwen3_next.py sha256:571acc3be267331e, for nemo-automodel 0.7.0. Closest AutoModel
-# class: Qwen3MoeForCausalLM. Regenerate: onboard new Qwen/Qwen3-Next-80B-A3B-Instruct --target
-# automodel --treat-as-new
+# class: Qwen3MoeForCausalLM.
 
 """Checkpoint boundary of Qwen3NextForCausalLM: HF on-disk tensors <-> the native state dict.
 
