@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,17 @@ def cli_env(hf_cache: Path) -> dict[str, str]:
 @pytest.fixture
 def mobius_repo(tmp_path: Path) -> Path:
     return make_mobius_repo(tmp_path / "mobius")
+
+
+@pytest.fixture(autouse=True)
+def _installed_mobius_after_each_test():
+    """A run into a mobius checkout imports that checkout's mobius, once per process, as the
+    CLI does; a test runs in a shared process, so the checkout's is unloaded after it and the
+    next test imports the installed one again."""
+    path = list(sys.path)
+    yield
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if (name == "mobius" or name.startswith("mobius.")) and "site-packages" not in origin:
+            del sys.modules[name]
+    sys.path[:] = path

@@ -91,10 +91,11 @@ def test_generated_code_passes_with_zero_hand_edits(cli_env, internlm2, tmp_path
     default = {c["name"]: c["status"] for c in parity["checks"] if c["provider"] == "default"}
     assert default["weights"] == default["prefill"] == default["decode"] == "pass"
     # The checkpoint's config.bias is a flag of the architecture: the code follows it, proved
-    # on the tiny model with it flipped (21 tensors, the biases included)
+    # on the tiny model with it flipped (21 tensors, the biases included); mobius' base config
+    # reads config.bias itself, so the generated config does not restate it
     assert default["weights+"] == default["prefill+"] == "pass"
     model = (tmp_path / "out/src/mobius/models/internlm2.py").read_text()
-    assert "attn_qkv_bias=bool(config.bias)" in model
+    assert "attn_qkv_bias=" not in model
 
 
 @pytest.mark.parametrize(

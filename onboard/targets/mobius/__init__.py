@@ -92,7 +92,8 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         flagged_from = analysis.flagged_from
-        configs = flag_configs(analysis)
+        # measured against the library onboard writes into; unmeasurable: nothing dropped
+        configs = flag_configs(analysis) if _importable(library) else []
         design = _smallest(self.design(analysis.spec, proposal, name, flagged_from), configs)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
         # into a checkout, beside the library's own model (an --out proposal keeps its names)
@@ -281,6 +282,16 @@ def _tiny_block_attributes(analysis: Analysis) -> tuple[str, tuple[str, ...]] | 
         return None
     labels = declared_kinds(make_hf_config(analysis.tiny.config)) or ()
     return text.blocks.block, tuple(BLOCK_ATTRIBUTES[text.kind_of_label(k)] for k in labels)
+
+
+def _importable(library: Library) -> bool:
+    """Whether ``import mobius`` gives ``library`` (a checkout's src/ put first when mobius is
+    not imported yet); False when another mobius is loaded already."""
+    try:
+        _use_library(library)
+    except TargetRepoError:
+        return False
+    return True
 
 
 def _use_library(library: Library) -> None:
