@@ -26,8 +26,9 @@ from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
-from onboard.targets.mobius.restated import flag_configs, without_restated
+from onboard.targets.mobius.restated import flag_configs, restated
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
+from onboard.targets.mobius.settings import Setting
 from onboard.targets.mobius.shadowing import shadows_library
 
 if TYPE_CHECKING:
@@ -92,18 +93,18 @@ class MobiusTarget:
         command: str = "",
     ) -> Plan:
         flagged_from = analysis.flagged_from
-        # measured against the library onboard writes into; unmeasurable: nothing dropped
+        design = self.design(analysis.spec, proposal, name, flagged_from)
+        # measured once, against the library onboard writes into; unmeasurable: nothing dropped
         configs = flag_configs(analysis) if _importable(library) else []
-        design = _smallest(self.design(analysis.spec, proposal, name, flagged_from), configs)
+        dropped = _restated(design, configs)
+        design = _without(design, dropped)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
         # into a checkout, beside the library's own model (an --out proposal keeps its names)
         if (out is None and name is None) and (
             shadows_library(design, library) or overwrites_library(plan, library)
         ):
-            beside_design = self.design(
-                analysis.spec, proposal, beside(design.module), flagged_from
-            )
-            design = _smallest(beside_design, configs)
+            named = beside(design.module)
+            design = _without(self.design(analysis.spec, proposal, named, flagged_from), dropped)
             plan = _plan.plan_files(
                 design, analysis.spec, proposal, library, out=out, command=command
             )
@@ -216,13 +217,18 @@ def _module_class(proposal: Proposal, generated: tuple[Path, str] | None) -> typ
     return getattr(importlib.import_module("mobius.models"), variant.class_name)
 
 
-def _smallest(design: _design.ModelDesign, configs: list[dict]) -> _design.ModelDesign:
-    """The design without the config settings that restate mobius' base config (restated).
-    A VLM's settings configure its text decoder, which the base reads from a sub-config: kept."""
+def _restated(design: _design.ModelDesign, configs: list[dict]) -> frozenset[Setting]:
+    """The design's config settings that restate mobius' base config (restated). A VLM's
+    configure its text decoder, which the base reads from a sub-config: none dropped."""
     if design.vision is not None:
-        return design
-    settings = without_restated(design.settings, design.base.config_class, configs)
-    return dataclasses.replace(design, settings=settings)
+        return frozenset()
+    return restated(design.settings, design.base.config_class, configs)
+
+
+def _without(design: _design.ModelDesign, dropped: frozenset[Setting]) -> _design.ModelDesign:
+    return dataclasses.replace(
+        design, settings=tuple(s for s in design.settings if s not in dropped)
+    )
 
 
 def _renamed(

@@ -19,7 +19,7 @@ from typing import Any
 
 from onboard.targets.mobius.settings import Setting
 
-__all__ = ["flag_configs", "without_restated"]
+__all__ = ["flag_configs", "restated", "without_restated"]
 
 NEUTRAL_TYPE = "onboard_neutral"  # a model type no mobius list names
 # What a setting's expression may use besides the config (they are onboard's own expressions)
@@ -51,18 +51,27 @@ def without_restated(
     settings: tuple[Setting, ...], config_class: str, configs: Iterable[Mapping[str, Any]]
 ) -> tuple[Setting, ...]:
     """``settings`` less those that restate what ``config_class.from_transformers`` derives."""
+    dropped = restated(settings, config_class, configs)
+    return tuple(s for s in settings if s not in dropped)
+
+
+def restated(
+    settings: tuple[Setting, ...], config_class: str, configs: Iterable[Mapping[str, Any]]
+) -> frozenset[Setting]:
+    """The settings that restate what ``config_class.from_transformers`` derives: measured
+    once, for every design that holds them."""
     base_class = _mobius_config_class(config_class)
     hf_configs = [c for c in map(_hf_config, configs) if c is not None]
     if base_class is None or not hf_configs:
-        return settings
+        return frozenset()
     pairs = [
         (config, _base(base_class, config, model_type))
         for config in hf_configs
         for model_type in (config.model_type, NEUTRAL_TYPE)
     ]
     if any(base is None for _, base in pairs):
-        return settings
-    return tuple(s for s in settings if not _restates(s, pairs))
+        return frozenset()
+    return frozenset(s for s in settings if _restates(s, pairs))
 
 
 def _restates(setting: Setting, pairs: list[tuple[Any, Any]]) -> bool:
