@@ -378,7 +378,26 @@ class ModelDesign:
             or self.fused_qkv
             or self.transposed
             or self.base_prefix
-            or (self.text and (self.text.moe or self.text.blocks or self.text.qk_norm_head_modules))
+            or (
+                self.text
+                and (
+                    (self.text.moe and not self.parent_splits_experts)
+                    or self.text.blocks
+                    or self.text.qk_norm_head_modules
+                )
+            )
+        )
+
+    @property
+    def parent_splits_experts(self) -> bool:
+        """The base class's preprocess_weights splits experts saved fused, gate then up, into
+        the generated layers' names: the generated module does not split them again."""
+        moe = self.text.moe if self.text else None
+        return bool(
+            moe
+            and self.base.splits_fused_experts
+            and not self.generic_preprocess
+            and not (moe.plain or moe.transposed or (moe.shared and moe.shared.stacked))
         )
 
     @property

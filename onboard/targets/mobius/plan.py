@@ -45,7 +45,7 @@ VL_CASES_DIR = "testdata/cases/vision-language"
 TINY_VISION = "_TINY_VISION"
 # Tiny values of the fields a base class's own __init__ reads (ClassProfile.init_needs): the
 # test entry builds the config class directly, without from_transformers' fallbacks.
-TINY_INIT_NEEDS = {"shared_expert_intermediate_size": 64, "rope_local_base_freq": 10_000.0}
+TINY_INIT_NEEDS = {"rope_local_base_freq": 10_000.0}
 
 
 def model_module(design: ModelDesign, spec: ArchitectureSpec, command: str) -> str:

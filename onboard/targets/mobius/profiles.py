@@ -64,12 +64,15 @@ class ClassProfile:
     can: dict[str, frozenset[str]]
     bugs: tuple[str, ...] = ()  # known bug ids (see bugs.py) behind missing capabilities
     # Config fields the class's own __init__ reads even when a generated text model replaces its
-    # text model, with the expression the generated config falls back to.
+    # text model (built without layers), with the expression the generated config falls back to.
     init_needs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
     # Where the class's preprocess_weights puts MoE weights: "mlp" (mobius' MoELayer names, as a
     # generated MoE layer uses), or its own sub-module, which a generated layer does not have.
     moe_weights_under: str = "mlp"
+    # Whether its preprocess_weights splits experts saved fused ([E, 2I, H] gate then up,
+    # [E, H, I]) into one module per expert under moe_weights_under.
+    splits_fused_experts: bool = False
 
 
 def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
@@ -193,6 +196,7 @@ PROFILES: dict[str, ClassProfile] = {
                 router={"softmax_topk"},
                 dense_layers={"none"},
             ),
+            splits_fused_experts=True,  # _rename_moe_expert_weights
         ),
         ClassProfile(
             "Qwen2MoECausalLMModel",
@@ -205,13 +209,7 @@ PROFILES: dict[str, ClassProfile] = {
                 shared_experts={"gated"},
                 dense_layers={"none"},
             ),
-            init_needs=(
-                (
-                    "shared_expert_intermediate_size",
-                    "base.shared_expert_intermediate_size or base.moe_intermediate_size"
-                    " or base.intermediate_size",
-                ),
-            ),
+            splits_fused_experts=True,  # _rename_moe_expert_weights
         ),
         ClassProfile(
             "DeepSeekV3CausalLMModel",
@@ -229,6 +227,7 @@ PROFILES: dict[str, ClassProfile] = {
             ),
             bugs=("M4",),
             moe_weights_under="mlp.moe",  # renames mlp.gate -> mlp.moe.gate, experts likewise
+            splits_fused_experts=True,
         ),
         ClassProfile(
             "OLMo2CausalLMModel",

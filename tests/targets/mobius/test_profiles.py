@@ -53,3 +53,33 @@ def test_every_field_a_base_init_reads_has_a_tiny_test_value() -> None:
 
     needed = {name for profile in PROFILES.values() for name, _ in profile.init_needs}
     assert needed and needed <= set(TINY_INIT_NEEDS)
+
+
+@pytest.mark.parametrize("profile", PROFILES.values(), ids=lambda p: p.class_name)
+def test_splits_fused_experts_claims_what_the_class_does(profile) -> None:
+    """The generated module leaves the split of fused experts to a base class that claims it:
+    its preprocess_weights must put [E, 2I, H] gate-then-up and [E, H, I] experts where the
+    generated MoE layers read them (one module per expert), or leave them fused if it claims
+    nothing."""
+    import importlib
+
+    import torch
+    from mobius._configs import CausalLMConfig
+
+    cls = getattr(importlib.import_module(profile.module), profile.class_name)
+    model = cls.__new__(cls)
+    model.config = CausalLMConfig(vocab_size=8, hidden_size=4, intermediate_size=8)
+    experts, width, hidden = 2, 3, 4
+    gate_up = torch.arange(experts * 2 * width * hidden, dtype=torch.float32)
+    gate_up = gate_up.reshape(experts, 2 * width, hidden)
+    down = torch.ones(experts, hidden, width)
+    prefix = "model.layers.0.mlp.experts"
+    weights = {f"{prefix}.gate_up_proj": gate_up, f"{prefix}.down_proj": down}
+    result = cls.preprocess_weights(model, dict(weights))
+    under = f"model.layers.0.{profile.moe_weights_under}.experts"
+    split = f"{under}.1.up_proj.weight" in result
+    assert split is profile.splits_fused_experts, sorted(result)
+    if split:
+        assert torch.equal(result[f"{under}.1.gate_proj.weight"], gate_up[1, :width])
+        assert torch.equal(result[f"{under}.1.up_proj.weight"], gate_up[1, width:])
+        assert torch.equal(result[f"{under}.0.down_proj.weight"], down[0])
