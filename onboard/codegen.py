@@ -178,8 +178,9 @@ def _ruff_bin() -> str:
     return str(find_ruff_bin())
 
 
-# An aside citing HF source lines or a probe: "(modeling_qwen3.py:237)", "(probe of ...)"
-_LINE = r"[\w./-]+\.py:\d+(?:-\d+)?"
+# An aside citing HF source lines, config.json keys or a probe: "(modeling_qwen3.py:237)",
+# "(config.json:rope_parameters)", "(probe of ...)"
+_LINE = r"(?:[\w./-]+\.py:\d+(?:-\d+)?|config\.json:[\w.]+)"
 _CITATION = re.compile(rf"\s*\((?:probe(?: of|:) (?:[^()]|\([^()]*\))*|{_LINE}(?:[,;] {_LINE})*)\)")
 
 
@@ -187,9 +188,10 @@ _LINE_NUMBER = re.compile(r"(\.py):\d+(?:-\d+)?\b")
 
 
 def without_citations(text: object) -> str:
-    """``text`` without HF line citations: they go stale as transformers changes, so library
-    code carries none (the answers file keeps them, provenance.record). An aside that is only
-    citations goes; a file named in a sentence stays, without its line."""
+    """``text`` without HF line or config key citations: lines go stale as transformers changes,
+    and the code beside a comment reads the key, so library code carries none (the answers file
+    keeps them, provenance.record). An aside that is only citations goes; a file named in a
+    sentence stays, without its line."""
     return _LINE_NUMBER.sub(r"\1", _CITATION.sub("", str(text)))
 
 

@@ -25,7 +25,7 @@ from onboard.analysis.probe import Probe
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec
+from onboard.spec import ArchitectureSpec, ConfigFlag
 from onboard.targets.automodel.hf_facts import (
     HFNames,
     Reason,
@@ -113,6 +113,9 @@ class ModelDesign:
     reasons: dict[str, Reason]
     changes: tuple[Reason, ...]  # what the generated code adds to the closest class
     switches: tuple[Reason, ...] = ()  # config flags HF honours that the generated code refuses
+    # Boolean flags whose other value the generated code was not proved on (parity ran with
+    # them as analysed only): its __init__ refuses that value, as mobius' generated config does
+    guards: tuple[ConfigFlag, ...] = ()
     moe: MoEDesign | None = None
     mixers: tuple[MixerDesign, ...] = ()  # a hybrid's recurrent mixers, kept as HF's modules
     output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head
@@ -681,8 +684,7 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             cite(spec, "text.embedding_scale"),
         )
     for kind, rope in text.rope:
-        scaling = f", {dict(rope.scaling)}" if rope.scaling else ""
-        said = f"RoPE of {kind} layers: {rope.rope_type}, theta {rope.theta:g}{scaling}"
+        said = f"RoPE of {kind} layers as config.rope_parameters sets it"
         if rope.rope_type is None:
             said = f"{kind} layers have no positions (no RoPE)"
         reasons[f"rope.{kind}"] = Reason(said, cite(spec, f"text.rope.{kind}"))
@@ -693,7 +695,7 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             )
         if rope.partial_rotary_factor != 1.0:
             reasons["partial_rope"] = Reason(
-                f"RoPE rotates the first {rope.partial_rotary_factor:g} of each head (the "
+                "RoPE rotates the first config.partial_rotary_factor of each head (the "
                 "tables' width); the rest passes through",
                 cite(spec, f"text.rope.{kind}"),
             )
@@ -758,15 +760,15 @@ def _mla_reason(spec: ArchitectureSpec, hf: HFNames) -> Reason:
     """What HF's latent attention computes, the generated class keeping it whole."""
     mla = spec.text.attention.mla
     query = (
-        f"q through a rank-{mla.q_lora_rank} latent (q_a_proj, q_a_layernorm, q_b_proj)"
+        "q through a latent of config.q_lora_rank (q_a_proj, q_a_layernorm, q_b_proj)"
         if mla.q_lora_rank
         else "q from q_proj"
     )
     return Reason(
-        f"multi-head latent attention: {query}; k and v from one rank-{mla.kv_lora_rank} latent "
-        f"(kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) beside a shared "
-        f"{mla.qk_rope_head_dim}-dim RoPE key; RoPE over the last {mla.qk_rope_head_dim} dims "
-        f"of each q/k head ({mla.qk_nope_head_dim} without)",
+        f"multi-head latent attention: {query}; k and v from one latent of config.kv_lora_rank "
+        "(kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) beside a shared RoPE key of "
+        "config.qk_rope_head_dim; RoPE over the last config.qk_rope_head_dim dims of each q/k "
+        "head (config.qk_nope_head_dim without)",
         cite(spec, "text.attention.mla") or class_location(hf, hf.attention),
     )
 
