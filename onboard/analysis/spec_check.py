@@ -325,7 +325,9 @@ class SpecInterpreter(FeedForwardInterpreter):
                 kwargs["seq_len"] = int(positions.max()) + 1
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[spec.rope_type](self.config, None, **kwargs)
         if spec.order is not None:  # the standard table reordered (Cohere Compass)
-            sections = rope_parameters_of(self.config)[kind][spec.order.key]
+            params = rope_parameters_of(self.config)
+            own = params.get(kind) if isinstance(params.get(kind), dict) else params
+            sections = own[spec.order.key]
             inv_freq = inv_freq[list(spec.order.indices(sections, len(inv_freq)))]
         freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
