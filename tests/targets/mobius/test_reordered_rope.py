@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from onboard.analysis.spec_check import check_spec
+from onboard.codegen import lint_python
 from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
@@ -28,6 +29,7 @@ from onboard.pipeline import NewOptions, onboard_new
 from onboard.spec import FrequencyOrder
 from onboard.targets.mobius import TARGET, _import_file
 from onboard.targets.mobius import plan as mobius_plan
+from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.targets.mobius.checks import (
     assert_default_checks_pass,
@@ -106,6 +108,8 @@ def test_reordered_rope_generates_into_mobius_with_zero_edits(
     assert "self.rotary_emb = CohereCompassReorderedRope(config)" in text
     assert 'config.rope_parameters.get("sliding_attention", config.rope_parameters)' in text
     assert REORDER in text
+    assert lint_python(text, filename=module.name, style=STYLE) == ""
+    assert report.bugs and {b.id for b in report.bugs} == {"T8"}  # the cpu EP's windows
     standard = parity_with(result, REORDER, "order = np.arange(dim // 2)")
     checks = statuses(standard)
     assert checks["weights"] is Status.PASS
