@@ -198,6 +198,23 @@ class MoESpec:
 
 
 @dataclass(frozen=True)
+class FrequencyOrder:
+    """RoPE's inverse frequencies ``1 / theta^(2i / d)`` in another order, described by the
+    sections a config key of the kind's ``rope_parameters`` lists (Cohere Compass'
+    ``mrope_section``: h, w, t): the frequencies before the last section taken evens first, then
+    odds, the last section's in place. HF pre-rotates its M-RoPE table so; for text, whose
+    M-RoPE position rows are equal, that table is the whole difference from a plain RoPE."""
+
+    key: str  # the rope_parameters key that lists the sections (mrope_section)
+    rule: Literal["evens_then_odds_before_last"] = "evens_then_odds_before_last"
+
+    def indices(self, sections: tuple[int, ...] | list[int], count: int) -> tuple[int, ...]:
+        """Position i of the reordered table holds standard frequency ``indices[i]``."""
+        head = list(range(count - int(sections[-1])))
+        return (*head[0::2], *head[1::2], *range(len(head), count))
+
+
+@dataclass(frozen=True)
 class RopeSpec:
     """Rotary embedding of one layer kind (``rope_type`` None means no RoPE)."""
 
@@ -207,6 +224,7 @@ class RopeSpec:
     scaling: tuple[tuple[str, Any], ...] = ()  # the remaining rope_parameters, sorted
     interleaved: bool = False  # rotate (x0, x1), (x2, x3) ... pairs (DeepSeek's rope_interleave)
     reversed: bool = False  # rotate the other way, sin negated (NanoChat's rotate_half)
+    order: FrequencyOrder | None = None  # the frequencies reordered (None: the standard order)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ hybrid_override_pattern) get those keys rewritten for the kept layers.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -480,6 +480,14 @@ def _shrink_sections(rope: dict[str, Any], tiny: Mapping[str, Any]) -> None:
         tiny_sections[tiny_sections.index(max(tiny_sections))] -= 1
         tiny_sections[-1] += 1
     rope["mrope_section"] = tiny_sections
+
+
+def tiny_sections(sections: Sequence[int]) -> list[int]:
+    """Sections of a whole head's frequencies shrunk, as above, to a tiny head's (mobius' test
+    configs have heads of TINY_HEAD_DIM too)."""
+    rope: dict[str, Any] = {"mrope_section": [int(s) for s in sections]}
+    _shrink_sections(rope, {})
+    return rope["mrope_section"]
 
 
 def tiny_rotary_half(tiny: Mapping[str, Any]) -> int:

@@ -232,6 +232,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("rope.per_layer_theta", "text.rope", _per_layer_theta),
     ("rope.interleaved", "text.rope", lambda s: any(r.interleaved for _, r in s.text.rope)),
     ("rope.reversed", "text.rope", lambda s: any(r.reversed for _, r in s.text.rope)),
+    ("rope.reordered", "text.rope", lambda s: any(r.order is not None for _, r in s.text.rope)),
     ("rope.layers", "text.rope_layers_key", lambda s: s.text.rope_layers_key or "all"),
     ("embeddings.tied", "text.tie_word_embeddings", lambda s: s.text.tie_word_embeddings),
     ("logits.bias", "text.lm_head_bias", lambda s: s.text.lm_head_bias),

@@ -15,8 +15,11 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds
 from onboard.analysis.probe import source_location
 from onboard.analysis.reader import Context, Read, Reader
-from onboard.spec import RopeSpec
+from onboard.spec import Evidence, FrequencyOrder, RopeSpec
 from onboard.tiny import PER_LAYER_KEYS
+
+# rope_parameters keys that list a table's sections (M-RoPE's h, w, t)
+SECTION_KEYS = ("mrope_section",)
 
 
 @dataclass(frozen=True)
@@ -65,14 +68,16 @@ class RopeReader(Reader):
             interleaved = bool(getattr(self.cfg, "rope_interleave", False))
             if interleaved:
                 self._config(f"text.rope.{kind}", "rope_interleave", True)
+            order = None
             if str(per_kind.get("rope_type", "default")) == "default":
-                self._check_frequencies(kind, theta, dim)
+                order = self._check_frequencies(kind, theta, dim)
             spec = RopeSpec(
                 rope_type=str(per_kind.get("rope_type", "default")),
                 theta=theta,
                 partial_rotary_factor=factor,
                 scaling=extra,
                 interleaved=interleaved,
+                order=order,
             )
             self._config(f"text.rope.{kind}", "rope_parameters", per_kind)
             self._probe(
@@ -81,32 +86,47 @@ class RopeReader(Reader):
             result.append((kind, spec))
         return tuple(result)
 
-    def _check_frequencies(self, kind: str, theta: float, dim: int) -> None:
+    def _check_frequencies(self, kind: str, theta: float, dim: int) -> FrequencyOrder | None:
         """The tiny rotary's frequencies, if a permutation of RoPE's 1 / theta^(2i / d), are
-        in that order: Cohere Compass reorders them (its M-RoPE pre-rotation), which no
-        RopeSpec says. ``d`` is the rotary dim, or one less (MiMo-V2-Flash's odd int(16 x
-        0.334) turns as many frequencies as 6); other tables are the other readers' to judge."""
+        in that order, or in an order a ``FrequencyOrder`` names from the kind's
+        ``rope_parameters`` (Cohere Compass' M-RoPE pre-rotation by ``mrope_section``); any
+        other order is a delta. ``d`` is the rotary dim, or one less (MiMo-V2-Flash's odd
+        int(16 x 0.334) turns as many frequencies as 6); other tables are the other readers' to
+        judge."""
         import torch
 
         rotary = getattr(getattr(self.model, "model", None), "rotary_emb", None)
         buffers = dict(rotary.named_buffers(recurse=False)) if rotary is not None else {}
         table = buffers.get(f"{kind}_inv_freq", buffers.get("inv_freq"))
         if table is None or 2 * table.numel() != dim:
-            return
+            return None
         table = table.detach().float().cpu()
         for width in (dim, dim - 1):
             expected = 1.0 / theta ** (torch.arange(0, width, 2, dtype=torch.float) / width)
             if torch.allclose(table, expected, rtol=1e-5, atol=0.0):
-                return
-            if torch.allclose(table.sort().values, expected.sort().values, rtol=1e-5, atol=0.0):
-                compute = getattr(rotary, "compute_default_rope_parameters", None)
-                self._delta(
-                    "RoPE frequencies reordered",
-                    source_location(compute or type(rotary).forward) or "model.rotary_emb",
-                    f"{type(rotary).__name__}: the {kind} inv_freq is 1 / theta^(2i / {width}) "
-                    "in another order",
+                return None
+            if not torch.allclose(table.sort().values, expected.sort().values, rtol=1e-5, atol=0):
+                continue
+            compute = getattr(rotary, "compute_default_rope_parameters", None)
+            where = source_location(compute or type(rotary).forward) or "model.rotary_emb"
+            tiny = rope_parameters_of(self.tiny).get(kind)
+            order = _named_order(table, expected, tiny if isinstance(tiny, dict) else {})
+            if order is not None:
+                path = f"text.rope.{kind}"
+                sections = tiny[order.key]
+                self._probe(
+                    path, "model.rotary_emb", f"inv_freq in {order.rule} order of {sections}"
                 )
-                return
+                self.log.add(path, Evidence("source", where, "inv_freq reordered"))
+                return order
+            self._delta(
+                "RoPE frequencies reordered",
+                where,
+                f"{type(rotary).__name__}: the {kind} inv_freq is 1 / theta^(2i / {width}) "
+                "in another order",
+            )
+            return None
+        return None
 
     def _rope_applied(self) -> dict[str, bool | None]:
         """Per layer kind, whether its attention applies RoPE (None: the probe cannot tell).
@@ -185,3 +205,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
     return value
+
+
+def _named_order(table: Any, expected: Any, per_kind: dict[str, Any]) -> FrequencyOrder | None:
+    """The ``FrequencyOrder`` whose sections (a list in the kind's rope_parameters) put the
+    standard frequencies ``expected`` in the measured ``table``'s order, if one does."""
+    import torch
+
+    for key in SECTION_KEYS:
+        sections = per_kind.get(key)
+        if not isinstance(sections, list | tuple) or sum(map(int, sections)) != len(table):
+            continue
+        order = FrequencyOrder(key)
+        reordered = expected[list(order.indices(sections, len(table)))]
+        if torch.allclose(table, reordered, rtol=1e-5, atol=0.0):
+            return order
+    return None

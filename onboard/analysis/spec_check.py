@@ -20,6 +20,7 @@ from onboard.analysis.attention_kinds import declared_kinds, window_of
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import source_location
+from onboard.analysis.rope_reader import rope_parameters_of
 from onboard.analysis.spec_check_ffn import FeedForwardInterpreter
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
@@ -323,6 +324,11 @@ class SpecInterpreter(FeedForwardInterpreter):
                 # max_position_embeddings (modeling_rope_utils.dynamic_rope_update)
                 kwargs["seq_len"] = int(positions.max()) + 1
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[spec.rope_type](self.config, None, **kwargs)
+        if spec.order is not None:  # the standard table reordered (Cohere Compass)
+            params = rope_parameters_of(self.config)
+            own = params.get(kind) if isinstance(params.get(kind), dict) else params
+            sections = own[spec.order.key]
+            inv_freq = inv_freq[list(spec.order.indices(sections, len(inv_freq)))]
         freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         sign = -1.0 if spec.reversed else 1.0

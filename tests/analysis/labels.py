@@ -91,6 +91,7 @@ BASELINE: dict[str, Value] = {
     "rope.per_layer_theta": False,
     "rope.interleaved": False,
     "rope.reversed": False,
+    "rope.reordered": False,
     "rope.layers": "all",
     "embeddings.tied": False,
     "logits.bias": False,

@@ -1,6 +1,6 @@
 """Cohere Compass: transformers cannot build its default config (rope_parameters {} read per
 layer kind); with the published checkpoint's values (benchmarks/reonboard.py BUILD_OVERRIDES)
-it builds, and the analysis names what no spec says: its reordered RoPE frequencies."""
+it builds, and the analysis reads its reordered RoPE frequencies."""
 
 from __future__ import annotations
 
@@ -47,14 +47,14 @@ def test_mrope_sections_kept_per_layer_kind_shrink_with_the_head(overrides) -> N
     assert tiny["rope_parameters"]["full_attention"] is None
 
 
-def test_cohere_compass_is_refused_at_its_reordered_rope_frequencies(overrides, tmp_path) -> None:
+def test_cohere_compass_reads_its_reordered_rope_frequencies(overrides, tmp_path) -> None:
+    """What no spec said before (its M-RoPE pre-rotation) is read now: nothing unresolved
+    (tests/targets/mobius/test_reordered_rope.py proves it)."""
     from onboard.analysis import analyse
     from onboard.source import load_source
     from tests.new_types import default_config_dir
 
     folder = default_config_dir("cohere_compass_text", tmp_path, **overrides)
     spec = analyse(load_source(str(folder))).spec
-    deltas = [f"{d.what} at {d.where}: {d.detail}" for d in spec.unresolved]
-    assert any(
-        d.startswith("RoPE frequencies reordered at modeling_cohere_compass.py:") for d in deltas
-    ), deltas
+    assert spec.unresolved == ()
+    assert spec.text.rope_for("sliding_attention").order is not None

@@ -347,6 +347,13 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     for path, applies, what, why, fallback in _NOT_GENERATED:
         if applies(text):
             found.append(f"{what(text)} ({cite(spec, path) or fallback}){why}")
+    reordered = next((k for k, r in text.rope if getattr(r, "order", None) is not None), None)
+    if reordered is not None:
+        found.append(
+            f"RoPE frequencies reordered in {reordered} layers "
+            f"({cite(spec, f'text.rope.{reordered}') or 'probe'}): the generated RoPE tables "
+            "keep the standard order"
+        )
     if getattr(text, "embedding_norm", False):
         found.append("a norm of the embeddings (model.embed_norm): the generated model has none")
     if getattr(text, "positions", None) is not None:

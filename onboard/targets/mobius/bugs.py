@@ -73,9 +73,10 @@ def _widen_window(config: dict[str, Any]) -> None:
 
 def _equal_thetas_wide_window(config: dict[str, Any]) -> None:
     params = config.get("rope_parameters")
-    if isinstance(params, dict) and "full_attention" in params:
-        for kind in params:
-            params[kind] = copy.deepcopy(params["full_attention"])
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
+        for kind, entry in params.items():
+            if isinstance(entry, dict):  # a kind's own RoPE (None: its layers skip RoPE)
+                params[kind] = copy.deepcopy(params["full_attention"])
     if config.get("rope_local_base_freq") is not None and config.get("rope_theta") is not None:
         config["rope_local_base_freq"] = config["rope_theta"]
     _widen_window(config)

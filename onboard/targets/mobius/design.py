@@ -47,6 +47,7 @@ from onboard.targets.mobius.placement_switch import PlacementSwitch, placement_s
 from onboard.targets.mobius.profiles import PROFILES, ClassProfile, requirements, router_kind
 from onboard.targets.mobius.rope import (
     SlidingRope,
+    reordered_rope_settings,
     rope_settings,
     sliding_rope,
     sliding_rope_settings,
@@ -78,6 +79,7 @@ TEXT_FEATURES = frozenset(
         "embedding_norm",
         "rope_reversed",
         "yarn_range",
+        "rope_order",
         "qk_norm_order",
         "qk_norm_weights",
         "final_norm",
@@ -175,6 +177,7 @@ class TextDesign:
     embedding_norm: bool = False  # a norm of the embeddings (BLOOM)
     rope_reversed: bool = False  # q and k turn the other way: sin negated (NanoChat)
     unrounded_yarn: bool = False  # a generated YaRN table keeps HF's correction range unrounded
+    reordered_rope: bool = False  # a generated default table with its frequencies reordered
     qk_norm_after_rope: bool = False  # a generated Attention norms q and k after RoPE (HunYuan)
     # the layer swaps the attention's q/k norms for generated ones with a weight per head, of
     # this kind (layer or rms)
@@ -704,6 +707,17 @@ def _text_design(
                 f"text.rope.{kind}",
             )
         )
+    reordered = needed["rope_order"] == "reordered"
+    if reordered:
+        kind = next(k for k, r in text.rope if r.order is not None)
+        reasons.append(
+            _why(
+                "RoPE frequencies reordered by config.rope_sections: those before its last "
+                "section taken evens first, then odds",
+                spec,
+                f"text.rope.{kind}",
+            )
+        )
     if (positions is None and not alibi) or len(kinds) > 1:
         for kind in nope_kinds:
             reasons.append(_why(f"{kind} layers skip RoPE", spec, f"text.rope.{kind}"))
@@ -796,6 +810,7 @@ def _text_design(
         embedding_norm=text.embedding_norm,
         rope_reversed=rope_reversed,
         unrounded_yarn=yarn,
+        reordered_rope=reordered,
         qk_norm_after_rope=qk_norm_after_rope,
         qk_norm_each_head=qk_norm_each_head,
         qk_norm_head_modules=attention.qk_norm_head_modules if qk_norm_each_head else None,
@@ -1111,6 +1126,7 @@ def _settings(
         settings.append(Setting("sliding_window", "None", "no layer slides"))
     rope = dict(text.rope)
     settings += sliding_rope_settings(spec, extra)
+    settings += reordered_rope_settings(spec, extra)
     if all(r.rope_type is None for r in rope.values()):
         settings.append(Setting("rope_type", "None", "no rotary embedding in the HF model (probe)"))
         settings.append(

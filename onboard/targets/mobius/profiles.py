@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.spec import ArchitectureSpec, MoESpec, PositionsSpec, RouterSpec
-from onboard.targets.mobius.rope import unrounded_yarn
+from onboard.targets.mobius.rope import reordered_rope, unrounded_yarn
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -46,6 +46,7 @@ FEATURES = (
     "embedding_norm",  # no, yes (BLOOM normalises the embeddings)
     "rope_reversed",  # no, yes (NanoChat turns q and k the other way: sin negated)
     "yarn_range",  # rounded, unrounded (YaRN with truncate False: GPT-OSS)
+    "rope_order",  # standard, reordered (Cohere Compass' pre-rotated M-RoPE frequencies)
     "qk_norm_order",  # before_rope, after_rope (HunYuan)
     "qk_norm_weights",  # shared by the heads, or each_head: a row per head (Cohere)
     "final_norm",  # yes, no (OpenAI GPT's last layer feeds the head)
@@ -99,6 +100,7 @@ def _can(**overrides: set[str]) -> dict[str, frozenset[str]]:
         "embedding_norm": {"no"},
         "rope_reversed": {"no"},
         "yarn_range": {"rounded"},
+        "rope_order": {"standard"},
         "qk_norm_order": {"before_rope"},
         "qk_norm_weights": {"shared"},
         "final_norm": {"yes"},
@@ -279,6 +281,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
         "yarn_range": "unrounded" if unrounded_yarn(spec) else "rounded",
+        "rope_order": "reordered" if reordered_rope(spec) else "standard",
         "qk_norm_order": "after_rope"
         if attention and attention.qk_norm_after_rope
         else "before_rope",

@@ -82,7 +82,9 @@ def _key(rope: RopeSpec) -> tuple[object, ...]:
 
 def rope_blockers(spec: ArchitectureSpec) -> list[str]:
     """RoPE the generated code cannot build, by name."""
-    return _per_kind_unrounded_yarn(spec) + sliding_rope_blockers(spec)
+    return (
+        _per_kind_unrounded_yarn(spec) + sliding_rope_blockers(spec) + reordered_rope_blockers(spec)
+    )
 
 
 def unrounded_yarn(spec: ArchitectureSpec) -> bool:
@@ -198,4 +200,49 @@ def _full_share(spec: ArchitectureSpec) -> list[Setting]:
             expr,
             why("share of each head full layers rotate", spec, f"text.rope.{FULL}"),
         )
+    ]
+
+
+def reordered_rope(spec: ArchitectureSpec) -> tuple[str, RopeSpec] | None:
+    """The first layer kind whose RoPE table is reordered (Cohere Compass' sliding layers), and
+    its RoPE; mobius' rope classes build the standard order only, so the generated text model
+    builds this table."""
+    return next(((k, r) for k, r in spec.text.rope if r.order is not None), None)
+
+
+def reordered_rope_blockers(spec: ArchitectureSpec) -> list[str]:
+    """The generated text model builds one reordered table for every layer that rotates."""
+    found = reordered_rope(spec)
+    if found is None:
+        return []
+    kind, rope = found
+    others = sorted(k for k, r in spec.text.rope if r.rope_type is not None and r != rope)
+    if not others:
+        return []
+    return [
+        f"RoPE frequencies reordered in {kind} layers while {', '.join(others)} layers rotate "
+        "otherwise (config.json:rope_parameters): the generated text model builds one table"
+    ]
+
+
+def reordered_rope_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
+    """The reordered kind's theta and sections, from its own entry of ``rope_parameters`` (or
+    the whole dict, where the config keeps one RoPE): mobius reads neither there."""
+    found = reordered_rope(spec)
+    if found is None:
+        return []
+    kind, rope = found
+    assert rope.order is not None
+    entry = f'config.rope_parameters.get("{kind}", config.rope_parameters)'
+    extra.append(ExtraField("rope_sections", "list[int] | None", "None"))
+    path = f"text.rope.{kind}"
+    return [
+        Setting(
+            "rope_theta", f'{entry}["rope_theta"]', why(f"RoPE theta of {kind} layers", spec, path)
+        ),
+        Setting(
+            "rope_sections",
+            f'list({entry}["{rope.order.key}"])',
+            why("sections of the reordered RoPE frequencies", spec, path),
+        ),
     ]

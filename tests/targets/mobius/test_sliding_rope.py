@@ -13,12 +13,14 @@ import pytest
 
 from onboard.analysis import analyse
 from onboard.analysis.spec_check import check_spec
+from onboard.codegen import lint_python
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.source import load_source
 from onboard.targets.mobius import TARGET, _import_file
 from onboard.targets.mobius import plan as mobius_plan
+from onboard.targets.mobius.plan import STYLE
 from onboard.targets.mobius.profiles import requirements
 from onboard.targets.mobius.rope import (
     SlidingRope,
@@ -113,6 +115,8 @@ def test_untruncated_yarn_generates_into_mobius_with_zero_edits(tmp_path: Path) 
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     assert {c.status for c in report.checks} <= {Status.PASS, Status.SKIP}
+    module = result.root / result.plan.model_file
+    assert lint_python(module.read_text(), filename=module.name, style=STYLE) == ""
     rounded = parity_with(result, 'if scaling.get("truncate", True):', "if True:")
     prefill = next(c for c in rounded.checks if c.provider == "default" and c.name == "prefill")
     assert prefill.status is Status.FAIL and prefill.metrics.max_abs > 1e-4
