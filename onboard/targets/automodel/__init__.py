@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onboard.library_tests import LibraryTestFile, LibraryTestSelection
+from onboard.spec import guarded_flags
 from onboard.targets.automodel import design as _design
 from onboard.targets.automodel import plan as _plan
 from onboard.targets.automodel.propose import propose as _propose
@@ -44,7 +45,7 @@ LIBRARY_TESTS = tuple(
 
 class AutomodelTarget:
     name = "automodel"
-    reads_flags = False
+    reads_flags = True
 
     def open_library(self, repo: Path | None) -> Library:
         return _open_library(repo)
@@ -56,6 +57,9 @@ class AutomodelTarget:
         self, analysis: Analysis, proposal: Proposal, name: str | None = None
     ) -> _design.ModelDesign:
         design = _design.design_model(analysis.spec, proposal, analysis.tiny.config, analysis.probe)
+        if design.vision is None:  # a VLM's flags configure HF's own modules, kept whole
+            guards = guarded_flags(analysis.spec, analysis.flagged_from)
+            design = dataclasses.replace(design, guards=guards)
         return _design.with_name(design, name)
 
     def plan(
