@@ -6,7 +6,9 @@ model that keeps the same parts under other names (``gpt_neox.embed_in``, ``tran
 way, so hooks and parameters are shared with the HF model, which still runs its own forward. The
 view also says how checkpoint names map to the Llama names, for the generated weight renames.
 Position embeddings become ``model.embed_positions``, a norm of the embeddings (BLOOM)
-``model.embed_norm``; parts the Llama layout has no place for are refused by name.
+``model.embed_norm``; parts the Llama layout has no place for are refused by name. BERT's tree
+(layers under ``encoder.layer``, blocks split across sub-modules, a head wrapping its vocabulary
+linear) is read the same way, its layers through the table of ``split_layers``.
 
 Layers that are one residual block each (NemotronH: ``norm`` and ``mixer``) are seen as Llama
 layers with one half: an attention block as ``input_layernorm`` and ``self_attn``, an MLP or

@@ -54,6 +54,19 @@ def test_split_renames_apply_the_longer_path_first() -> None:
     assert dict(renames)[".attention.self."] == ".self_attn."
 
 
+def test_tied_aliases_are_left_out_of_the_in_memory_layout() -> None:
+    """transformers saves a tied tensor once (lm_head.bias, not lm_head.decoder.bias): the
+    in-memory state a conversion is compared on holds it once too; other names stay."""
+    import torch
+
+    from onboard.targets.mobius.parity import without_tied_aliases
+
+    bias, other = torch.zeros(4), torch.ones(4)
+    state = {"lm_head.bias": bias, "lm_head.decoder.bias": bias, "mlp.experts": other}
+    kept = without_tied_aliases(state, {"lm_head.bias": bias})
+    assert sorted(kept) == ["lm_head.bias", "mlp.experts"]
+
+
 def test_spec_check_proves_the_bert_tree(bert_generation: Path) -> None:
     """Read with no delta: learned positions, a norm of the embeddings, norms of the residual
     sums, no final norm, a head bias; the interpreter names the view's blocks when the embedding
