@@ -194,6 +194,8 @@ def shrink_config(
         torch_dtype="float32",
         use_cache=True,
     )
+    if "is_decoder" in config:  # an encoder's causal LM is a decoder only with it (BERT's)
+        tiny["is_decoder"] = True
     if attention:
         tiny.update(
             intermediate_size=TINY_INTERMEDIATE,

@@ -6,7 +6,9 @@ model that keeps the same parts under other names (``gpt_neox.embed_in``, ``tran
 way, so hooks and parameters are shared with the HF model, which still runs its own forward. The
 view also says how checkpoint names map to the Llama names, for the generated weight renames.
 Position embeddings become ``model.embed_positions``, a norm of the embeddings (BLOOM)
-``model.embed_norm``; parts the Llama layout has no place for are refused by name.
+``model.embed_norm``; parts the Llama layout has no place for are refused by name. BERT's tree
+(layers under ``encoder.layer``, blocks split across sub-modules, a head wrapping its vocabulary
+linear) is read the same way, its layers through the table of ``split_layers``.
 
 Layers that are one residual block each (NemotronH: ``norm`` and ``mixer``) are seen as Llama
 layers with one half: an attention block as ``input_layernorm`` and ``self_attn``, an MLP or
@@ -20,6 +22,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.split_layers import split_layer_view, split_renames, split_tree
 from onboard.block_specs import BlockLayout
 from onboard.errors import UnsupportedFeatureError
 
@@ -56,18 +59,11 @@ def llama_view(model: Any) -> LayoutView | None:
     if decoder is None:
         return None  # the probe names what is missing
     parts = _decoder_parts(model, decoder_name, decoder)
-    head_name = next(
-        (
-            name
-            for name, child in model.named_children()
-            if isinstance(child, torch.nn.Linear) and child.out_features == model.config.vocab_size
-        ),
-        None,
-    )
+    head_name = _head(model)
     if head_name is None:
         return None
-    transform = _head_transform(model, decoder_name.split(".")[0], head_name)
-    blocks = _block_layout(getattr(decoder, parts["layers"]))
+    transform = _head_transform(model, decoder_name.split(".")[0], head_name.split(".")[0])
+    blocks = _block_layout(decoder.get_submodule(parts["layers"]))
     layers, layer_renames = _layers(decoder, parts["layers"], blocks)
     view = _view_of(model)
     view.model = torch.nn.Module()
@@ -77,14 +73,14 @@ def llama_view(model: Any) -> LayoutView | None:
     if parts.get("norm"):  # OpenAI GPT has none
         view.model.norm = getattr(decoder, parts["norm"])
     if parts.get("embed_positions"):
-        view.model.embed_positions = getattr(decoder, parts["embed_positions"])
+        view.model.embed_positions = decoder.get_submodule(parts["embed_positions"])
     elif (table := _position_buffer(decoder)) is not None:  # CTRL's pos_encoding
         view.model.embed_positions = _table_module(table)
     if parts.get("embed_norm"):
         view.model.embed_norm = decoder.get_submodule(parts["embed_norm"])
     if parts.get("rotary"):
         view.model.rotary_emb = getattr(decoder, parts["rotary"])
-    view.lm_head = getattr(model, head_name)
+    view.lm_head = model.get_submodule(head_name)
     renames = [
         (f"{decoder_name}.{parts['embed']}.", "model.embed_tokens."),
         (f"{decoder_name}.{parts['layers']}.", "model.layers."),
@@ -105,6 +101,29 @@ def llama_view(model: Any) -> LayoutView | None:
     top_level = tuple(name for name, _ in model.named_children())
     renames = tuple(r for r in renames if r[0] != r[1])
     return LayoutView(view, renames, base, top_level, blocks)
+
+
+def _head(model: Any) -> str | None:
+    """The linear to the vocabulary: a top-level module, or the one learned part of one whose
+    own parameter is that linear's bias, tied (BERT-style heads: ``lm_head.decoder`` and
+    ``lm_head.bias``)."""
+    import torch
+
+    vocab = model.config.vocab_size
+
+    def to_vocab(module: Any) -> bool:
+        return isinstance(module, torch.nn.Linear) and module.out_features == vocab
+
+    for name, child in model.named_children():
+        if to_vocab(child):
+            return name
+        inner = [(n, c) for n, c in child.named_children() if learns(c)]
+        own = list(child.parameters(recurse=False))
+        if len(inner) == 1 and to_vocab(inner[0][1]):
+            bias = inner[0][1].bias
+            if all(p is bias for p in own):
+                return f"{name}.{inner[0][0]}"
+    return None
 
 
 def _head_transform(model: Any, decoder_root: str, head_name: str) -> str | None:
@@ -271,10 +290,8 @@ def hf_module(module: Any) -> Any:
 
 def _decoder(model: Any) -> tuple[str, Any]:
     """The module that holds the layers, by dotted name (OPT nests it: ``model.decoder``)."""
-    import torch
-
     for name, child in model.named_children():
-        if any(isinstance(c, torch.nn.ModuleList) for c in child.children()):
+        if any(_layer_list(c) is not None for c in child.children()):
             return name, child
         grandchildren = list(child.named_children())
         if len(grandchildren) == 1 and learns(child):
@@ -284,21 +301,44 @@ def _decoder(model: Any) -> tuple[str, Any]:
     return "", None
 
 
-def _embedding_block(module: Any, vocab: int) -> tuple[str, str | None] | None:
-    """(embedding, norm or None) of a module that only embeds tokens and normalises them
-    (ModernBERT's embeddings: tok_embeddings, norm, dropout), else None."""
+def _layer_list(module: Any) -> str | None:
+    """The layers' name when ``module`` is them (a ModuleList) or only holds them (BERT's
+    encoder.layer): "" or the name inside, else None."""
+    import torch
+
+    if isinstance(module, torch.nn.ModuleList):
+        return ""
+    learned = [(n, c) for n, c in module.named_children() if learns(c)]
+    if len(learned) == 1 and isinstance(learned[0][1], torch.nn.ModuleList):
+        return learned[0][0]
+    return None
+
+
+@dataclass(frozen=True)
+class _EmbeddingBlock:
+    embed: str
+    norm: str | None
+    positions: str | None
+
+
+def _embedding_block(module: Any, vocab: int) -> _EmbeddingBlock | None:
+    """The parts of a module that only embeds tokens, may add learned positions and normalise
+    them (ModernBERT's embeddings: tok_embeddings, norm, dropout; BERT's word_embeddings,
+    position_embeddings, LayerNorm), else None."""
     import torch
 
     from onboard.analysis.probe import is_norm
 
     learned = [(n, c) for n, c in module.named_children() if learns(c)]
-    embeds = [
-        n for n, c in learned if isinstance(c, torch.nn.Embedding) and c.num_embeddings == vocab
-    ]
+    embeds = [n for n, c in learned if isinstance(c, torch.nn.Embedding)]
+    tokens = [n for n in embeds if getattr(module, n).num_embeddings == vocab]
+    positions = [n for n in embeds if n not in tokens and "position" in n]
     norms = [n for n, c in learned if is_norm(c)]
-    if len(embeds) != 1 or len(norms) > 1 or len(learned) != len(embeds) + len(norms):
+    if len(tokens) != 1 or len(norms) > 1 or len(positions) > 1:
         return None
-    return embeds[0], norms[0] if norms else None
+    if len(learned) != len(tokens) + len(positions) + len(norms):
+        return None  # BERT's token_type_embeddings: a part the Llama layout has no place for
+    return _EmbeddingBlock(tokens[0], norms[0] if norms else None, next(iter(positions), None))
 
 
 def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str]:
@@ -311,8 +351,8 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
     norms: list[str] = []
     vocab = model.config.vocab_size
     for name, child in decoder.named_children():
-        if isinstance(child, torch.nn.ModuleList):
-            parts.setdefault("layers", name)
+        if (inner := _layer_list(child)) is not None:
+            parts.setdefault("layers", f"{name}.{inner}" if inner else name)
         elif isinstance(child, torch.nn.Embedding) and child.num_embeddings == vocab:
             parts.setdefault("embed", name)
         elif isinstance(child, torch.nn.Embedding) and "embed_positions" not in parts:
@@ -324,9 +364,11 @@ def _decoder_parts(model: Any, decoder_name: str, decoder: Any) -> dict[str, str
         elif "rotary" in name:
             parts["rotary"] = name
         elif (block := _embedding_block(child, vocab)) is not None and "embed" not in parts:
-            parts["embed"] = f"{name}.{block[0]}"  # ModernBERT's embeddings.tok_embeddings
-            if block[1]:
-                parts["embed_norm"] = f"{name}.{block[1]}"
+            parts["embed"] = f"{name}.{block.embed}"  # ModernBERT's embeddings.tok_embeddings
+            if block.norm:
+                parts["embed_norm"] = f"{name}.{block.norm}"
+            if block.positions and "embed_positions" not in parts:
+                parts["embed_positions"] = f"{name}.{block.positions}"
         elif learns(child):
             unknown.append(f"{decoder_name}.{name} ({type(child).__name__})")
     # One norm is the final norm; a second one named for the embeddings normalises them (BLOOM).
@@ -420,12 +462,19 @@ def _layers(
 ) -> tuple[Any, list[tuple[str, str]]]:
     """The layers as views whose attention is ``self_attn``; other children keep their names,
     except an MLP written inline (OPT's ``fc1``, ``fc2``), which becomes ``mlp``. One-block
-    layers keep their checkpoint names (no renames)."""
+    layers keep their checkpoint names (no renames); layers whose blocks are split across
+    sub-modules (BERT's) get them from their table, in the order they apply."""
     import torch
 
+    layers = decoder.get_submodule(layers_name)
+    trees = {split_tree(layer) for layer in layers}
+    if blocks is None and len(trees) == 1 and None not in trees:
+        tree = trees.pop()
+        views = torch.nn.ModuleList(split_layer_view(layer, tree) for layer in layers)
+        return views, list(split_renames(tree))
     renames: list[tuple[str, str]] = []
     views = torch.nn.ModuleList()
-    for layer in getattr(decoder, layers_name):
+    for layer in layers:
         if blocks is not None:
             views.append(_block_view(layer, blocks))
             continue

@@ -416,6 +416,30 @@ LABELS: list[dict[str, Any]] = [
         "embeddings.tied": True,  # configuration_openai.py:100
     },
     {
+        "type": "bert-generation",
+        "config": DEFAULT,
+        # bert.embeddings / bert.encoder.layer, layers split across attention.self,
+        # attention.output, intermediate, output: read through the Llama layout's BERT table.
+        # modeling_bert_generation.py:566 causal mask only when config.is_decoder (the tiny
+        # config sets it: the causal LM is a decoder only with it, :615-616 warns otherwise)
+        "positions": "learned",  # :400 position_embeddings, :422 added to the embeddings
+        "rope.type": "none",
+        "embedding.norm": True,  # :423 embeddings.LayerNorm after the positions
+        "norm.final": False,  # :378-385 the encoder's last layer feeds the head
+        # :55 LayerNorm(dense(attn) + input), :290 LayerNorm(dense(mlp) + input)
+        "norm.placement": "post_residual",
+        "norm.kind": "layer",  # :49, :284 nn.LayerNorm
+        "norm.affine": "weight+bias",
+        "attention.qkv_bias": True,  # :104-106 nn.Linear, bias by default
+        "attention.o_bias": True,  # :48
+        # :267-269 dense -> ACT2FN[config.hidden_act] ("gelu", configuration :48), :283 dense
+        "mlp.kind": "plain",
+        "mlp.activation": "gelu",
+        "mlp.bias": True,
+        "embeddings.tied": True,  # configuration :60; modeling :608 decoder.weight tied
+        "logits.bias": True,  # :593 decoder with bias, tied to :594 lm_head.bias (:609)
+    },
+    {
         "type": "modernbert-decoder",
         "config": DEFAULT,
         # configuration_modernbert_decoder.py:104-108 every 3rd layer full, the rest sliding;

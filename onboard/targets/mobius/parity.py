@@ -154,6 +154,18 @@ def build(
     )
 
 
+def without_tied_aliases(state: Mapping[str, Any], checkpoint: Mapping[str, Any]) -> dict:
+    """The HF model's state dict less the names transformers does not save because they share
+    a saved tensor (BERT's lm_head.decoder.bias is lm_head.bias): the same tensor twice, which
+    a conversion of the in-memory layout need not consume twice."""
+    saved = {state[k].data_ptr() for k in checkpoint if k in state}
+    return {
+        k: v.detach().cpu()
+        for k, v in state.items()
+        if k in checkpoint or k == "lm_head.weight" or v.data_ptr() not in saved
+    }
+
+
 def _compare_memory_layout(
     module: Any,
     converted: Mapping[str, Any],
@@ -362,7 +374,7 @@ def _provider_checks(
     hf_config = make_hf_config(tiny_config)
     reference = build_reference(hf_config, device=device)
     checkpoint = saved_checkpoint(reference)
-    memory_state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
+    memory_state = without_tied_aliases(reference.state_dict(), checkpoint)
     with scratch_dir() as workdir:
         try:
             built = build(
