@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from onboard.block_specs import AttentionSpec
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
@@ -85,6 +86,24 @@ def _bug_touches(bug: str, missing: tuple[tuple[str, str], ...]) -> bool:
     }.get(bug, False)
 
 
+def per_kind_blockers(attention: AttentionSpec | None) -> list[str]:
+    """Attention that differs by layer kind, value heads of their own width or scaled values:
+    not generated yet."""
+    if attention is None:
+        return []
+    found = []
+    if attention.kinds:
+        kinds = ", ".join(k.kind for k in attention.kinds)
+        found.append(f"attention that differs by layer kind ({kinds}; text.attention.kinds)")
+    if attention.v_head_dim is not None:
+        found.append(
+            "value heads of another width than the query/key heads (text.attention.v_head_dim)"
+        )
+    if attention.value_scale is not None:
+        found.append("values scaled after v_proj (text.attention.value_scale)")
+    return found
+
+
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     """What the mobius generator cannot express for this spec, each with where it was seen."""
     text = spec.text
@@ -107,6 +126,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "attention sinks with latent attention or an output gate (text.attention.sinks): "
             "the generated attention with sinks is a plain one"
         )
+    found += per_kind_blockers(attention)
     if (
         attention is not None
         and attention.indexer
