@@ -87,21 +87,28 @@ def _bug_touches(bug: str, missing: tuple[tuple[str, str], ...]) -> bool:
 
 
 def per_kind_blockers(attention: AttentionSpec | None) -> list[str]:
-    """Attention that differs by layer kind, value heads of their own width or scaled values:
-    not generated yet."""
-    if attention is None:
+    """The generated attention of their own (per layer kind, values of their own width or
+    scale) is a plain one: refused beside the attention variants it does not also compute."""
+    if attention is None or not (attention.kinds or attention.v_head_dim or attention.value_scale):
         return []
-    found = []
-    if attention.kinds:
-        kinds = ", ".join(k.kind for k in attention.kinds)
-        found.append(f"attention that differs by layer kind ({kinds}; text.attention.kinds)")
-    if attention.v_head_dim is not None:
-        found.append(
-            "value heads of another width than the query/key heads (text.attention.v_head_dim)"
-        )
-    if attention.value_scale is not None:
-        found.append("values scaled after v_proj (text.attention.value_scale)")
-    return found
+    others = {
+        "latent attention": attention.mla is not None,
+        "sinks in every layer": attention.sinks is not None,
+        "a dynamic mask": attention.dynamic_mask is not None,
+        "differential attention": attention.differential is not None,
+        "an output gate": attention.output_gate or attention.output_gate_proj is not None,
+        "a norm of the heads' output": attention.sub_norm is not None,
+        "q/k norms after RoPE": attention.qk_norm_after_rope,
+        "a lightning indexer": attention.indexer is not None,
+    }
+    found = [name for name, present in others.items() if present]
+    if not found:
+        return []
+    return [
+        f"attention that differs by layer kind or in its values, with {', '.join(found)} "
+        "(text.attention.kinds, v_head_dim, value_scale): the generated attention for those "
+        "is a plain one"
+    ]
 
 
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
