@@ -91,6 +91,16 @@ class DifferentialSpec:
 
 
 @dataclass(frozen=True)
+class KindAttention:
+    """What the attention of one layer kind changes of ``AttentionSpec``'s (MiMo-V2-Flash's
+    sliding layers: twice the key/value heads of its full layers, and sinks they alone have)."""
+
+    kind: str  # the layer kind (sliding_attention)
+    kv_heads_factor: int = 1  # its key/value heads: this many times num_key_value_heads
+    sinks: str | None = None  # HF attribute of its per-head sink logit (see AttentionSpec.sinks)
+
+
+@dataclass(frozen=True)
 class AttentionSpec:
     num_heads: int
     num_kv_heads: int
@@ -159,9 +169,23 @@ class AttentionSpec:
     # DeepSeek Sparse Attention (DeepSeek V3.2, GLM-MoE-DSA): a lightning indexer keeps the
     # top-k keys of each query in the latent attention of the layers of kind indexed_attention
     indexer: IndexerSpec | None = None
+    # Value heads of their own width (MiMo-V2-Flash: config.v_head_dim, narrower than the
+    # query/key heads); o_proj then takes heads x v_head_dim. None: head_dim
+    v_head_dim: int | None = None
+    v_head_dim_key: str | None = None
+    # The values times config.<value_scale_key> right after v_proj, so the cache holds them
+    # scaled (MiMo-V2-Flash: attention_value_scale); None: no such factor
+    value_scale: float | None = None
+    value_scale_key: str | None = None
+    # Layer kinds whose attention differs from the rest (key/value heads, sinks)
+    kinds: tuple[KindAttention, ...] = ()
 
     def bias_key(self, projection: str) -> str | None:
         return dict(self.bias_keys).get(projection)
+
+    def for_kind(self, kind: str) -> KindAttention:
+        """What ``kind``'s attention changes: nothing, unless ``kinds`` names it."""
+        return next((k for k in self.kinds if k.kind == kind), KindAttention(kind))
 
 
 @dataclass(frozen=True)

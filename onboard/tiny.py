@@ -27,6 +27,7 @@ TINY_HEADS = 6
 # Heads to retry with when HF cannot run 6 (CodeGen splits its heads into 4 groups).
 TINY_HEADS_FALLBACK = 8
 TINY_HEAD_DIM = 16
+TINY_VALUE_HEAD_DIM = 8  # value heads narrower than TINY_HEAD_DIM stay narrower
 TINY_VOCAB = 256
 # How far a padded or unpadded second vocabulary size sits from the tiny vocab_size
 TINY_VOCAB_PAD = 16
@@ -245,6 +246,8 @@ def shrink_config(
     _remap_token_ids(tiny)
     moe_layers = any(c.startswith("moe|") for c in layer_classes or ())
     _shrink_moe_and_mla(tiny, heads, kv_heads, moe_layers=moe_layers)
+    _keep_narrower_values(tiny, config)
+    _whole_rotary_pairs(tiny)
     _distinct_multipliers(tiny)
 
     _shrink_mamba2(tiny, _MAMBA2_KEYS if attention else _MAMBA2_SSM_KEYS)
@@ -361,6 +364,33 @@ def _shrink_moe_and_mla(
         tiny["head_dim"] = tiny["qk_rope_head_dim"]
         if "qk_head_dim" in tiny:  # stored, not derived, in LongcatFlash
             tiny["qk_head_dim"] = tiny["qk_nope_head_dim"] + tiny["qk_rope_head_dim"]
+
+
+def _keep_narrower_values(tiny: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Value heads narrower than the query/key heads (MiMo-V2-Flash: v_head_dim 128 against
+    head_dim 192) stay narrower in the tiny model, so parity sees o_proj's width and the
+    value cache's; latent attention (kv_lora_rank) keeps its own sizes."""
+    if _int(config.get("kv_lora_rank"), 0) > 0 or "head_dim" not in tiny:
+        return
+    value, key = _int(config.get("v_head_dim"), 0), _int(config.get("head_dim"), 0)
+    if value > 0 and key > 0 and value != key:
+        tiny["v_head_dim"] = TINY_VALUE_HEAD_DIM
+
+
+def _whole_rotary_pairs(tiny: dict[str, Any]) -> None:
+    """HF rotates ``2 * ceil(int(head_dim * factor) / 2)`` channels; the tiny head keeps that
+    an even ``int(head_dim * factor)`` (MiMo-V2-Flash's 0.334 turns 64 of 192 channels, but
+    would turn 6 of 16, where int() gives 5), so the factor is rounded to whole pairs of the
+    tiny head where the tiny product is odd."""
+    dicts = [tiny, rope_parameters(tiny)]
+    dicts += [v for v in rope_parameters(tiny).values() if isinstance(v, dict)]
+    for place in dicts:
+        factor = place.get("partial_rotary_factor")
+        if not is_number(factor) or not 0 < factor < 1:
+            continue
+        rotated = int(TINY_HEAD_DIM * factor)
+        if rotated % 2:
+            place["partial_rotary_factor"] = (rotated + 1) / TINY_HEAD_DIM
 
 
 def is_number(value: Any) -> bool:

@@ -35,6 +35,7 @@ from onboard.analysis.router import passed_bias_parameters
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.trials import TRIALS, changed_by
 from onboard.analysis.unseen_computation import unseen_computation
+from onboard.analysis.value_parts import value_parts
 from onboard.analysis.variants import (
     Reading,
     differential,
@@ -43,7 +44,7 @@ from onboard.analysis.variants import (
     sinks,
 )
 from onboard.analysis.whole_model import WholeModelReader
-from onboard.block_specs import AttentionSpec, BlockLayout, NormSpec
+from onboard.block_specs import BlockLayout, NormSpec
 from onboard.errors import InvalidConfigError, UnsupportedFeatureError
 from onboard.source import SourceFile
 from onboard.spec import (
@@ -143,7 +144,9 @@ class DecoderSpecBuilder(Reader):
                 ).read()
             )
             self._check_indexed_layers(layer_types, variants)
-        reported = self._kind_parts(attention.spec) if attention is not None else ()
+        reported: tuple[str, ...] = ()
+        if attention is not None:
+            attention, reported = self._kind_parts(attention)
         self._check_parameters(mlp, attention, variants, (*mixers.parameters, *reported))
         self.deltas.extend(unseen_computation(self.cfg, self.files))
         tie = bool(getattr(cfg, "tie_word_embeddings", False))
@@ -500,16 +503,42 @@ class DecoderSpecBuilder(Reader):
                 self.log.add(path, *reading.evidence)
         return {path: reading for path, reading in found.items() if reading is not None}
 
-    def _kind_parts(self, attention: AttentionSpec) -> tuple[str, ...]:
-        """Attention parts that differ between layer kinds (``kind_parts``), as deltas; the
-        parameters those deltas account for."""
+    def _kind_parts(self, attention: AttentionReading) -> tuple[AttentionReading, tuple[str, ...]]:
+        """The attention with what differs between layer kinds (``kind_parts``) and what its
+        values do differently (``value_parts``); deltas for the differences not read, and the
+        parameters the kinds account for."""
         if self.model is None:
-            return ()
-        explained = (attention.last_layer_o_bias,) if attention.last_layer_o_bias else ()
+            return attention, ()
+        spec = attention.spec
+        explained = (spec.last_layer_o_bias,) if spec.last_layer_o_bias else ()
         head_dim = self.ctx.tiny_head_dim
-        found = kind_parts(self.model, self.tiny, head_dim, self.cfg, self.files, explained)
+        found = kind_parts(self.model, self.tiny, head_dim, self.files, explained)
         self.deltas.extend(found.deltas)
-        return found.parameters
+        if found.kinds:
+            self.log.add("text.attention.kinds", *found.evidence)
+        first = hf_module(getattr(self.model.model.layers[0], "self_attn", None))
+        kind = (getattr(self.tiny, "layer_types", None) or ("full_attention",))[0]
+        kv_heads = self.tiny_kv_heads() * spec.for_kind(kind).kv_heads_factor if first else 0
+        values = value_parts(first, self.tiny, head_dim, kv_heads, self.files) if first else None
+        if values is None:
+            return attention, found.parameters
+        if values.v_head_dim is not None:
+            self.log.add("text.attention.v_head_dim", *values.width_evidence)
+        if values.scale is not None:
+            self.log.add("text.attention.value_scale", *values.scale_evidence)
+        spec = dataclasses.replace(
+            spec,
+            kinds=found.kinds,
+            v_head_dim=values.v_head_dim,
+            v_head_dim_key=values.v_head_dim_key,
+            value_scale=values.scale,
+            value_scale_key=values.scale_key,
+        )
+        return dataclasses.replace(attention, spec=spec), found.parameters
+
+    def tiny_kv_heads(self) -> int:
+        heads = self.tiny.num_attention_heads
+        return getattr(self.tiny, "num_key_value_heads", None) or heads
 
     def _check_indexed_layers(
         self, layer_types: tuple[str, ...], variants: dict[str, Reading]

@@ -43,6 +43,19 @@ def _output_gate_proj(attention: AttentionSpec) -> Value:
     return attention.output_gate_activation + "+per_head" * attention.output_gate_per_head
 
 
+def _per_kind(attention: AttentionSpec) -> Value:
+    """What layer kinds change of the attention: ``none``, or per kind its key/value heads'
+    factor and sinks (``sliding_attention:2x kv+sinks``)."""
+    if not attention.kinds:
+        return "none"
+    parts = []
+    for kind in attention.kinds:
+        changes = [f"{kind.kv_heads_factor}x kv"] if kind.kv_heads_factor != 1 else []
+        changes += ["sinks"] if kind.sinks else []
+        parts.append(f"{kind.kind}:{'+'.join(changes)}")
+    return ",".join(parts)
+
+
 def _indexer(attention: AttentionSpec) -> Value:
     """DeepSeek Sparse Attention's lightning indexer: ``none``, or how it turns its RoPE part
     (``halves``: DeepSeek V3.2, ``pairs``: GLM-MoE-DSA), ``+shared`` when some layers reuse
@@ -191,6 +204,17 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ),
     ("attention.sinks", "text.attention.sinks", _of_attention(lambda a: a.sinks is not None)),
     ("attention.indexer", "text.attention.indexer", _of_attention(_indexer)),
+    ("attention.per_kind", "text.attention.kinds", _of_attention(_per_kind)),
+    (
+        "attention.v_head_dim",
+        "text.attention.v_head_dim",
+        _of_attention(lambda a: a.v_head_dim_key or "head_dim"),
+    ),
+    (
+        "attention.value_scale",
+        "text.attention.value_scale",
+        _of_attention(lambda a: a.value_scale_key or "none"),
+    ),
     (
         "attention.output_gate_proj",
         "text.attention.output_gate_proj",
@@ -289,6 +313,9 @@ _ABSENT_EVIDENCE = {
     "text.attention.position_scale": ("text.rope",),
     "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention
     "text.attention.indexer": ("text.attention.head_dim", "text.attention.mla"),  # likewise
+    "text.attention.kinds": ("text.attention.head_dim",),  # likewise
+    "text.attention.v_head_dim": ("text.attention.head_dim",),  # likewise
+    "text.attention.value_scale": ("text.attention.head_dim",),  # likewise
     "text.attention.output_gate_proj": ("text.attention.head_dim",),  # likewise
     "text.attention.sub_norm": ("text.attention.head_dim",),  # likewise
     "text.mlp.sub_norm": ("text.mlp.kind",),  # what was read of the MLP

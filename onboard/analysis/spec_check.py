@@ -440,6 +440,11 @@ class SpecInterpreter(FeedForwardInterpreter):
             q, k, v = self.linear(x, f"{prefix}{spec.fused_qkv}.").split(widths, dim=-1)
         else:
             q, k, v = (self.linear(x, f"{prefix}{self.text.name_of(p + '_proj')}.") for p in "qkv")
+        kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
+        own = spec.for_kind(kind)  # what this layer kind changes (its kv heads, its sinks)
+        kv_heads = self.kv_heads * own.kv_heads_factor
+        if spec.value_scale is not None:  # before the cache, as HF scales them
+            v = v * spec.value_scale
         gate = None
         if spec.output_gate:  # each head's query, then its gate
             q, gate = q.view(batch, seq, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
@@ -451,11 +456,10 @@ class SpecInterpreter(FeedForwardInterpreter):
         if spec.qk_norm == "full_width":
             q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         q = q.view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
-        k = k.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = v.view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        k = k.view(batch, seq, kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(batch, seq, kv_heads, spec.v_head_dim or self.head_dim).transpose(1, 2)
         if spec.qk_norm == "per_head" and not spec.qk_norm_after_rope:
             q, k = self.norm(q, q_norm), self.norm(k, k_norm)
-        kind = self.layer_types[layer] if self.layer_types else self.text.layer_types[0]
         rotary = self.rope(kind, self.positions[:seq]) if self.rotates(layer) else None
         if rotary is not None:
             cos, sin, dim = rotary
@@ -466,7 +470,7 @@ class SpecInterpreter(FeedForwardInterpreter):
             q, k = self.norm(q, q_norm), self.norm(k, k_norm)
         if spec.position_scale:  # Ministral 3, after RoPE
             q = q * self._position_scale(self.positions[:seq])[None, None, :, None]
-        repeat = self.heads // self.kv_heads
+        repeat = self.heads // kv_heads
         k = k.repeat_interleave(repeat, dim=1)
         scale = self._scale()
         scores = (q @ k.transpose(-1, -2)) * scale
@@ -478,8 +482,9 @@ class SpecInterpreter(FeedForwardInterpreter):
             scores = scores + self._dynamic_mask(prefix, v, kind).repeat_interleave(repeat, dim=1)
         else:
             scores = scores + self._mask(kind, seq)
-        if spec.sinks:  # one more column per row, dropped after the softmax
-            sink = self.weight(f"{prefix}{spec.sinks}").reshape(1, -1, 1, 1)
+        sinks = spec.sinks or own.sinks
+        if sinks:  # one more column per row, dropped after the softmax
+            sink = self.weight(f"{prefix}{sinks}").reshape(1, -1, 1, 1)
             scores = torch.cat([scores, sink.expand(*scores.shape[:-1], 1)], dim=-1)
             probs = torch.softmax(scores.float(), dim=-1)[..., :-1]
         else:

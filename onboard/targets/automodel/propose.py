@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onboard.analysis.features import Value, feature_values
+from onboard.block_specs import KindAttention
 from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
@@ -251,6 +252,34 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.kinds",
+        lambda t: bool(t.attention.kinds),
+        lambda t: (
+            "attention that differs by layer kind ("
+            + "; ".join(_kind_attention(k) for k in t.attention.kinds)
+            + ")"
+        ),
+        ": the generated attention is one for every layer",
+        "probe",
+    ),
+    (
+        "text.attention.v_head_dim",
+        lambda t: t.attention.v_head_dim is not None,
+        lambda t: (
+            f"value heads of another width than the query/key heads "
+            f"(config.{t.attention.v_head_dim_key})"
+        ),
+        ": the generated attention's values are as wide as its keys",
+        "probe",
+    ),
+    (
+        "text.attention.value_scale",
+        lambda t: t.attention.value_scale is not None,
+        lambda t: f"the values scaled by config.{t.attention.value_scale_key} after v_proj",
+        ": the generated attention uses the values as v_proj gives them",
+        "probe",
+    ),
+    (
         "text.attention.indexer",
         lambda t: t.attention.indexer is not None,
         lambda t: "DeepSeek Sparse Attention's lightning indexer (top-k keys per query)",
@@ -283,6 +312,12 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
 )
+
+
+def _kind_attention(kind: KindAttention) -> str:
+    parts = [f"{kind.kv_heads_factor}x the key/value heads"] if kind.kv_heads_factor != 1 else []
+    parts += ["attention sinks"] if kind.sinks else []
+    return f"{kind.kind} layers: {', '.join(parts)}"
 
 
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from onboard.block_specs import (
     DifferentialSpec,
     DynamicMaskSpec,
     IndexerSpec,
+    KindAttention,
     MLPSpec,
 )
 from onboard.errors import UnsupportedFeatureError
@@ -198,6 +199,11 @@ class TextDesign:
     dynamic_mask: DynamicMaskSpec | None = None  # a generated Attention adds Doge's mask
     differential: DifferentialSpec | None = None  # a generated differential Attention
     sinks: str | None = None  # a generated Attention with a sink logit per head (its attribute)
+    # A generated Attention whose layer kinds differ (key/value heads, sinks), whose value heads
+    # are config.v_head_dim wide, whose values are scaled after v_proj (MiMo-V2-Flash)
+    kind_attention: tuple[KindAttention, ...] = ()
+    value_head_dim: bool = False
+    value_scale: bool = False
     residual_gates: tuple[tuple[str, str], ...] = ()  # sub-block -> learned residual scale
     # A hybrid's recurrent mixers: layers of these kinds hold a generated component, not
     # attention, and carry its state in mobius' hybrid task
@@ -233,7 +239,7 @@ class TextDesign:
     @property
     def layer_takes_index(self) -> bool:
         """The generated decoder layer is built with its index (the MoE or indexer rule)."""
-        return self.moe is not None or self.shares_selection
+        return self.moe is not None or self.shares_selection or bool(self.kind_attention)
 
     @property
     def one_layer_kind(self) -> bool:
@@ -256,6 +262,28 @@ class TextDesign:
             or self.token_blocks
             or bool(self.dynamic_mask or self.differential or self.sinks)
             or bool(self.attention_sub_norm or self.output_gate_proj)
+            or self.own_values
+        )
+
+    @property
+    def own_values(self) -> bool:
+        """The generated Attention attends itself, per layer kind, with values of their own
+        width or scale (``parts/components.py.j2``)."""
+        return bool(self.kind_attention) or self.value_head_dim or self.value_scale
+
+    @property
+    def kinds_with_sinks(self) -> tuple[str, ...]:
+        return tuple(k.kind for k in self.kind_attention if k.sinks)
+
+    @property
+    def kind_sinks(self) -> str | None:
+        """The attribute of the sink logit some layer kinds have (one name for all)."""
+        return next((k.sinks for k in self.kind_attention if k.sinks), None)
+
+    @property
+    def kv_heads_factors(self) -> tuple[tuple[str, int], ...]:
+        return tuple(
+            (k.kind, k.kv_heads_factor) for k in self.kind_attention if k.kv_heads_factor != 1
         )
 
     def norm_attr(self, role: str) -> str:
@@ -332,6 +360,7 @@ class TextDesign:
             or self.mla
             or bool(self.residual_gates)
             or self.output_gate  # its attention is Qwen35Attention, not DecoderLayer's
+            or bool(self.kind_attention)  # its attention is built for the layer's kind
         )
 
 
@@ -822,6 +851,9 @@ def _text_design(
         dynamic_mask=attention and attention.dynamic_mask,
         differential=attention and attention.differential,
         sinks=attention and attention.sinks,
+        kind_attention=attention.kinds if attention else (),
+        value_head_dim=attention is not None and attention.v_head_dim is not None,
+        value_scale=attention is not None and attention.value_scale is not None,
         residual_gates=text.residual_gates,
         mixers=mixers,
         blocks=text.blocks,
@@ -892,6 +924,7 @@ def _attention_variant_reasons(spec: ArchitectureSpec, attention: AttentionSpec)
                 "text.attention.sinks",
             )
         )
+    reasons += _own_values_reasons(spec, attention)
     mla = attention.mla
     if mla is not None:
         reasons.append(
@@ -1443,6 +1476,23 @@ def _head_transform_settings(spec: ArchitectureSpec, extra: list[ExtraField]) ->
     ]
 
 
+def _own_values_reasons(spec: ArchitectureSpec, attention: AttentionSpec) -> list[str]:
+    """The attention's changes per layer kind and in its values, one line each."""
+    reasons = []
+    for kind in attention.kinds:
+        changes = [f"{kind.kv_heads_factor}x the key/value heads"] * (kind.kv_heads_factor != 1)
+        changes += ["a learned sink logit per head"] * bool(kind.sinks)
+        what = f"{kind.kind} layers: {' and '.join(changes)}"
+        reasons.append(_why(what, spec, "text.attention.kinds"))
+    if attention.v_head_dim_key:
+        what = f"value heads config.{attention.v_head_dim_key} wide, o_proj takes them"
+        reasons.append(_why(what, spec, "text.attention.v_head_dim"))
+    if attention.value_scale_key:
+        what = f"values times config.{attention.value_scale_key} after v_proj"
+        reasons.append(_why(what, spec, "text.attention.value_scale"))
+    return reasons
+
+
 def _attention_variant_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
     """The config values the generated attention variants read, from the keys HF reads: how
     many keys the dynamic mask leaves unmasked, the differential pair norm's epsilon."""
@@ -1474,6 +1524,15 @@ def _attention_variant_settings(spec: ArchitectureSpec, extra: list[ExtraField])
             )
             why = _why("which layers run an indexer", spec, "text.attention.indexer")
             settings.append(Setting(indexer.layers_key, f"list(config.{indexer.layers_key})", why))
+    if attention.v_head_dim_key is not None:
+        why = _why("value heads' width", spec, "text.attention.v_head_dim")
+        settings.append(Setting("v_head_dim", f"config.{attention.v_head_dim_key}", why))
+    if attention.value_scale_key is not None:
+        key = attention.value_scale_key
+        extra.append(ExtraField("attention_value_scale", "float", "1.0"))
+        why = _why("factor on the values after v_proj", spec, "text.attention.value_scale")
+        expr = f"1.0 if config.{key} is None else config.{key}"
+        settings.append(Setting("attention_value_scale", expr, why))
     differential = attention.differential
     if differential is not None:
         extra.append(ExtraField("pair_norm_eps", "float", "1e-6"))

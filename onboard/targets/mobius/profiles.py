@@ -38,7 +38,8 @@ FEATURES = (
     "dense_layers",  # all, none, first_k_dense_replace, mlp_only_layers
     # standard, mla, mla+indexer (DeepSeek V3.2), dynamic_mask (Doge), differential
     # (DiffLlama), sinks (GPT-OSS), none (a pure SSM); +out_gate: a gate projection before
-    # o_proj (AFMoE), +sub_norm: a norm before o_proj (BitNet)
+    # o_proj (AFMoE), +sub_norm: a norm before o_proj (BitNet); +per_kind, +v_head_dim,
+    # +value_scale: layer kinds that differ, values of their own width or scale (MiMo-V2-Flash)
     "attention_kind",
     "residual_gates",  # none, learned (Doge: x = g * x + sub_block(x), g learned per channel)
     # rope, learned (a table added to the embeddings), sinusoidal (+offset: OPT, XGLM), alibi
@@ -302,6 +303,9 @@ def _attention_kind(attention: AttentionSpec | None) -> str:
         return "none"
     # What acts on the heads' output before o_proj: a gate projection (AFMoE), a norm (BitNet)
     inner = "+out_gate" * bool(attention.output_gate_proj) + "+sub_norm" * bool(attention.sub_norm)
+    # Layer kinds that differ (MiMo-V2-Flash: heads, sinks), values of their own width or scale
+    inner += "+per_kind" * bool(attention.kinds) + "+v_head_dim" * bool(attention.v_head_dim)
+    inner += "+value_scale" * (attention.value_scale is not None)
     return _attention_variant(attention) + inner
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from onboard.block_specs import AttentionSpec
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.design import NORM_CLASSES
@@ -85,6 +86,31 @@ def _bug_touches(bug: str, missing: tuple[tuple[str, str], ...]) -> bool:
     }.get(bug, False)
 
 
+def per_kind_blockers(attention: AttentionSpec | None) -> list[str]:
+    """The generated attention of their own (per layer kind, values of their own width or
+    scale) is a plain one: refused beside the attention variants it does not also compute."""
+    if attention is None or not (attention.kinds or attention.v_head_dim or attention.value_scale):
+        return []
+    others = {
+        "latent attention": attention.mla is not None,
+        "sinks in every layer": attention.sinks is not None,
+        "a dynamic mask": attention.dynamic_mask is not None,
+        "differential attention": attention.differential is not None,
+        "an output gate": attention.output_gate or attention.output_gate_proj is not None,
+        "a norm of the heads' output": attention.sub_norm is not None,
+        "q/k norms after RoPE": attention.qk_norm_after_rope,
+        "a lightning indexer": attention.indexer is not None,
+    }
+    found = [name for name, present in others.items() if present]
+    if not found:
+        return []
+    return [
+        f"attention that differs by layer kind or in its values, with {', '.join(found)} "
+        "(text.attention.kinds, v_head_dim, value_scale): the generated attention for those "
+        "is a plain one"
+    ]
+
+
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     """What the mobius generator cannot express for this spec, each with where it was seen."""
     text = spec.text
@@ -107,6 +133,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "attention sinks with latent attention or an output gate (text.attention.sinks): "
             "the generated attention with sinks is a plain one"
         )
+    found += per_kind_blockers(attention)
     if (
         attention is not None
         and attention.indexer
