@@ -113,6 +113,21 @@ class RouterSpec:
 
 
 @dataclass(frozen=True)
+class ClampedGluSpec:
+    """A clamped sigmoid GLU in place of ``act(gate) * up`` (GPT-OSS, MiniMax-M3): ``g =
+    gate.clamp(max=limit)``, ``u = up.clamp(-limit, limit)``, ``(u + up_offset) * g *
+    sigmoid(alpha * g)``. Gate and up are one fused projection's two halves (gate first) or
+    its alternate rows (gate even, GPT-OSS)."""
+
+    limit: float
+    alpha: float
+    up_offset: float = 1.0
+    layout: Literal["halves", "interleaved"] = "halves"
+    limit_key: str | None = None  # the config keys HF reads them from; None: fixed in its code
+    alpha_key: str | None = None
+
+
+@dataclass(frozen=True)
 class SharedExpertSpec:
     intermediate_size: int
     gated: bool  # output scaled by sigmoid(shared_expert_gate(x))
@@ -129,6 +144,10 @@ class SharedExpertSpec:
         ("up", "up_proj"),
         ("down", "down_proj"),
     )
+
+    # A clamped GLU over one fused gate_up projection (MiniMax-M3); projections then name the
+    # roles gate_up and down
+    glu: ClampedGluSpec | None = None
 
     def leaf(self, role: str) -> str:
         return dict(self.projections)[role]
@@ -192,6 +211,8 @@ class MoESpec:
     count_key: str = "num_local_experts"
     top_k_key: str = "num_experts_per_tok"
     width_key: str = "moe_intermediate_size"
+    # Each expert's clamped GLU in place of activation(gate) * up (GPT-OSS, MiniMax-M3)
+    glu: ClampedGluSpec | None = None
 
     def leaf(self, role: str) -> str:
         return dict(self.expert_leaves)[role]

@@ -37,7 +37,7 @@ class FeedForwardInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
-        from onboard.analysis.moe import routed_output
+        from onboard.analysis.moe import glu_function, routed_output
         from onboard.analysis.router import correction_bias, route_with_shared
 
         spec = self.text.moe
@@ -52,11 +52,16 @@ class FeedForwardInterpreter:
             correction = correction_bias(caller, block)
         weights, indices, shares = route_with_shared(hidden, router, spec.router, top_k, correction)
         act = ACT2FN[spec.activation]
-        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
+        glu = glu_function(spec.glu, self.config) if spec.glu else None
+        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain, glu)
         if spec.shared is not None:
             shared_prefix = f"{prefix}{spec.shared.name}."
             if spec.shared.stacked:  # each shared expert scaled by its router weight
                 shared = self.stacked_experts(shared_prefix, hidden, shares, act)
+            elif spec.shared.glu:  # a clamped GLU of one fused gate_up projection
+                fused = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('gate_up')}.")
+                gated = glu_function(spec.shared.glu, self.config)(fused)
+                shared = self.linear(gated, f"{shared_prefix}{spec.shared.leaf('down')}.")
             elif spec.shared.plain:  # up, activation, down, as the routed experts
                 up = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('up')}.")
                 down = f"{shared_prefix}{spec.shared.leaf('down')}."
