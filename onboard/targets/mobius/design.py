@@ -24,6 +24,7 @@ from onboard.naming import class_prefix, module_name, spelled_as
 from onboard.spec import (
     LEADING_DENSE_KEYS,
     ArchitectureSpec,
+    ClampedGluSpec,
     ConfigFlag,
     FlagSpecs,
     HeadTransformSpec,
@@ -35,6 +36,7 @@ from onboard.spec import (
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
+from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, moe_glu
 from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
@@ -141,12 +143,19 @@ class MoEDesign:
     plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
     transposed: bool = False  # fused experts hold each expert (in, out) (Aria)
     post_norm: str | None = None  # the attribute of a norm of the block's output (A.X-K1)
+    glu: ClampedGluSpec | None = None  # experts computing a clamped GLU (a generated MLP)
+    glu_routed: bool = False  # the routed experts compute it (else the shared expert only)
 
     @property
     def generated_layer(self) -> bool:
-        """mobius' MoELayer is subclassed (a shared expert, experts without a gate, a norm of
-        the output)."""
-        return self.shared is not None or self.plain or self.post_norm is not None
+        """mobius' MoELayer is subclassed (a shared expert, experts without a gate or with a
+        clamped GLU, a norm of the output)."""
+        return (
+            self.shared is not None
+            or self.plain
+            or self.post_norm is not None
+            or self.glu is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -1002,6 +1011,10 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         )
     if moe.post_norm:
         reasons.append(_why("a norm of the MoE block's output", spec, "text.moe.post_norm"))
+    glu = moe_glu(moe)
+    if glu is not None:
+        path = "text.moe.glu" if moe.glu else "text.moe.shared"
+        reasons.append(_why(glu_reason(glu), spec, path))
     return MoEDesign(
         gate_class=gate_class,
         gate_args=gate_args,
@@ -1015,6 +1028,8 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         plain=moe.plain,
         transposed=moe.fused_transposed,
         post_norm=moe.post_norm,
+        glu=glu,
+        glu_routed=moe.glu is not None,
     )
 
 
@@ -1150,6 +1165,7 @@ def _settings(
             )
         )
     settings += _moe_settings(spec, extra)
+    settings += glu_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
     mixer_fields, mixer_extra = mixer_settings(spec, text_design.mixers if text_design else ())
@@ -1539,7 +1555,8 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
     if moe is not None and spec.text.blocks is None:  # per-expert names -> MoELayer's
         memory = {"gate_up": "experts.gate_up_proj", "down": "experts.down_proj"}
         for role, name in moe.fused_on_disk:  # to the in-memory names, split when loading
-            renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))
+            if name != f"{moe.block_name}.{memory[role]}":
+                renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))
         if moe.router_on_disk:
             renames.append(
                 (f".{moe.router_on_disk}", f".{moe.block_name}.{moe.router_name}.weight")
