@@ -94,7 +94,8 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix, glu_fn)
     if glu is not None:
         where = source_location(getattr(type(experts), "_apply_gate", None)) or prefix
-        evidence.append(("text.moe.glu", Evidence("probe", where, describe_glu(glu))))
+        detail = f"{type(experts).__name__}: {describe_glu(glu)}"
+        evidence.append(("text.moe.glu", Evidence("probe", where, detail)))
     if experts_delta:
         deltas.append(experts_delta)
     router_spec, router_evidence, router_delta = probe_router(
@@ -405,9 +406,8 @@ def _shared_experts(
             if glu is not None:
                 projections = (("gate_up", "gate_up_proj"), ("down", "down_proj"))
                 where_glu = source_location(type(module).forward) or where
-                evidence.append(
-                    ("text.moe.shared", Evidence("probe", where_glu, describe_glu(glu)))
-                )
+                detail = f"{type(module).__name__}: {describe_glu(glu)}"
+                evidence.append(("text.moe.shared", Evidence("probe", where_glu, detail)))
         if width is None:  # other names (2024 remote code's w1 / w3 / w2), told by values
             roles = mlp_roles(module)
             if isinstance(roles, str):

@@ -40,6 +40,28 @@ def glu_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Settin
     return settings
 
 
+def glu_blockers(spec: ArchitectureSpec) -> list[str]:
+    """Clamped-GLU experts the generated component does not hold: with biases, or each expert
+    kept (in, out) (GPT-OSS's, whose GLU the spec does say)."""
+    moe = spec.text.moe
+    if moe is None or moe.glu is None:
+        return []
+    biased = any(
+        name.endswith((".experts.gate_up_proj_bias", ".experts.down_proj_bias"))
+        for name, _ in spec.weights.tensors
+    )
+    held = (("biases", biased), ("each expert (in, out)", moe.fused_transposed))
+    kept = [what for what, found in held if found]
+    if not kept:
+        return []
+    evidence = spec.evidence_for("text.moe.glu")
+    at = f"{evidence[0].detail.partition(':')[0]} at {evidence[0].where}" if evidence else "experts"
+    return [
+        f"clamped GLU experts with {' and '.join(kept)} ({at}): the generated clamped-GLU "
+        "experts are bias-free, each expert (out, in)"
+    ]
+
+
 def glu_reason(glu: ClampedGluSpec) -> str:
     """One docstring line for the generated model."""
     offset = f" + {glu.up_offset:g}" if glu.up_offset else ""
