@@ -10,12 +10,16 @@ scaled past the limit, so a GLU without the clamp cannot match.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onboard.spec import ClampedGluSpec
+
+if TYPE_CHECKING:
+    from onboard.analysis.moe import ExpertLayout
 
 # The module attributes that hold them (MiniMax-M3: swiglu_limit; GPT-OSS: limit, alpha)
 _LIMIT_NAMES = ("swiglu_limit", "limit")
@@ -79,6 +83,76 @@ def find_glu(
         if all(_close(run(glu, limit, alpha, s)) for s in (1.0, max(scale, 1.0))):
             return glu
     return None
+
+
+def expert_glu(
+    experts: Any, layout: ExpertLayout, tiny: Any, real: Any, top_k: int
+) -> ClampedGluSpec | None:
+    """The clamped GLU the experts compute in place of act(gate) * up, if they hold a limit
+    and one candidate reproduces them, past the limit too."""
+    import torch
+
+    from onboard.analysis.moe import expert_matrices, probe_routing, routed_output
+
+    candidates = candidate_limits(experts, tiny, real)
+    if not candidates:
+        return None
+    hidden, indices, weights = probe_routing(experts, layout, top_k)
+    every = range(layout.num_experts)
+
+    def run(glu: ClampedGluSpec, limit: float, alpha: float, scale: float) -> float:
+        gated = functools.partial(apply_glu, glu=glu, limit=limit, alpha=alpha)
+        with torch.no_grad():
+            theirs = experts(hidden * scale, indices, weights)
+            ours = routed_output(experts, hidden * scale, indices, weights, None, False, gated)
+        return (ours.float() - theirs.float()).abs().max().item()
+
+    def gate_up_max(scale: float) -> float:
+        with torch.no_grad():
+            fused = [(hidden * scale) @ expert_matrices(experts, e)[0].T for e in every]
+        return max(f.abs().max().item() for f in fused)
+
+    try:
+        return find_glu(candidates, tiny, run, gate_up_max)
+    except Exception:  # another forward signature: _check_experts names it
+        return None
+
+
+def glu_function(glu: ClampedGluSpec, config: Any) -> Callable[[Any], Any]:
+    """``apply_glu`` with the limit and alpha ``config`` gives."""
+    limit, alpha = values(glu, config)
+    return functools.partial(apply_glu, glu=glu, limit=limit, alpha=alpha)
+
+
+def shared_glu(module: Any, tiny: Any, real: Any) -> tuple[ClampedGluSpec | None, int | None]:
+    """A shared expert of one fused gate_up_proj and a down_proj linear, nothing else learned,
+    computing a clamped GLU (MiniMax-M3's dense MLP): the GLU and its width, else (None, None)."""
+    import torch
+
+    fused = getattr(getattr(module, "gate_up_proj", None), "weight", None)
+    down = getattr(module, "down_proj", None)
+    learned = {name for name, _ in module.named_parameters()}
+    if not isinstance(fused, torch.Tensor) or not isinstance(down, torch.nn.Linear):
+        return None, None
+    if learned != {"gate_up_proj.weight", "down_proj.weight"} or fused.dim() != 2:
+        return None, None
+    candidates = candidate_limits(module, tiny, real)
+    hidden = torch.randn(8, fused.shape[1], generator=torch.Generator().manual_seed(4))
+
+    def run(glu: ClampedGluSpec, limit: float, alpha: float, scale: float) -> float:
+        with torch.no_grad():
+            ours = down(apply_glu(module.gate_up_proj(hidden * scale), glu, limit, alpha))
+            return (ours - module(hidden * scale)).abs().max().item()
+
+    def gate_up_max(scale: float) -> float:
+        with torch.no_grad():
+            return module.gate_up_proj(hidden * scale).abs().max().item()
+
+    try:
+        glu = find_glu(candidates, tiny, run, gate_up_max)
+    except Exception:  # another forward signature: the caller says what it is not
+        return None, None
+    return (glu, int(down.in_features)) if glu is not None else (None, None)
 
 
 def describe(glu: ClampedGluSpec) -> str:

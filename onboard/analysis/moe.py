@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
@@ -11,14 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.clamped_glu import apply_glu, candidate_limits, find_glu
 from onboard.analysis.clamped_glu import describe as describe_glu
-from onboard.analysis.clamped_glu import values as glu_values
+from onboard.analysis.clamped_glu import expert_glu, glu_function, shared_glu
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
 from onboard.analysis.router import find_router, passed_bias, probe_router, scaled_by_block
 from onboard.spec import (
-    ClampedGluSpec,
     Delta,
     Evidence,
     MoESpec,
@@ -89,7 +86,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     top_k = _first_int(real, top_k_keys)
     tiny_top_k = _first_int(tiny, top_k_keys) or 1
     activation = _activation(experts, real)
-    glu = None if layout.plain else _expert_glu(experts, layout, tiny, real, tiny_top_k)
+    glu = None if layout.plain else expert_glu(experts, layout, tiny, real, tiny_top_k)
     glu_fn = glu_function(glu, tiny) if glu else None
     experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix, glu_fn)
     if glu is not None:
@@ -260,7 +257,7 @@ def routed_output(
     return out
 
 
-def _probe_routing(experts: Any, layout: ExpertLayout, top_k: int) -> tuple[Any, Any, Any]:
+def probe_routing(experts: Any, layout: ExpertLayout, top_k: int) -> tuple[Any, Any, Any]:
     """Fixed hidden states, chosen experts and weights to run the experts on."""
     import torch
 
@@ -270,43 +267,6 @@ def _probe_routing(experts: Any, layout: ExpertLayout, top_k: int) -> tuple[Any,
     k = min(top_k, layout.num_experts)
     indices = (torch.arange(8)[:, None] + torch.arange(k)[None, :]) % layout.num_experts
     return hidden, indices, torch.rand(8, k)
-
-
-def _expert_glu(
-    experts: Any, layout: ExpertLayout, tiny: Any, real: Any, top_k: int
-) -> ClampedGluSpec | None:
-    """The clamped GLU the experts compute in place of act(gate) * up, if they hold a limit
-    and one candidate reproduces them, past the limit too."""
-    import torch
-
-    candidates = candidate_limits(experts, tiny, real)
-    if not candidates:
-        return None
-    hidden, indices, weights = _probe_routing(experts, layout, top_k)
-    every = range(layout.num_experts)
-
-    def run(glu: ClampedGluSpec, limit: float, alpha: float, scale: float) -> float:
-        gated = functools.partial(apply_glu, glu=glu, limit=limit, alpha=alpha)
-        with torch.no_grad():
-            theirs = experts(hidden * scale, indices, weights)
-            ours = routed_output(experts, hidden * scale, indices, weights, None, False, gated)
-        return (ours.float() - theirs.float()).abs().max().item()
-
-    def gate_up_max(scale: float) -> float:
-        with torch.no_grad():
-            fused = [(hidden * scale) @ expert_matrices(experts, e)[0].T for e in every]
-        return max(f.abs().max().item() for f in fused)
-
-    try:
-        return find_glu(candidates, tiny, run, gate_up_max)
-    except Exception:  # another forward signature: _check_experts names it
-        return None
-
-
-def glu_function(glu: ClampedGluSpec, config: Any) -> Callable[[Any], Any]:
-    """``apply_glu`` with the limit and alpha ``config`` gives."""
-    limit, alpha = glu_values(glu, config)
-    return functools.partial(apply_glu, glu=glu, limit=limit, alpha=alpha)
 
 
 def _check_experts(
@@ -322,7 +282,7 @@ def _check_experts(
     import torch
     from transformers.activations import ACT2FN
 
-    hidden, indices, weights = _probe_routing(experts, layout, top_k)
+    hidden, indices, weights = probe_routing(experts, layout, top_k)
     gate_fn = getattr(type(experts), "_apply_gate", None)
     custom_gate = gate_fn is not None and gate_fn.__module__ != "transformers.integrations.moe"
     # Per-expert MLPs read as stacked (expert_lists): their own forward is what computes
@@ -402,7 +362,7 @@ def _shared_experts(
         projections = SharedExpertSpec.projections
         glu = None
         if width is None:  # MiniMax-M3: a fused gate_up_proj, a clamped GLU
-            glu, width = _shared_glu(module, tiny, real)
+            glu, width = shared_glu(module, tiny, real)
             if glu is not None:
                 projections = (("gate_up", "gate_up_proj"), ("down", "down_proj"))
                 where_glu = source_location(type(module).forward) or where
@@ -441,37 +401,6 @@ def _shared_experts(
         )
         return spec, deltas
     return None, []
-
-
-def _shared_glu(module: Any, tiny: Any, real: Any) -> tuple[ClampedGluSpec | None, int | None]:
-    """A shared expert of one fused gate_up_proj and a down_proj linear, nothing else learned,
-    computing a clamped GLU (MiniMax-M3's dense MLP): the GLU and its width, else (None, None)."""
-    import torch
-
-    fused = getattr(getattr(module, "gate_up_proj", None), "weight", None)
-    down = getattr(module, "down_proj", None)
-    learned = {name for name, _ in module.named_parameters()}
-    if not isinstance(fused, torch.Tensor) or not isinstance(down, torch.nn.Linear):
-        return None, None
-    if learned != {"gate_up_proj.weight", "down_proj.weight"} or fused.dim() != 2:
-        return None, None
-    candidates = candidate_limits(module, tiny, real)
-    hidden = torch.randn(8, fused.shape[1], generator=torch.Generator().manual_seed(4))
-
-    def run(glu: ClampedGluSpec, limit: float, alpha: float, scale: float) -> float:
-        with torch.no_grad():
-            ours = down(apply_glu(module.gate_up_proj(hidden * scale), glu, limit, alpha))
-            return (ours - module(hidden * scale)).abs().max().item()
-
-    def gate_up_max(scale: float) -> float:
-        with torch.no_grad():
-            return module.gate_up_proj(hidden * scale).abs().max().item()
-
-    try:
-        glu = find_glu(candidates, tiny, run, gate_up_max)
-    except Exception:  # another forward signature: the caller says what it is not
-        return None, None
-    return (glu, int(down.in_features)) if glu is not None else (None, None)
 
 
 def _sink_mismatch(

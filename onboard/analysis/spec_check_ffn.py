@@ -37,7 +37,8 @@ class FeedForwardInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
-        from onboard.analysis.moe import glu_function, routed_output
+        from onboard.analysis.clamped_glu import glu_function
+        from onboard.analysis.moe import routed_output
         from onboard.analysis.router import correction_bias, route_with_shared
 
         spec = self.text.moe
