@@ -19,6 +19,7 @@ from typing import Any, Literal
 from onboard.block_specs import (
     AttentionSpec,
     BlockLayout,
+    ClampedGluSpec,
     MLPSpec,
     NormSpec,
 )
@@ -110,21 +111,6 @@ class RouterSpec:
     # The router's learned scalar that multiplies every weight, shared ones too (Inkling:
     # global_scale), HF's attribute on the router
     learned_scale: str | None = None
-
-
-@dataclass(frozen=True)
-class ClampedGluSpec:
-    """A clamped sigmoid GLU in place of ``act(gate) * up`` (GPT-OSS, MiniMax-M3): ``g =
-    gate.clamp(max=limit)``, ``u = up.clamp(-limit, limit)``, ``(u + up_offset) * g *
-    sigmoid(alpha * g)``. Gate and up are one fused projection's two halves (gate first) or
-    its alternate rows (gate even, GPT-OSS)."""
-
-    limit: float
-    alpha: float
-    up_offset: float = 1.0
-    layout: Literal["halves", "interleaved"] = "halves"
-    limit_key: str | None = None  # the config keys HF reads them from; None: fixed in its code
-    alpha_key: str | None = None
 
 
 @dataclass(frozen=True)

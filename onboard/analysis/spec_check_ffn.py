@@ -98,7 +98,12 @@ class FeedForwardInterpreter:
             act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
         # A norm before the down projection (BitNet's), in the dense MLP, not a shared expert
         sub_norm = spec.sub_norm and not gated
-        if spec.kind == "fused_gate_up":
+        if spec.kind == "fused_gate_up" and spec.glu and not gated:  # MiniMax-M3's clamped GLU
+            from onboard.analysis.clamped_glu import glu_function
+
+            fused, down = spec.projections
+            hidden = glu_function(spec.glu, self.config)(self.linear(x, f"{prefix}{fused}."))
+        elif spec.kind == "fused_gate_up":
             fused, down = spec.projections
             gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
             hidden = act(gate) * up

@@ -6,7 +6,7 @@ them, else they are the constants HF's code fixes."""
 
 from __future__ import annotations
 
-from onboard.spec import ArchitectureSpec, ClampedGluSpec, MoESpec
+from onboard.spec import ArchitectureSpec, ClampedGluSpec, MoESpec, TextDecoderSpec
 from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 # The generated config's fields (mobius' base config has swiglu_limit, read from the HF key
@@ -23,12 +23,20 @@ def moe_glu(moe: MoESpec | None) -> ClampedGluSpec | None:
     return moe.glu or (moe.shared.glu if moe.shared else None)
 
 
+def model_glu(text: TextDecoderSpec) -> ClampedGluSpec | None:
+    """The GLU the generated component computes, for the experts or the dense layers."""
+    return moe_glu(text.moe) or (text.mlp.glu if text.mlp else None)
+
+
 def glu_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
     """The limit and alpha as config fields, where HF reads them from its config."""
-    glu = moe_glu(spec.text.moe)
+    glu = model_glu(spec.text)
     if glu is None:
         return []
-    path = "text.moe.glu" if spec.text.moe.glu else "text.moe.shared"
+    moe = spec.text.moe
+    path = "text.mlp.glu"
+    if moe is not None and (moe.glu or (moe.shared and moe.shared.glu)):
+        path = "text.moe.glu" if moe.glu else "text.moe.shared"
     settings = []
     if glu.limit_key:
         reason = why("experts clamp gate and up at this limit", spec, path)

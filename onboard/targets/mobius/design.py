@@ -36,7 +36,7 @@ from onboard.spec import (
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
-from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, moe_glu
+from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, model_glu, moe_glu
 from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
@@ -177,6 +177,7 @@ class TextDesign:
     reasons: tuple[str, ...]  # one line per feature the text model changes
     moe: MoEDesign | None = None
     mla: bool = False
+    glu: ClampedGluSpec | None = None  # the generated clamped-GLU MLP's (experts, dense layers)
     mla_norm_eps: float | None = None  # DeepSeekMLA reads rms_norm_eps; HF fixes this one
     # A learned position table added to the embeddings: row position + offset
     positions: PositionsSpec | None = None
@@ -760,6 +761,8 @@ def _text_design(
             _why("a norm of act(gate) x up before the MLP's down_proj", spec, "text.mlp.sub_norm")
         )
     moe = _moe_design(spec, prefix, reasons)
+    if mlp is not None and mlp.glu and (moe is None or moe.glu is None):
+        reasons.append(_why(f"dense {glu_reason(mlp.glu)}", spec, "text.mlp.glu"))
     mla = attention and attention.mla
     design = TextDesign(
         norm_class=norm_class,
@@ -780,6 +783,7 @@ def _text_design(
         reasons=tuple(reasons),
         moe=moe,
         mla=mla is not None,
+        glu=model_glu(text),
         mla_norm_eps=mla.norm_eps if mla else None,
         positions=positions,
         alibi=alibi,
@@ -817,6 +821,8 @@ def _mlp_class(mlp: MLPSpec | None, prefix: str) -> str:
     """mobius' MLP for the spec's, or the generated one (no gate; a norm before down_proj)."""
     if mlp is not None and mlp.sub_norm:
         return f"{prefix}MLP"
+    if mlp is not None and mlp.glu:
+        return f"{prefix}ClampedGluMLP"
     return {"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
         mlp.kind if mlp else "", "MLP"
     )

@@ -5,11 +5,13 @@ expert's forward): a clamped sigmoid GLU over one fused gate_up projection, gate
 perturbed model's gate and up values cross it. From the backlog (mobius 0.1.0 lacks
 minimax_m3_vl_text) it generates with zero edits; a spec without the clamp, the + 1 or with
 interleaved rows fails the spec check, and generated experts computing a plain SwiGLU, no clamp,
-no + 1 or an interleaved split fail parity. AutoModel refuses the experts by name."""
+no + 1 or an interleaved split fail parity. Dense layers (config.mlp_layer_types) compute the
+same GLU at config.dense_intermediate_size. AutoModel refuses the experts by name."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from pathlib import Path
@@ -147,3 +149,37 @@ def test_clamped_experts_generate_and_fail_when_computed_otherwise(
         checks = {c.name: c.status for c in broken.checks if c.provider == "default"}
         assert checks["weights"] is Status.PASS, (new, checks)
         assert checks["prefill"] is Status.FAIL, (new, checks)
+
+
+@pytest.fixture(scope="module")
+def minimax_dense(minimax: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default config with its first layer dense, as config.mlp_layer_types says."""
+    config = json.loads((minimax / "config.json").read_text())
+    count = config["num_hidden_layers"]
+    config["mlp_layer_types"] = ["dense"] + ["sparse"] * (count - 1)
+    folder = tmp_path_factory.mktemp("dense") / "minimax_m3_vl_text"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.slow
+def test_dense_layers_compute_the_clamped_glu(minimax_dense: Path, tmp_path: Path) -> None:
+    result = onboarded_from_backlog(minimax_dense, tmp_path / "out")
+    mlp = result.analysis.spec.text.mlp
+    glu = ClampedGluSpec(7.0, 1.702, 1.0, "halves", "swiglu_limit", "swiglu_alpha")
+    assert (mlp.kind, mlp.width_expr, mlp.glu) == (
+        "fused_gate_up",
+        "config.dense_intermediate_size",
+        glu,
+    )
+    text = (result.root / result.plan.model_file).read_text()
+    assert "self.mlp = MiniMaxM3VLClampedGluMLP(config)" in text
+    assert "intermediate_size=config.dense_intermediate_size" in text
+    config = make_hf_config(result.analysis.tiny.config)
+    model = perturb(build_tiny_model(config))
+    spec = result.analysis.spec.text
+    assert check_spec(spec, model, config) == ()
+    plain = dataclasses.replace(spec, mlp=dataclasses.replace(mlp, glu=None))
+    deltas = check_spec(plain, model, config)
+    assert any("MiniMaxM3VLDenseMLP computes something" in d.what for d in deltas), deltas
