@@ -189,6 +189,21 @@ class AttentionSpec:
 
 
 @dataclass(frozen=True)
+class ClampedGluSpec:
+    """A clamped sigmoid GLU in place of ``act(gate) * up`` (GPT-OSS, MiniMax-M3): ``g =
+    gate.clamp(max=limit)``, ``u = up.clamp(-limit, limit)``, ``(u + up_offset) * g *
+    sigmoid(alpha * g)``. Gate and up are one fused projection's two halves (gate first) or
+    its alternate rows (gate even, GPT-OSS)."""
+
+    limit: float
+    alpha: float
+    up_offset: float = 1.0
+    layout: Literal["halves", "interleaved"] = "halves"
+    limit_key: str | None = None  # the config keys HF reads them from; None: fixed in its code
+    alpha_key: str | None = None
+
+
+@dataclass(frozen=True)
 class MLPSpec:
     kind: MLPKind
     activation: str  # HF activation name, e.g. silu, gelu_pytorch_tanh
@@ -209,6 +224,9 @@ class MLPSpec:
     # HF attribute of a norm of what enters the down projection (act(gate) x up), of the
     # layers' norm kind and epsilon (BitNet: ffn_sub_norm)
     sub_norm: str | None = None
+    # A clamped GLU of the fused gate_up projection in place of act(gate) * up (MiniMax-M3's
+    # dense layers)
+    glu: ClampedGluSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from onboard.block_specs import (
     AttentionSpec,
     BlockLayout,
+    ClampedGluSpec,
     MLPSpec,
     NormSpec,
 )
@@ -130,6 +131,10 @@ class SharedExpertSpec:
         ("down", "down_proj"),
     )
 
+    # A clamped GLU over one fused gate_up projection (MiniMax-M3); projections then name the
+    # roles gate_up and down
+    glu: ClampedGluSpec | None = None
+
     def leaf(self, role: str) -> str:
         return dict(self.projections)[role]
 
@@ -192,6 +197,8 @@ class MoESpec:
     count_key: str = "num_local_experts"
     top_k_key: str = "num_experts_per_tok"
     width_key: str = "moe_intermediate_size"
+    # Each expert's clamped GLU in place of activation(gate) * up (GPT-OSS, MiniMax-M3)
+    glu: ClampedGluSpec | None = None
 
     def leaf(self, role: str) -> str:
         return dict(self.expert_leaves)[role]

@@ -43,6 +43,10 @@ TINY_KEEP_WINDOW = 5
 # PhiMoE's sparsemixer margin: wide enough that tokens mix experts within it, so it is checked
 ROUTER_MARGIN_KEY = "router_jitter_noise"
 TINY_ROUTER_MARGIN = 0.3
+# A clamped GLU's limit (MiniMax-M3's swiglu_limit), low enough that the tiny model's perturbed
+# gate and up values cross it, so the clamp changes what parity and the spec check compare
+GLU_LIMIT_KEY = "swiglu_limit"
+TINY_GLU_LIMIT = 0.5
 # How many of the last layers reuse earlier layers' keys and values (Gemma 3n)
 KV_SHARED_KEY = "num_kv_shared_layers"
 TINY_POSITION_SCALE_SPAN = 4  # Ministral 3's original_max_position_embeddings, likewise
@@ -240,6 +244,8 @@ def shrink_config(
         tiny[KEEP_WINDOW_KEY] = TINY_KEEP_WINDOW
     if config.get(ROUTER_MARGIN_KEY) is not None:
         tiny[ROUTER_MARGIN_KEY] = TINY_ROUTER_MARGIN
+    if config.get(GLU_LIMIT_KEY) is not None:
+        tiny[GLU_LIMIT_KEY] = TINY_GLU_LIMIT
     global_local = expand_attention_types(config.get("attention_types"))
     if global_local is not None and config.get("window_size") is not None:
         tiny["window_size"] = TINY_SLIDING_WINDOW  # GPT-Neo's local layers

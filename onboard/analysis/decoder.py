@@ -70,7 +70,7 @@ _KNOWN_LAYER_PARAMS = re.compile(
     rf"|({_FFN})\.(gate|router)(\.\w+)?\.(weight|bias|e_score_correction_bias)"
     # a learned scale on the router, which the router probe must find it multiplies by
     rf"|({_FFN})\.gate\.global_scale"
-    r"|mlp\.(shared_experts?|shared_mlp)\.(gate|up|down)_proj\.weight"
+    r"|mlp\.(shared_experts?|shared_mlp)\.(gate|up|down|gate_up)_proj\.weight"
     r"|mlp\.shared_experts\.(gate|up|down)_proj"  # stacked, 3-D (Inkling)
     r"|mlp\.shared_expert_gate\.weight"
     r"|(input|post_attention|pre_feedforward|post_feedforward)_layernorm\.(weight|bias))$"

@@ -159,6 +159,14 @@ def _shared(s: ArchitectureSpec) -> Value:
     return "gated" if moe.shared.gated else "ungated"
 
 
+def _clamped_glu(s: ArchitectureSpec) -> Value:
+    """The experts' clamped GLU (GPT-OSS, MiniMax-M3): how gate and up share the fused
+    projection and the offset on up, or ``none``."""
+    moe = s.text.moe
+    glu = moe and (moe.glu or (moe.shared.glu if moe.shared else None))
+    return f"{glu.layout}, up + {glu.up_offset:g}" if glu else "none"
+
+
 def _mixers(s: ArchitectureSpec) -> Value:
     """The recurrent token mixers beside attention (``short_conv``), or ``none``."""
     return "+".join(s.text.mixers.in_use()) or "none"
@@ -272,6 +280,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
         lambda s: bool(s.text.moe and s.text.moe.router.routed_scaling_factor != 1.0),
     ),
     ("moe.shared_experts", "text.moe.shared", _shared),
+    ("moe.clamped_glu", "text.moe.glu", _clamped_glu),
     (
         "moe.post_norm",
         "text.moe.post_norm",
@@ -320,6 +329,7 @@ _ABSENT_EVIDENCE = {
     "text.attention.sub_norm": ("text.attention.head_dim",),  # likewise
     "text.mlp.sub_norm": ("text.mlp.kind",),  # what was read of the MLP
     "text.moe.post_norm": ("text.moe.experts",),  # what was read of the MoE block
+    "text.moe.glu": ("text.moe.experts",),  # likewise
     "text.attention.qk_norm_after_rope": ("text.attention.qk_norm",),
     "text.attention.qk_norm_each_head": ("text.attention.qk_norm",),
     "text.embedding_norm": ("text.norm.kind",),

@@ -15,12 +15,21 @@ from onboard.analysis.layout import hf_module, learns
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.analysis.source_lines import find_line, init_assignment
 from onboard.analysis.width_rule import WidthRule, evaluate_width, read_width_rule
-from onboard.block_specs import MLPSpec
+from onboard.block_specs import ClampedGluSpec, MLPSpec
+from onboard.spec import Evidence
 from onboard.tiny import is_number
 
 # Where configs keep the dense MLP width (OPT: ffn_dim, GPT-2: n_inner, None for 4 x hidden;
 # CTRL: dff).
-_WIDTH_KEYS = ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size", "dff")
+# MiniMax-M3: dense_intermediate_size, its experts intermediate_size
+_WIDTH_KEYS = (
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "ffn_hidden_size",
+    "dff",
+    "dense_intermediate_size",
+)
 _FOUR_TIMES_HIDDEN = "4 * config.hidden_size"
 # A width the source computes from two config values (GPT-NeoX Japanese)
 _WIDTH_PRODUCT = re.compile(r"int\(config\.(\w+) \* config\.(\w+)\)")
@@ -83,8 +92,10 @@ class MLPReader(Reader):
         learned = self._learned_activation(prefix, names, str(activation))
         names = [n for n in names if n not in (learned, self.sub_norm)]
         gated = None if {"gate_proj", "up_proj"} <= set(names) else self._gated(prefix, names)
+        glu = None
         if "gate_up_proj" in names:
             kind, projections = "fused_gate_up", ("gate_up_proj", "down_proj")
+            glu = self._clamped_glu(f"{layer}mlp")
         elif {"gate_proj", "up_proj", "down_proj"} <= set(names):
             kind, projections = "gated", ("gate_proj", "up_proj", "down_proj")
         elif gated is not None:  # LFM2's w1, w3, w2
@@ -134,8 +145,25 @@ class MLPReader(Reader):
             learned_activation=learned,
             width_code=width_code,
             sub_norm=self.sub_norm,
+            glu=glu,
         )
         return MLPReading(spec, known)
+
+    def _clamped_glu(self, path: str) -> ClampedGluSpec | None:
+        """The clamped GLU a fused gate_up MLP computes in place of act(gate) * up
+        (MiniMax-M3's dense layers), proved on the module past its limit; None otherwise."""
+        from onboard.analysis.clamped_glu import describe, shared_glu
+        from onboard.analysis.probe import source_location
+
+        if self.model is None:
+            return None
+        module = self.model.get_submodule(path)
+        glu, _ = shared_glu(module, self.tiny, self.cfg)
+        if glu is not None:
+            where = source_location(type(module).forward) or path
+            detail = f"{type(module).__name__}: {describe(glu)}"
+            self.log.add("text.mlp.glu", Evidence("probe", where, detail))
+        return glu
 
     def _gated(self, prefix: str, names: list[str]) -> tuple[str, str, str, str] | None:
         """(gate, up, down, activation) of a gated MLP under other names (LFM2's w1, w3, w2):
@@ -301,6 +329,7 @@ def _real_width(real: Any, tiny: Any, tiny_width: int | None) -> Any:
         "shared_expert_intermediate_size",
         "ffn_hidden_size",  # Falcon
         "ffn_dim",  # OPT
+        "dense_intermediate_size",  # MiniMax-M3
     )
     for key in keys:
         value = getattr(real, key, None)

@@ -6,13 +6,22 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.analysis.clamped_glu import describe as describe_glu
+from onboard.analysis.clamped_glu import expert_glu, glu_function, shared_glu
 from onboard.analysis.layers import moe_block_name
 from onboard.analysis.probe import source_location
-from onboard.analysis.router import find_router, passed_bias, probe_router
-from onboard.spec import Delta, Evidence, MoESpec, RouterSpec, SharedExpertSpec
+from onboard.analysis.router import find_router, passed_bias, probe_router, scaled_by_block
+from onboard.spec import (
+    Delta,
+    Evidence,
+    MoESpec,
+    RouterSpec,
+    SharedExpertSpec,
+)
 
 _EXPERT_COUNT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 # What MoE blocks call their shared experts (HunYuan: shared_mlp).
@@ -77,13 +86,23 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
     top_k = _first_int(real, top_k_keys)
     tiny_top_k = _first_int(tiny, top_k_keys) or 1
     activation = _activation(experts, real)
-    experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix)
+    glu = None if layout.plain else expert_glu(experts, layout, tiny, real, tiny_top_k)
+    glu_fn = glu_function(glu, tiny) if glu else None
+    experts_delta = _check_experts(experts, layout, str(activation), tiny_top_k, prefix, glu_fn)
+    if glu is not None:
+        where = source_location(getattr(type(experts), "_apply_gate", None)) or prefix
+        detail = f"{type(experts).__name__}: {describe_glu(glu)}"
+        evidence.append(("text.moe.glu", Evidence("probe", where, detail)))
     if experts_delta:
         deltas.append(experts_delta)
     router_spec, router_evidence, router_delta = probe_router(
         router, linear, block, tiny, real, (tiny_top_k, num_experts), prefix, _SHARED_COUNT_KEYS
     )
     evidence += router_evidence
+    if router_spec is not None:
+        where = source_location(type(block).forward) or prefix
+        router_spec, scaled = scaled_by_block(router_spec, block, tiny, where)
+        evidence += [scaled] if scaled else []
     if router_delta:
         deltas.append(router_delta)
 
@@ -129,6 +148,7 @@ def find_moe(model: Any, tiny: Any, real: Any, checkpoint: dict[str, Any]) -> Mo
         count_key=_first_key(real, _EXPERT_COUNT_KEYS) or "num_local_experts",
         top_k_key=_first_key(real, top_k_keys) or "num_experts_per_tok",
         width_key=width_key,
+        glu=glu,
     )
     return MoEFindings(spec, tuple(evidence), tuple(deltas))
 
@@ -201,10 +221,17 @@ def expert_matrices(experts: Any, expert: int) -> tuple[Any, Any, Any, Any]:
 
 
 def routed_output(
-    experts: Any, hidden: Any, indices: Any, weights: Any, act: Any, plain: bool | None = None
+    experts: Any,
+    hidden: Any,
+    indices: Any,
+    weights: Any,
+    act: Any,
+    plain: bool | None = None,
+    glu: Callable[[Any], Any] | None = None,
 ) -> Any:
     """The spec's routed experts: each chosen expert's act(gate) * up MLP (down(act(up)) when
-    ``plain``; None: as the module holds them), times its weight."""
+    ``plain``; None: as the module holds them; ``glu`` of the fused gate_up projection when
+    given), times its weight."""
     import torch
 
     out = torch.zeros_like(hidden)
@@ -220,6 +247,8 @@ def routed_output(
             fused = fused if gate_up_bias is None else fused + gate_up_bias
             if plain:
                 value = act(fused) @ down.T
+            elif glu is not None:
+                value = glu(fused) @ down.T
             else:
                 gate, up = fused.chunk(2, dim=-1)
                 value = (act(gate) * up) @ down.T
@@ -228,23 +257,32 @@ def routed_output(
     return out
 
 
-def _check_experts(
-    experts: Any, layout: ExpertLayout, activation: str, top_k: int, prefix: str
-) -> Delta | None:
-    """Run the HF experts on fixed routing: a delta unless ``routed_output`` reproduces them.
-
-    GPT-OSS and MiniMax-M3 clamp and shift a sigmoid GLU in their own ``_apply_gate``, which the
-    spec's ``activation`` cannot say; the full spec check would see it only on a complete spec.
-    """
+def probe_routing(experts: Any, layout: ExpertLayout, top_k: int) -> tuple[Any, Any, Any]:
+    """Fixed hidden states, chosen experts and weights to run the experts on."""
     import torch
-    from transformers.activations import ACT2FN
 
     torch.manual_seed(4)
     first = getattr(experts, layout.first_name)
     hidden = torch.randn(8, first.shape[1 if layout.transposed else 2])
     k = min(top_k, layout.num_experts)
     indices = (torch.arange(8)[:, None] + torch.arange(k)[None, :]) % layout.num_experts
-    weights = torch.rand(8, k)
+    return hidden, indices, torch.rand(8, k)
+
+
+def _check_experts(
+    experts: Any,
+    layout: ExpertLayout,
+    activation: str,
+    top_k: int,
+    prefix: str,
+    glu: Callable[[Any], Any] | None = None,
+) -> Delta | None:
+    """Run the HF experts on fixed routing: a delta unless ``routed_output`` reproduces them
+    (with ``glu`` in place of act(gate) * up when the experts clamp a GLU)."""
+    import torch
+    from transformers.activations import ACT2FN
+
+    hidden, indices, weights = probe_routing(experts, layout, top_k)
     gate_fn = getattr(type(experts), "_apply_gate", None)
     custom_gate = gate_fn is not None and gate_fn.__module__ != "transformers.integrations.moe"
     # Per-expert MLPs read as stacked (expert_lists): their own forward is what computes
@@ -253,7 +291,8 @@ def _check_experts(
     try:
         with torch.no_grad():
             theirs = experts(hidden, indices, weights)
-            ours = routed_output(experts, hidden, indices, weights, ACT2FN[activation])
+            act = ACT2FN[activation]
+            ours = routed_output(experts, hidden, indices, weights, act, None, glu)
         diff = (ours.float() - theirs.float()).abs().max().item()
     except Exception as exc:  # another forward signature, an unknown activation ...
         detail = f"{prefix}.experts: {type(exc).__name__}: {str(exc)[:120]}"
@@ -321,9 +360,17 @@ def _shared_experts(
         width = _gated_linear_width(module)
         plain = width is None and (width := _plain_linear_width(module)) is not None
         projections = SharedExpertSpec.projections
+        glu = None
+        if width is None:  # MiniMax-M3: a fused gate_up_proj, a clamped GLU
+            glu, width = shared_glu(module, tiny, real)
+            if glu is not None:
+                projections = (("gate_up", "gate_up_proj"), ("down", "down_proj"))
+                where_glu = source_location(type(module).forward) or where
+                detail = f"{type(module).__name__}: {describe_glu(glu)}"
+                evidence.append(("text.moe.shared", Evidence("probe", where_glu, detail)))
         if width is None:  # other names (2024 remote code's w1 / w3 / w2), told by values
             roles = mlp_roles(module)
-            if isinstance(roles, str):  # MiniMax-M3: a fused gate_up_proj, a clamped GLU
+            if isinstance(roles, str):
                 return None, [
                     Delta(
                         "shared expert layout not understood",
@@ -344,7 +391,13 @@ def _shared_experts(
             [] if real_width else [Delta("shared expert width not explained", where, str(width))]
         )
         spec = SharedExpertSpec(
-            real_width or width, gated, name, width_expr, bool(plain), projections=projections
+            real_width or width,
+            gated,
+            name,
+            width_expr,
+            bool(plain),
+            projections=projections,
+            glu=glu,
         )
         return spec, deltas
     return None, []
@@ -430,7 +483,12 @@ def _shared_width(width: int, tiny: Any, real: Any) -> tuple[int | None, str]:
     n_shared_experts`` (DeepSeek), ``* num_shared_experts`` (EXAONE-MoE), ``intermediate_size *
     moe_num_shared_experts`` (Aria).
     """
-    for own in ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"):
+    owns = (
+        "shared_expert_intermediate_size",
+        "moe_shared_expert_intermediate_size",
+        "shared_intermediate_size",  # MiniMax-M3
+    )
+    for own in owns:
         real_width = _real_size(width, tiny, real, (own,))
         if real_width is not None:
             return real_width, own

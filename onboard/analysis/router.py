@@ -229,6 +229,24 @@ def _scalings(tiny: Any) -> list[tuple[float, str]]:
     return found
 
 
+def scaled_by_block(
+    spec: RouterSpec, block: Any, tiny: Any, where: str
+) -> tuple[RouterSpec, tuple[str, Evidence] | None]:
+    """A router that does not scale its weights, in a block that multiplies the routed
+    experts' sum by a config scale (MiniMax-M3's ``routed_scaling_factor``): the same as the
+    router scaling each weight, since the experts' sum is linear in them. The block's attribute
+    must hold the tiny config's value; the spec check runs the whole block to prove it."""
+    if spec.routed_scaling_factor != 1.0 or spec.shared_logits:
+        return spec, None
+    for key in _SCALE_KEYS:
+        held, configured = getattr(block, key, None), getattr(tiny, key, None)
+        if is_number(held) and is_number(configured) and float(held) == float(configured) != 1.0:
+            scaled = replace(spec, routed_scaling_factor=float(held), scale_key=key)
+            detail = f"the block multiplies the routed experts' sum by config.{key}"
+            return scaled, ("text.moe.router", Evidence("probe", where, detail))
+    return spec, None
+
+
 def _learned_scalar(router: Any) -> str | None:
     """The router's one learned scalar parameter besides its weight and bias (Inkling's
     global_scale), if it has one."""

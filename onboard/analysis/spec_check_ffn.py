@@ -37,6 +37,7 @@ class FeedForwardInterpreter:
         import torch
         from transformers.activations import ACT2FN
 
+        from onboard.analysis.clamped_glu import glu_function
         from onboard.analysis.moe import routed_output
         from onboard.analysis.router import correction_bias, route_with_shared
 
@@ -52,11 +53,16 @@ class FeedForwardInterpreter:
             correction = correction_bias(caller, block)
         weights, indices, shares = route_with_shared(hidden, router, spec.router, top_k, correction)
         act = ACT2FN[spec.activation]
-        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain)
+        glu = glu_function(spec.glu, self.config) if spec.glu else None
+        out = routed_output(block.experts, hidden, indices, weights, act, spec.plain, glu)
         if spec.shared is not None:
             shared_prefix = f"{prefix}{spec.shared.name}."
             if spec.shared.stacked:  # each shared expert scaled by its router weight
                 shared = self.stacked_experts(shared_prefix, hidden, shares, act)
+            elif spec.shared.glu:  # a clamped GLU of one fused gate_up projection
+                fused = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('gate_up')}.")
+                gated = glu_function(spec.shared.glu, self.config)(fused)
+                shared = self.linear(gated, f"{shared_prefix}{spec.shared.leaf('down')}.")
             elif spec.shared.plain:  # up, activation, down, as the routed experts
                 up = self.linear(hidden, f"{shared_prefix}{spec.shared.leaf('up')}.")
                 down = f"{shared_prefix}{spec.shared.leaf('down')}."
@@ -92,7 +98,12 @@ class FeedForwardInterpreter:
             act = functools.partial(self.xielu, f"{prefix}{spec.learned_activation}.")
         # A norm before the down projection (BitNet's), in the dense MLP, not a shared expert
         sub_norm = spec.sub_norm and not gated
-        if spec.kind == "fused_gate_up":
+        if spec.kind == "fused_gate_up" and spec.glu and not gated:  # MiniMax-M3's clamped GLU
+            from onboard.analysis.clamped_glu import glu_function
+
+            fused, down = spec.projections
+            hidden = glu_function(spec.glu, self.config)(self.linear(x, f"{prefix}{fused}."))
+        elif spec.kind == "fused_gate_up":
             fused, down = spec.projections
             gate, up = self.linear(x, f"{prefix}{fused}.").chunk(2, dim=-1)
             hidden = act(gate) * up

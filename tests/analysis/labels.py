@@ -102,6 +102,7 @@ BASELINE: dict[str, Value] = {
     "moe.renormalize": False,
     "moe.routed_scaling": False,
     "moe.shared_experts": "none",
+    "moe.clamped_glu": "none",
     "moe.post_norm": False,
     "moe.dense_layers": "all",
 }
@@ -829,15 +830,14 @@ LABELS: list[dict[str, Any]] = [
         "attention.qkv_bias": True,  # fixture attention_bias true; modeling_gpt_oss.py:281-287
         "attention.o_bias": True,  # modeling_gpt_oss.py:290
         "attention.sliding_window": "per_layer",  # fixture layer_types; modeling_gpt_oss.py:292
-        # modeling_gpt_oss.py:82-87 experts: gate.clamp(max=7), up.clamp(+-7),
-        # gate * sigmoid(1.702 gate) * (up + 1): not config.hidden_act
-        "mlp.activation": Unresolved("GptOssExperts"),
         "mlp.bias": True,  # modeling_gpt_oss.py:76,78 gate_up_proj_bias / down_proj_bias
         "rope.type": "yarn",  # fixture rope_scaling.rope_type yarn
         "moe.router": "topk_then_softmax",  # modeling_gpt_oss.py:128-129
+        # modeling_gpt_oss.py:82-87 experts: gate = rows 0::2, up = rows 1::2, gate.clamp(max=7),
+        # up.clamp(+-7), gate * sigmoid(1.702 gate) * (up + 1) (7 and 1.702 fixed at :79-80)
+        "moe.clamped_glu": "interleaved, up + 1",
         "moe.dense_layers": "none",  # every layer GptOssMLP
         "attention.sinks": True,  # modeling_gpt_oss.py:293 a learned logit per head
-        "unresolved": ("GptOssExperts",),  # modeling_gpt_oss.py:82 the clamped experts
     },
     {
         "type": "phimoe",
@@ -934,6 +934,24 @@ LABELS: list[dict[str, Any]] = [
         "moe.router": "sigmoid_then_topk+bias",
         "moe.renormalize": True,
         "moe.dense_layers": "none",  # modeling_minimax_m2.py:358 every layer sparse
+    },
+    {
+        "type": "minimax_m3_vl_text",
+        "config": DEFAULT,
+        # modeling_minimax_m3_vl.py:431 q_norm = RMSNorm(head_dim), on each head
+        "attention.qk_norm": "per_head",
+        "norm.kind": "rms+1",  # modeling_minimax_m3_vl.py:162 output * (1.0 + weight)
+        # modeling_minimax_m3_vl.py:241-245 sigmoid, + e_score_correction_bias, top-k, gather,
+        # /= sum; :265 the routed sum x routed_scaling_factor
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,
+        "moe.routed_scaling": True,
+        "moe.shared_experts": "ungated",  # :255 shared_experts, added at :266 without a gate
+        # :219-225 _apply_gate: gate, up = chunk(2), clamped at swiglu_limit, (up + 1.0) *
+        # gate * sigmoid(gate * swiglu_alpha); the shared expert's forward alike (:180-184)
+        "moe.clamped_glu": "halves, up + 1",
+        "moe.dense_layers": "mlp_layer_types",  # :652 sparse iff mlp_layer_types[i] == "sparse"
+        # rotary_dim (config) is not read: :305 partial_rotary_factor from rope_parameters
     },
     {
         "type": "granitemoe",

@@ -65,9 +65,10 @@ def test_unknown_attention_variants_are_refused_with_a_location(tmp_path, monkey
     assert delta.where.startswith("modeling_cohere.py:")
 
 
-def test_unresolved_spec_blocks_generation(tmp_path) -> None:
-    """GPT-OSS's experts clamp their gate and up projections, which the spec cannot hold:
-    nothing is written, and the module is named with its source line."""
+def test_unexpressible_experts_block_generation(tmp_path) -> None:
+    """GPT-OSS's experts clamp a GLU the spec holds (ClampedGluSpec), but with biases, each
+    expert kept (in, out), which mobius' generated clamped-GLU experts do not hold: nothing is
+    written, and the module is named with its source line."""
     from onboard.pipeline import NewOptions, onboard_new
 
     folder = default_config_dir("gpt_oss", tmp_path)

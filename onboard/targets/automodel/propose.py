@@ -488,6 +488,16 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
             f"shared expert without a gate projection (model.layers.*.{moe.block_name}."
             f"{moe.shared.name}): AutoModel's shared MLP is generated for swiglu experts only"
         )
+    glu = moe.glu or (moe.shared.glu if moe.shared else None)
+    if glu is not None:
+        path = "text.moe.glu" if moe.glu else "text.moe.shared"
+        evidence = spec.evidence_for(path)
+        at = f"{evidence[0].detail.partition(':')[0]} at {evidence[0].where}" if evidence else path
+        found.append(
+            f"experts computing a clamped GLU (gate and up clamped at a limit, "
+            f"(up + {glu.up_offset:g}) * gate * sigmoid(alpha * gate)) ({at}): AutoModel's "
+            "experts compute act(gate) * up"
+        )
     if moe.activation != "silu":
         found.append(
             f"expert activation {moe.activation!r} (config.json:hidden_act): AutoModel's swiglu "

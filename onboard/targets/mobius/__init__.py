@@ -160,6 +160,7 @@ class MobiusTarget:
                 blocks=_tiny_block_attributes(analysis),
                 stacked=_tiny_stacked_shared(analysis),
                 head_norms=design.text.qk_norm_head_modules if design.text else None,
+                fused_gate_up=bool(moe and moe.glu),
             )
         else:
             profile = PROFILES.get(module_class.__name__)
@@ -239,12 +240,14 @@ def _renamed(
     blocks: tuple[str, tuple[str, ...]] | None = None,
     stacked: tuple[str, int] | None = None,
     head_norms: str | None = None,
+    fused_gate_up: bool = False,
 ) -> str | tuple[str, ...]:
     """The parameter a checkpoint key should fill (the design's renames, applied in order, then
     one-block layers' blocks named by kind), or the three a fused q/k/v projection is split
     into, or the per-expert ones fused experts saved 3-D (Granite MoE) are split into, or
     (``stacked``: HF's name and count of stacked shared experts) one per shared expert; a q/k
-    norm saved one per head (``head_norms``: the list's name) fills the norm's stacked weight."""
+    norm saved one per head (``head_norms``: the list's name) fills the norm's stacked weight.
+    ``fused_gate_up``: each expert keeps its gate and up fused (a generated clamped GLU)."""
     if head_norms:
         key = re.sub(
             rf"(\.self_attn\.\w+)\.{re.escape(head_norms)}\.\d+\.weight$", r"\1.weight", key
@@ -259,7 +262,7 @@ def _renamed(
                 prefix = key.removesuffix(leaf)
                 return tuple(f"{prefix}{e}.{leaf}.weight" for e in range(count))
     for fused, leaves in (
-        ("gate_up_proj", ("gate_proj", "up_proj")),
+        ("gate_up_proj", ("gate_up_proj",) if fused_gate_up else ("gate_proj", "up_proj")),
         ("down_proj", ("down_proj",)),
     ):
         if key.endswith(f".experts.{fused}"):

@@ -25,6 +25,7 @@ from onboard.naming import class_prefix, module_name, spelled_as
 from onboard.spec import (
     LEADING_DENSE_KEYS,
     ArchitectureSpec,
+    ClampedGluSpec,
     ConfigFlag,
     FlagSpecs,
     HeadTransformSpec,
@@ -36,6 +37,7 @@ from onboard.spec import (
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
+from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, model_glu, moe_glu
 from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
@@ -144,12 +146,19 @@ class MoEDesign:
     plain: bool = False  # experts without a gate: down(act(up(x))), generated as FCMLPs
     transposed: bool = False  # fused experts hold each expert (in, out) (Aria)
     post_norm: str | None = None  # the attribute of a norm of the block's output (A.X-K1)
+    glu: ClampedGluSpec | None = None  # experts computing a clamped GLU (a generated MLP)
+    glu_routed: bool = False  # the routed experts compute it (else the shared expert only)
 
     @property
     def generated_layer(self) -> bool:
-        """mobius' MoELayer is subclassed (a shared expert, experts without a gate, a norm of
-        the output)."""
-        return self.shared is not None or self.plain or self.post_norm is not None
+        """mobius' MoELayer is subclassed (a shared expert, experts without a gate or with a
+        clamped GLU, a norm of the output)."""
+        return (
+            self.shared is not None
+            or self.plain
+            or self.post_norm is not None
+            or self.glu is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,7 @@ class TextDesign:
     reasons: tuple[str, ...]  # one line per feature the text model changes
     moe: MoEDesign | None = None
     mla: bool = False
+    glu: ClampedGluSpec | None = None  # the generated clamped-GLU MLP's (experts, dense layers)
     mla_norm_eps: float | None = None  # DeepSeekMLA reads rms_norm_eps; HF fixes this one
     # A learned position table added to the embeddings: row position + offset
     positions: PositionsSpec | None = None
@@ -813,6 +823,8 @@ def _text_design(
             _why("a norm of act(gate) x up before the MLP's down_proj", spec, "text.mlp.sub_norm")
         )
     moe = _moe_design(spec, prefix, reasons)
+    if mlp is not None and mlp.glu and (moe is None or moe.glu is None):
+        reasons.append(_why(f"dense {glu_reason(mlp.glu)}", spec, "text.mlp.glu"))
     mla = attention and attention.mla
     design = TextDesign(
         norm_class=norm_class,
@@ -833,6 +845,7 @@ def _text_design(
         reasons=tuple(reasons),
         moe=moe,
         mla=mla is not None,
+        glu=model_glu(text),
         mla_norm_eps=mla.norm_eps if mla else None,
         positions=positions,
         alibi=alibi,
@@ -874,6 +887,8 @@ def _mlp_class(mlp: MLPSpec | None, prefix: str) -> str:
     """mobius' MLP for the spec's, or the generated one (no gate; a norm before down_proj)."""
     if mlp is not None and mlp.sub_norm:
         return f"{prefix}MLP"
+    if mlp is not None and mlp.glu:
+        return f"{prefix}ClampedGluMLP"
     return {"fused_gate_up": "FusedGateUpMLP", "plain": f"{prefix}MLP"}.get(
         mlp.kind if mlp else "", "MLP"
     )
@@ -1069,6 +1084,10 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         )
     if moe.post_norm:
         reasons.append(_why("a norm of the MoE block's output", spec, "text.moe.post_norm"))
+    glu = moe_glu(moe)
+    if glu is not None:
+        path = "text.moe.glu" if moe.glu else "text.moe.shared"
+        reasons.append(_why(glu_reason(glu), spec, path))
     return MoEDesign(
         gate_class=gate_class,
         gate_args=gate_args,
@@ -1082,6 +1101,8 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         plain=moe.plain,
         transposed=moe.fused_transposed,
         post_norm=moe.post_norm,
+        glu=glu,
+        glu_routed=moe.glu is not None,
     )
 
 
@@ -1218,6 +1239,7 @@ def _settings(
             )
         )
     settings += _moe_settings(spec, extra)
+    settings += glu_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
     mixer_fields, mixer_extra = mixer_settings(spec, text_design.mixers if text_design else ())
@@ -1633,7 +1655,8 @@ def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tu
     if moe is not None and spec.text.blocks is None:  # per-expert names -> MoELayer's
         memory = {"gate_up": "experts.gate_up_proj", "down": "experts.down_proj"}
         for role, name in moe.fused_on_disk:  # to the in-memory names, split when loading
-            renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))
+            if name != f"{moe.block_name}.{memory[role]}":
+                renames.append((f".{name}", f".{moe.block_name}.{memory[role]}"))
         if moe.router_on_disk:
             renames.append(
                 (f".{moe.router_on_disk}", f".{moe.block_name}.{moe.router_name}.weight")

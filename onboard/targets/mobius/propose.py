@@ -7,6 +7,7 @@ from collections import Counter
 from onboard.block_specs import AttentionSpec
 from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
+from onboard.targets.mobius.clamped_glu import glu_blockers
 from onboard.targets.mobius.design import NORM_CLASSES
 from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
@@ -154,6 +155,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
                 f"RoPE type {rope.rope_type!r} for {kind} layers (config.json:rope_parameters)"
             )
     found += rope_blockers(spec)
+    found += glu_blockers(spec)
     return tuple(found)
 
 

@@ -185,11 +185,15 @@ def _full_share(spec: ArchitectureSpec) -> list[Setting]:
     partial_rotary_factor nowhere), else the base config's. A setting the base derives alike is
     dropped later (restated)."""
     full = dict(spec.text.rope).get(FULL)
-    if full is None or full.rope_type is None or full.partial_rotary_factor == 1.0:
+    if full is None or full.rope_type is None:
         return []
     if spec.vision is not None:  # a VLM's decoder config is a sub-config: mobius maps it
         return []
     kinds = '(getattr(config, "rope_parameters", None) or {})'
+    if full.partial_rotary_factor == 1.0:  # mobius takes a legacy rotary_dim HF may not read
+        phrase = "the whole head rotates: HF reads rope_parameters, not rotary_dim"
+        expr = f'{kinds}.get("partial_rotary_factor", 1.0)'
+        return [Setting("partial_rotary_factor", expr, why(phrase, spec, f"text.rope.{FULL}"))]
     expr = (
         f'{_FULL}.get("partial_rotary_factor", 1.0) if "{FULL}" in {kinds} '
         "else base.partial_rotary_factor"
