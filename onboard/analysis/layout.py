@@ -22,7 +22,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from onboard.analysis.split_layers import split_layer_view, split_renames, split_tree
+from onboard.analysis.split_layers import spanning, split_layer_view, split_renames, split_tree
 from onboard.block_specs import BlockLayout
 from onboard.errors import UnsupportedFeatureError
 
@@ -520,46 +520,9 @@ def _inline_mlp(layer: Any) -> Any:
         isinstance(getattr(layer, n, None), torch.nn.Linear) for n in INLINE_MLP
     ):
         return None
-    block = _inline_mlp_class()()
+    block = spanning(layer.fc1, layer.fc2)
     block.fc1, block.fc2 = layer.fc1, layer.fc2
     activation = getattr(layer, "activation_fn", None)
     if isinstance(activation, torch.nn.Module):
         object.__setattr__(block, "act_fn", activation)
     return block
-
-
-@functools.cache
-def _inline_mlp_class() -> type:
-    import torch
-
-    class InlineMLP(torch.nn.Module):
-        """Never called itself: a forward hook on it fires when fc2 returns, with fc1's input."""
-
-        def register_forward_hook(self, hook: Any, *, with_kwargs: bool = False, **_: Any) -> Any:
-            seen: dict[str, Any] = {}
-
-            def entry(_module: Any, args: tuple, kwargs: dict) -> None:
-                seen["args"], seen["kwargs"] = args, kwargs
-
-            def exit_(_module: Any, _args: tuple, _kwargs: dict, output: Any) -> None:
-                if with_kwargs:
-                    hook(self, seen["args"], seen["kwargs"], output)
-                else:
-                    hook(self, seen["args"], output)
-
-            handles = (
-                self.fc1.register_forward_pre_hook(entry, with_kwargs=True),
-                self.fc2.register_forward_hook(exit_, with_kwargs=True),
-            )
-            return _Handles(handles)
-
-    return InlineMLP
-
-
-@dataclass(frozen=True)
-class _Handles:
-    handles: tuple[Any, ...]
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()

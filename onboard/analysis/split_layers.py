@@ -85,9 +85,7 @@ def split_layer_view(layer: Any, tree: SplitTree) -> Any:
 
     view = torch.nn.Module()
     for block in tree.blocks:
-        joined = _span_class()()
-        object.__setattr__(joined, "entry", layer.get_submodule(block.entry))
-        object.__setattr__(joined, "exit", layer.get_submodule(block.exit))
+        joined = spanning(layer.get_submodule(block.entry), layer.get_submodule(block.exit))
         for path, name in block.parts:
             part = layer.get_submodule(path)
             children = part.named_children() if not name else ((name, part),)
@@ -112,6 +110,15 @@ def split_renames(tree: SplitTree) -> tuple[tuple[str, str], ...]:
     pairs += list(tree.norms)
     pairs.sort(key=lambda pair: -pair[0].count("."))
     return tuple((f".{old}.", f".{new}.") for old, new in pairs if old != new)
+
+
+def spanning(first: Any, last: Any) -> Any:
+    """A module standing for HF parts computed inline, ``first`` to ``last``: its forward hooks
+    fire when ``last`` returns, with the arguments ``first`` was called with."""
+    view = _span_class()()
+    object.__setattr__(view, "entry", first)
+    object.__setattr__(view, "exit", last)
+    return view
 
 
 @functools.cache
