@@ -73,8 +73,15 @@ class AutomodelTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis, proposal, name)
+        flagged = analysis.flagged_from
         plan = _plan.plan_files(
-            design, analysis.spec, analysis.tiny.config, library, out=out, command=command
+            design,
+            analysis.spec,
+            analysis.tiny.config,
+            library,
+            out=out,
+            command=command,
+            checkpoint=flagged.baseline if flagged else None,
         )
         if out is not None:  # a proposal keeps the model's own names
             return plan

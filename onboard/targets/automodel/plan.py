@@ -112,8 +112,13 @@ def plan_files(
     *,
     out: Path | None,
     command: str,
+    checkpoint: ArchitectureSpec | None = None,
 ) -> Plan:
-    """Every file of the pull request; ``out`` None means edit the checkout's registry."""
+    """Every file of the pull request; ``out`` None means edit the checkout's registry.
+
+    ``spec`` is what the code is generated from (the analysis with the config flags flipped,
+    where that passes parity); ``checkpoint`` the checkpoint's own, which its docs page and
+    recipe describe."""
     if spec.model_type in custom_config_types(library.root):
         raise UnsupportedFeatureError(
             f"{spec.model_type} has a custom config class in AutoModel's "
@@ -122,7 +127,7 @@ def plan_files(
     hub = hub_name(spec)
     paths = paths_for(design, hub)
     header = _header(spec, design, command, library_version(library.root))
-    owned = _owned_files(design, spec, tiny_config, paths, hub, header)
+    owned = _owned_files(design, spec, tiny_config, paths, hub, header, checkpoint or spec)
     closest = (design.closest.variant.key,) if design.closest else ()
     registry = registry_with_entry(
         library, design.arch, f"{design.package}.model", design.model_class, closest
@@ -170,13 +175,14 @@ def _owned_files(
     paths: Paths,
     hub: HubName,
     header: str,
+    checkpoint: ArchitectureSpec,
 ) -> tuple[FileChange, ...]:
     def python(template: str, path: str, why: str, **extra: Any) -> FileChange:
         text = render_template(f"automodel/{template}", d=design, header=header, **extra)
         formatted = format_python(text, filename=Path(path).name, style=STYLE)
         return FileChange(path, formatted, True, why)
 
-    layer_summary = _layer_summary(spec.text.layer_types)
+    layer_summary = _layer_summary(checkpoint.text.layer_types)
     # A VLM's dense tests run on its text model, with the text sub-config
     text_config = tiny_config["text_config"] if design.vision else tiny_config
     files = [
@@ -232,7 +238,7 @@ def _owned_files(
         )
     context = {
         "d": design,
-        "spec": spec,
+        "spec": checkpoint,
         "header": header,
         "hub_id": hub.repo_id,
         "org": hub.org,
