@@ -117,7 +117,9 @@ class EmberTextModel(TextModel):
     """
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # TextModel's embedding, final norm and RoPE; its layers would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.embed_tokens = GemmaScaledWordEmbedding(
             config.vocab_size,
             config.hidden_size,
@@ -139,5 +141,7 @@ class EmberCausalLMModel(Gemma2CausalLMModel):
     config_class = EmberConfig
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # the parent's head; its text model would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.model = EmberTextModel(config)

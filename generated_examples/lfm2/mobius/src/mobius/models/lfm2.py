@@ -179,7 +179,9 @@ class Lfm2TextModel(TextModel):
     """
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # TextModel's embedding, final norm and RoPE; its layers would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         layer_types = config.layer_types
         self.layers = nn.ModuleList(
             [
@@ -250,7 +252,9 @@ class Lfm2CausalLMModel(CausalLMModel):
     default_task = "hybrid-text-generation"
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # the parent's head; its text model would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.model = Lfm2TextModel(config)
 
     def preprocess_weights(self, state_dict):

@@ -53,13 +53,13 @@ class LlavaConfig(CausalLMConfig):
             attn_o_bias=bool(config.attention_bias),
             # MLP bias from config.mlp_bias
             mlp_bias=bool(config.mlp_bias),
-            # MLP activation (config.json:hidden_act)
+            # MLP activation
             hidden_act=config.hidden_act,
-            # norm epsilon (config.json:rms_norm_eps)
+            # norm epsilon
             rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not (config.json:tie_word_embeddings)
+            # lm_head tied to the embeddings or not
             tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves (config.json:rope_parameters)
+            # RoPE rotates halves
             rope_interleave=False,
             # no layer slides
             sliding_window=None,

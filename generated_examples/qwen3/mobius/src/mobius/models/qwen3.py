@@ -61,7 +61,9 @@ class Qwen3TextModel(TextModel):
     """
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # TextModel's embedding, final norm and RoPE; its layers would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.layers = nn.ModuleList(
             [
                 DecoderLayer(
@@ -134,5 +136,7 @@ class Qwen3CausalLMModel(CausalLMModel):
     config_class = Qwen3Config
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # the parent's head; its text model would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.model = Qwen3TextModel(config)

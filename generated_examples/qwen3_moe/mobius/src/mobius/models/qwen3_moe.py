@@ -65,36 +65,13 @@ class Qwen3MoEConfig(CausalLMConfig):
             base,
             # q_norm / k_norm on each head
             attn_qk_norm=True,
-            # which layers slide (config.json:sliding_window)
+            # which layers slide
             layer_types=["sliding_attention"] * config.num_hidden_layers,
             # layers kept dense
             mlp_only_layers=list(config.mlp_only_layers or []),
             # every n-th layer is MoE
             decoder_sparse_step=config.decoder_sparse_step,
-            # read by Qwen2MoECausalLMModel.__init__ (not by the generated layers)
-            shared_expert_intermediate_size=base.shared_expert_intermediate_size
-            or base.moe_intermediate_size
-            or base.intermediate_size,
         )
-
-
-def _split_fused_experts(state_dict):
-    """``experts.gate_up_proj [E, 2I, H]``, ``experts.down_proj [E, H, I]``: one per expert."""
-    result = {}
-    for name, tensor in state_dict.items():
-        if name.endswith(".experts.gate_up_proj"):
-            prefix = name.removesuffix("gate_up_proj")
-            for expert, weights in enumerate(tensor):
-                gate, up = weights.chunk(2, dim=0)
-                result[f"{prefix}{expert}.gate_proj.weight"] = gate
-                result[f"{prefix}{expert}.up_proj.weight"] = up
-        elif name.endswith(".experts.down_proj"):
-            prefix = name.removesuffix("down_proj")
-            for expert, down in enumerate(tensor):
-                result[f"{prefix}{expert}.down_proj.weight"] = down
-        else:
-            result[name] = tensor
-    return result
 
 
 def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:
@@ -169,7 +146,9 @@ class Qwen3MoETextModel(TextModel):
     """
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # TextModel's embedding, final norm and RoPE; its layers would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.layers = nn.ModuleList(
             [Qwen3MoEDecoderLayer(config, index) for index in range(config.num_hidden_layers)]
         )
@@ -242,10 +221,7 @@ class Qwen3MoECausalLMModel(Qwen2MoECausalLMModel):
     config_class = Qwen3MoEConfig
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # the parent's head; its text model would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.model = Qwen3MoETextModel(config)
-
-    def preprocess_weights(self, state_dict):
-        # transformers v5 keeps experts fused in memory, as some checkpoints do: split them.
-        state_dict = _split_fused_experts(state_dict)
-        return super().preprocess_weights(state_dict)

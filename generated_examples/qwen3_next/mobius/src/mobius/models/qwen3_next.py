@@ -87,25 +87,6 @@ class Qwen3NextConfig(CausalLMConfig):
         )
 
 
-def _split_fused_experts(state_dict):
-    """``experts.gate_up_proj [E, 2I, H]``, ``experts.down_proj [E, H, I]``: one per expert."""
-    result = {}
-    for name, tensor in state_dict.items():
-        if name.endswith(".experts.gate_up_proj"):
-            prefix = name.removesuffix("gate_up_proj")
-            for expert, weights in enumerate(tensor):
-                gate, up = weights.chunk(2, dim=0)
-                result[f"{prefix}{expert}.gate_proj.weight"] = gate
-                result[f"{prefix}{expert}.up_proj.weight"] = up
-        elif name.endswith(".experts.down_proj"):
-            prefix = name.removesuffix("down_proj")
-            for expert, down in enumerate(tensor):
-                result[f"{prefix}{expert}.down_proj.weight"] = down
-        else:
-            result[name] = tensor
-    return result
-
-
 class Qwen3NextMoELayer(MoELayer):
     """Routed experts plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
 
@@ -361,7 +342,9 @@ class Qwen3NextTextModel(TextModel):
     """
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # TextModel's embedding, final norm and RoPE; its layers would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         layer_types = config.layer_types
         self.layers = nn.ModuleList(
             [
@@ -431,10 +414,7 @@ class Qwen3NextCausalLMModel(Qwen2MoECausalLMModel):
     default_task = "hybrid-text-generation"
 
     def __init__(self, config: ArchitectureConfig):
-        super().__init__(config)
+        # the parent's head; its text model would be replaced below
+        super().__init__(dataclasses.replace(config, num_hidden_layers=0))
+        self.config = config
         self.model = Qwen3NextTextModel(config)
-
-    def preprocess_weights(self, state_dict):
-        # transformers v5 keeps experts fused in memory, as some checkpoints do: split them.
-        state_dict = _split_fused_experts(state_dict)
-        return super().preprocess_weights(state_dict)

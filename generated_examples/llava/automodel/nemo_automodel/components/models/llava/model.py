@@ -127,7 +127,6 @@ class LlavaTextAttention(HFLlamaAttention):
             self.config._attn_implementation, eager_attention_forward
         )
         # q.k scaled by head_dim ** -0.5 (self.scaling, set by the HF __init__)
-        # (config.json:head_dim)
         attn_output, attn_weights = attention_interface(
             self,
             query_states,
@@ -183,7 +182,7 @@ class LlavaTextModel(LlavaTextPreTrainedModel):
         )
         # LlamaRMSNorm: rms norm
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        # RoPE of full_attention layers: default, theta 10000 (config.json:rope_parameters)
+        # RoPE of full_attention layers as config.rope_parameters sets it
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
         self.layer_types = layer_types(config)
         self.gradient_checkpointing = False
@@ -250,7 +249,7 @@ class LlavaTextForCausalLM(HFCheckpointingMixin, LlavaTextPreTrainedModel, Gener
     """LlavaText causal LM: HF checkpoints load through ``LlavaTextStateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=False
-    # in the checkpoint (config.json:tie_word_embeddings)
+    # in the checkpoint
     tie_word_embeddings_support: TieSupport = TieSupport.BOTH
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _tp_plan = {"lm_head": "colwise_rep"}

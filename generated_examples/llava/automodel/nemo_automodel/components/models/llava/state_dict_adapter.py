@@ -49,7 +49,6 @@ class LlavaTextStateDictAdapter(StateDictAdapter):
 
     def __init__(self, config: Any) -> None:
         # this checkpoint: tie_word_embeddings=False in the checkpoint
-        # (config.json:tie_word_embeddings)
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
 
     def from_hf(

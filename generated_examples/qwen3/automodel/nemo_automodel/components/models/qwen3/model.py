@@ -28,6 +28,7 @@ Closest AutoModel class: ``nemo_automodel.components.models.llama.model.LlamaFor
 Beyond it, this architecture has:
 
 - attention.qk_norm per_head (it has none)
+- attention.sliding_window per_layer (it has none)
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ THD_UNSUPPORTED = (
 
 def layer_types(config: Qwen3Config) -> list[str]:
     """The attention kind of every layer, derived the way HF derives it."""
-    # attention kind of every layer (config.json:layer_types)
+    # attention kind of every layer
     return list(config.layer_types)
 
 
@@ -90,6 +91,7 @@ class Qwen3Attention(HFQwen3Attention):
         super().__init__(config=config, layer_idx=layer_idx)
         self.backend = backend
         self.attention_type = layer_types(config)[layer_idx]
+        # sliding layers attend to config.sliding_window tokens
         self.sliding_window = config.sliding_window if self.attention_type == "sliding_attention" else None
 
     def forward(
@@ -119,7 +121,6 @@ class Qwen3Attention(HFQwen3Attention):
             self.config._attn_implementation, eager_attention_forward
         )
         # q.k scaled by head_dim ** -0.5 (self.scaling, set by the HF __init__)
-        # (config.json:head_dim)
         attn_output, attn_weights = attention_interface(
             self,
             query_states,
@@ -175,7 +176,7 @@ class Qwen3Model(Qwen3PreTrainedModel):
         )
         # Qwen3RMSNorm: rms norm
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        # RoPE of full_attention layers: default, theta 1e+06 (config.json:rope_parameters)
+        # RoPE of full_attention layers as config.rope_parameters sets it
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
         self.layer_types = layer_types(config)
         self.gradient_checkpointing = False
@@ -242,7 +243,7 @@ class Qwen3ForCausalLM(HFCheckpointingMixin, Qwen3PreTrainedModel, GenerationMix
     """Qwen3 causal LM: HF checkpoints load through ``Qwen3StateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=True in
-    # the checkpoint; lm_head.weight is not saved (config.json:tie_word_embeddings)
+    # the checkpoint; lm_head.weight is not saved
     tie_word_embeddings_support: TieSupport = TieSupport.BOTH
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _tp_plan = {"lm_head": "colwise_rep"}

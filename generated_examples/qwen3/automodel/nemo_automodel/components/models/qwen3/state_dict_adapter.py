@@ -44,7 +44,6 @@ class Qwen3StateDictAdapter(StateDictAdapter):
 
     def __init__(self, config: Any) -> None:
         # this checkpoint: tie_word_embeddings=True in the checkpoint; lm_head.weight is not saved
-        # (config.json:tie_word_embeddings)
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
 
     def from_hf(

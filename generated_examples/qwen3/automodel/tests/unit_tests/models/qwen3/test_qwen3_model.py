@@ -46,9 +46,9 @@ from nemo_automodel.components.models.qwen3.state_dict_adapter import Qwen3State
 ARCH = "Qwen3ForCausalLM"
 MODULE = "nemo_automodel.components.models.qwen3.model"
 DEVICE_ENV = "AUTOMODEL_TEST_DEVICE"
-# onboard's tiny qwen3 config: 2 x full_attention.
+# onboard's tiny qwen3 config: 1 x full_attention, 1 x sliding_attention.
 TINY = {
-    "attention_bias": False,
+    "attention_bias": True,
     "attention_dropout": 0.0,
     "bos_token_id": 255,
     "eos_token_id": 254,
@@ -65,11 +65,11 @@ TINY = {
     "rms_norm_eps": 1e-06,
     "rope_scaling": None,
     "rope_theta": 1000000,
-    "sliding_window": None,
+    "sliding_window": 4,
     "tie_word_embeddings": True,
-    "use_sliding_window": False,
+    "use_sliding_window": True,
     "vocab_size": 256,
-    "layer_types": ["full_attention", "full_attention"],
+    "layer_types": ["full_attention", "sliding_attention"],
 }
 NORMS = [
     "input_layernorm",

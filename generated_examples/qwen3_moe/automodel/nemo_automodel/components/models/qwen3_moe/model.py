@@ -90,8 +90,10 @@ THD_UNSUPPORTED = (
 
 def layer_types(config: Qwen3MoeConfig) -> list[str]:
     """The attention kind of every layer, derived the way HF derives it."""
-    # no sliding layers: attention kind of every layer (config.json)
-    return ["full_attention"] * config.num_hidden_layers
+    # every layer slides when config.sliding_window is set, as the HF model masks them; attention
+    # kind of every layer
+    kind = "sliding_attention" if config.sliding_window is not None else "full_attention"
+    return [kind] * config.num_hidden_layers
 
 
 def build_moe_config(
@@ -102,7 +104,7 @@ def build_moe_config(
     """AutoModel's ``MoEConfig`` for the sparse layers, read from the HF config.
 
     config.num_local_experts routed experts of width config.moe_intermediate_size,
-    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised.
+    config.num_experts_per_tok per token: softmax over all experts, then top-k.
     ``overrides`` replaces fields (``moe_overrides`` of the model), e.g. ``aux_loss_coeff``.
     """
     fields = {
@@ -178,6 +180,7 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
         super().__init__(config=config, layer_idx=layer_idx)
         self.backend = backend
         self.attention_type = layer_types(config)[layer_idx]
+        # sliding layers attend to config.sliding_window tokens
         self.sliding_window = config.sliding_window if self.attention_type == "sliding_attention" else None
 
     def forward(
@@ -207,7 +210,6 @@ class Qwen3MoeAttention(HFQwen3MoeAttention):
             self.config._attn_implementation, eager_attention_forward
         )
         # q.k scaled by head_dim ** -0.5 (self.scaling, set by the HF __init__)
-        # (config.json:head_dim)
         attn_output, attn_weights = attention_interface(
             self,
             query_states,
@@ -288,7 +290,7 @@ class Qwen3MoeModel(Qwen3MoePreTrainedModel):
         )
         # Qwen3MoeRMSNorm: rms norm
         self.norm = Qwen3MoeRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        # RoPE of full_attention layers: default, theta 1e+06 (config.json:rope_parameters)
+        # RoPE of sliding_attention layers as config.rope_parameters sets it
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
         self.layer_types = layer_types(config)
         self.gradient_checkpointing = False
@@ -355,7 +357,7 @@ class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, Generat
     """Qwen3Moe causal LM: HF checkpoints load through ``Qwen3MoeStateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=False
-    # in the checkpoint (config.json:tie_word_embeddings)
+    # in the checkpoint
     tie_word_embeddings_support: TieSupport = TieSupport.BOTH
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _tp_plan = {"lm_head": "colwise_rep"}

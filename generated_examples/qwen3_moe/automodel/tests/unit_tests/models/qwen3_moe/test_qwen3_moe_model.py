@@ -57,7 +57,7 @@ MODULE = "nemo_automodel.components.models.qwen3_moe.model"
 DEVICE_ENV = "AUTOMODEL_TEST_DEVICE"
 # onboard's tiny qwen3_moe config: full attention.
 TINY = {
-    "attention_bias": False,
+    "attention_bias": True,
     "attention_dropout": 0.0,
     "bos_token_id": 255,
     "decoder_sparse_step": 1,
@@ -71,7 +71,7 @@ TINY = {
     "max_window_layers": 2,
     "mlp_only_layers": [],
     "moe_intermediate_size": 32,
-    "norm_topk_prob": True,
+    "norm_topk_prob": False,
     "num_attention_heads": 6,
     "num_experts": 4,
     "num_experts_per_tok": 2,
@@ -82,10 +82,11 @@ TINY = {
     "rope_scaling": None,
     "rope_theta": 1000000.0,
     "router_aux_loss_coef": 0.001,
-    "sliding_window": None,
+    "sliding_window": 4,
     "tie_word_embeddings": False,
-    "use_sliding_window": False,
+    "use_sliding_window": True,
     "vocab_size": 256,
+    "layer_types": None,
 }
 NORMS = [
     "input_layernorm",

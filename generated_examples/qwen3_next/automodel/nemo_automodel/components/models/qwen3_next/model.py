@@ -37,7 +37,7 @@ Beyond it, this architecture has:
 - norm.kind rms+1 (it has rms)
 - moe.shared_experts gated (it has none)
 - layers.mixers gated_deltanet (it has none)
-- rope.partial True (it has False) (config.json:rope_parameters)
+- rope.partial True (it has False)
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ THD_UNSUPPORTED = (
 
 def layer_types(config: Qwen3NextConfig) -> list[str]:
     """The attention kind of every layer, derived the way HF derives it."""
-    # attention kind of every layer (config.json:layer_types)
+    # attention kind of every layer
     return list(config.layer_types)
 
 
@@ -114,7 +114,7 @@ def build_moe_config(
     """AutoModel's ``MoEConfig`` for the sparse layers, read from the HF config.
 
     config.num_experts routed experts of width config.moe_intermediate_size,
-    config.num_experts_per_tok per token: softmax over all experts, then top-k, renormalised.
+    config.num_experts_per_tok per token: softmax over all experts, then top-k.
     ``overrides`` replaces fields (``moe_overrides`` of the model), e.g. ``aux_loss_coeff``.
     """
     fields = {
@@ -221,8 +221,8 @@ class Qwen3NextAttention(HFQwen3NextAttention):
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
 
         cos, sin = position_embeddings[:2]
-        # RoPE rotates the first 0.25 of each head (the tables' width); the rest passes through
-        # (config.json:rope_parameters)
+        # RoPE rotates the first config.partial_rotary_factor of each head (the tables' width); the rest
+        # passes through
         rotary = cos.shape[-1]
         query_rot, key_rot = apply_rotary_pos_emb(query_states[..., :rotary], key_states[..., :rotary], cos, sin)
         query_states = torch.cat((query_rot, query_states[..., rotary:]), dim=-1)
@@ -234,7 +234,6 @@ class Qwen3NextAttention(HFQwen3NextAttention):
             self.config._attn_implementation, eager_attention_forward
         )
         # q.k scaled by head_dim ** -0.5 (self.scaling, set by the HF __init__)
-        # (config.json:head_dim)
         attn_output, attn_weights = attention_interface(
             self,
             query_states,
@@ -319,7 +318,7 @@ class Qwen3NextModel(Qwen3NextPreTrainedModel):
         )
         # Qwen3NextRMSNorm: rms norm scaling by (1 + w)
         self.norm = Qwen3NextRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        # RoPE of full_attention layers: default, theta 1e+07 (config.json:rope_parameters)
+        # RoPE of full_attention layers as config.rope_parameters sets it
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
         self.layer_types = layer_types(config)
         self.gradient_checkpointing = False
@@ -388,7 +387,7 @@ class Qwen3NextForCausalLM(HFCheckpointingMixin, Qwen3NextPreTrainedModel, Gener
     """Qwen3Next causal LM: HF checkpoints load through ``Qwen3NextStateDictAdapter``."""
 
     # BOTH: the HF classes honour config.tie_word_embeddings either way; tie_word_embeddings=False
-    # in the checkpoint (config.json:tie_word_embeddings)
+    # in the checkpoint
     tie_word_embeddings_support: TieSupport = TieSupport.BOTH
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _tp_plan = {"lm_head": "colwise_rep"}

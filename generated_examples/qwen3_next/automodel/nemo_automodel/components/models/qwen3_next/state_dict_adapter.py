@@ -69,7 +69,6 @@ class Qwen3NextStateDictAdapter(MoESplitExpertsStateDictMixin, StateDictAdapter)
         self.dtype = dtype  # of the grouped expert tensors from_hf builds
         self._uses_model_prefix = True
         # this checkpoint: tie_word_embeddings=False in the checkpoint
-        # (config.json:tie_word_embeddings)
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
 
     def from_hf(

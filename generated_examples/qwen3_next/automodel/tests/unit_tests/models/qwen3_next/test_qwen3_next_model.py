@@ -75,7 +75,7 @@ TINY = {
     "max_position_embeddings": 128,
     "mlp_only_layers": [],
     "moe_intermediate_size": 32,
-    "norm_topk_prob": True,
+    "norm_topk_prob": False,
     "num_attention_heads": 6,
     "num_experts": 4,
     "num_experts_per_tok": 2,
@@ -91,6 +91,7 @@ TINY = {
     "tie_word_embeddings": False,
     "use_sliding_window": False,
     "vocab_size": 256,
+    "attention_bias": True,
     "layer_types": ["full_attention", "linear_attention"],
 }
 NORMS = [
