@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from onboard.codegen import lint_python
 from onboard.parity.report import ParityReport, Status
@@ -52,3 +54,34 @@ def onboarded_from_backlog(config_dir: Path, out: Path) -> NewResult:
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     return result
+
+
+# mobius' tiny test sizes (tests/_test_configs.py, TINY_* and _base_config's defaults)
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 128,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-6,
+    "rope_type": "default",
+    "rope_theta": 10_000.0,
+    "pad_token_id": 0,
+}
+
+
+def built_from_test_entry(result: NewResult, entry: str) -> tuple[str, Any, Any]:
+    """The model type, config and model mobius' own harness builds from the generated test
+    entry: its tiny sizes, then the entry's overrides, into the entry's ``_config_cls``."""
+    from onboard.targets.mobius import _import_file
+
+    module = _import_file(result.root / result.plan.model_file)
+    model_type, overrides, _ = eval(entry, vars(module))  # the entry as the harness reads it
+    config_class = overrides.pop("_config_cls")
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    config = config_class(**{k: v for k, v in (TINY | overrides).items() if k in fields})
+    return model_type, config, getattr(module, result.plan.model_class)(config)

@@ -27,17 +27,17 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.spec import FrequencyOrder
-from onboard.targets.mobius import TARGET, _import_file
+from onboard.targets.mobius import TARGET
 from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.targets.mobius.checks import (
     assert_default_checks_pass,
+    built_from_test_entry,
     onboarded_from_backlog,
     statuses,
 )
 from tests.targets.mobius.sabotage import parity_with
-from tests.targets.mobius.test_test_config_entry import TINY
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 REORDER = "order = np.concatenate([head[0::2], head[1::2], np.arange(len(head), dim // 2)])"
@@ -126,12 +126,7 @@ def test_library_tests_build_the_reordered_table(compass: Path, tmp_path: Path) 
     design = TARGET.design(result.analysis.spec, result.proposal)
     entry = mobius_plan.test_config_entry(design, result.analysis.spec)
     assert '"rope_sections": [3, 2, 3]' in entry, entry
-    module = _import_file(result.root / result.plan.model_file)
-    _, overrides, _ = eval(entry, vars(module))  # the entry as mobius' harness reads it
-    config_class = overrides.pop("_config_cls")
-    fields = {f.name for f in dataclasses.fields(config_class)}
-    config = config_class(**{k: v for k, v in (TINY | overrides).items() if k in fields})
-    built = getattr(module, result.plan.model_class)(config)
+    _, config, built = built_from_test_entry(result, entry)
     inv_freq = 1.0 / config.rope_theta ** (np.arange(0, 16, 2, dtype=np.float32) / 16)
     row = built.model.rotary_emb.cos_cache.const_value.numpy()[1]
     np.testing.assert_allclose(row, np.cos(inv_freq[[0, 2, 4, 1, 3, 5, 6, 7]]), rtol=1e-6)

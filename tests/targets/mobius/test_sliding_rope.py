@@ -18,7 +18,7 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.source import load_source
-from onboard.targets.mobius import TARGET, _import_file
+from onboard.targets.mobius import TARGET
 from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from onboard.targets.mobius.profiles import requirements
@@ -32,9 +32,8 @@ from onboard.tiny_model import build_tiny_model, perturb
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 from tests.sliding_rope import LAGUNA_ROPE, SCALED_ROPE, laguna_rotation, mellum_dir
-from tests.targets.mobius.checks import assert_default_checks_pass, statuses
+from tests.targets.mobius.checks import assert_default_checks_pass, built_from_test_entry, statuses
 from tests.targets.mobius.sabotage import parity_with
-from tests.targets.mobius.test_test_config_entry import TINY
 
 LOCAL_TABLE = '"sliding_attention": self.rotary_emb_local(op, position_ids),'
 FULL_TABLE = '"sliding_attention": self.rotary_emb(op, position_ids),'
@@ -153,12 +152,7 @@ def test_the_library_tests_build_the_sliding_layers_share(
     entry = mobius_plan.test_config_entry(design, result.analysis.spec)
     assert '"partial_rotary_factor": 0.5,' in entry
     assert '"local_partial_rotary_factor": 1.0,' in entry
-    module = _import_file(result.root / result.plan.model_file)
-    _, overrides, _ = eval(entry, vars(module))  # the entry as mobius' harness reads it
-    config_class = overrides.pop("_config_cls")
-    fields = {f.name for f in dataclasses.fields(config_class)}
-    config = config_class(**{k: v for k, v in (TINY | overrides).items() if k in fields})
-    built = getattr(module, result.plan.model_class)(config)
+    _, config, built = built_from_test_entry(result, entry)
     widths = [layer.self_attn.rotary_embedding_dim for layer in built.model.layers]
     assert widths == [8 if kind == "full_attention" else 0 for kind in config.layer_types]
 
