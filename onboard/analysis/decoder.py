@@ -484,7 +484,7 @@ class DecoderSpecBuilder(Reader):
         attentions = [hf_module(getattr(layer, "self_attn", None)) for layer in views]
         if any(a is None for a in attentions):
             return {}
-        kv_heads = getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
+        kv_heads = self.ctx.tiny_kv_heads
         head_dim = self.ctx.tiny_head_dim
         found = {
             "text.attention.dynamic_mask": dynamic_mask(
@@ -518,7 +518,7 @@ class DecoderSpecBuilder(Reader):
             self.log.add("text.attention.kinds", *found.evidence)
         first = hf_module(getattr(self.model.model.layers[0], "self_attn", None))
         kind = (getattr(self.tiny, "layer_types", None) or ("full_attention",))[0]
-        kv_heads = self.tiny_kv_heads() * spec.for_kind(kind).kv_heads_factor if first else 0
+        kv_heads = self.ctx.tiny_kv_heads * spec.for_kind(kind).kv_heads_factor if first else 0
         values = value_parts(first, self.tiny, head_dim, kv_heads, self.files) if first else None
         if values is None:
             return attention, found.parameters
@@ -535,10 +535,6 @@ class DecoderSpecBuilder(Reader):
             value_scale_key=values.scale_key,
         )
         return dataclasses.replace(attention, spec=spec), found.parameters
-
-    def tiny_kv_heads(self) -> int:
-        heads = self.tiny.num_attention_heads
-        return getattr(self.tiny, "num_key_value_heads", None) or heads
 
     def _check_indexed_layers(
         self, layer_types: tuple[str, ...], variants: dict[str, Reading]

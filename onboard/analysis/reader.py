@@ -38,6 +38,11 @@ class Context:
         tiny = self.tiny
         return getattr(tiny, "head_dim", None) or tiny.hidden_size // tiny.num_attention_heads
 
+    @property
+    def tiny_kv_heads(self) -> int:
+        tiny = self.tiny
+        return getattr(tiny, "num_key_value_heads", None) or tiny.num_attention_heads
+
 
 @dataclass(frozen=True)
 class Read(Generic[T]):
