@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.spec import ClampedGluSpec
+from onboard.tiny import is_number
 
 if TYPE_CHECKING:
     from onboard.analysis.moe import ExpertLayout
@@ -170,7 +171,7 @@ def describe(glu: ClampedGluSpec) -> str:
 def _attribute(module: Any, names: tuple[str, ...]) -> float | None:
     for name in names:
         value = getattr(module, name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             return float(value)
     return None
 

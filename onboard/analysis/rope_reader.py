@@ -16,7 +16,7 @@ from onboard.analysis.attention_kinds import declared_kinds
 from onboard.analysis.probe import source_location
 from onboard.analysis.reader import Context, Read, Reader
 from onboard.spec import Evidence, FrequencyOrder, RopeSpec
-from onboard.tiny import PER_LAYER_KEYS
+from onboard.tiny import PER_LAYER_KEYS, is_number
 
 # rope_parameters keys that list a table's sections (M-RoPE's h, w, t)
 SECTION_KEYS = ("mrope_section",)
@@ -193,7 +193,7 @@ def rope_parameters_of(config: Any) -> dict[str, Any]:
     legacy = {}
     for key in ("rope_theta", "partial_rotary_factor"):
         value = getattr(config, key, None)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if is_number(value):
             legacy[key] = value
     return legacy
 

@@ -12,6 +12,7 @@ from typing import Any
 from onboard.analysis.source_lines import class_line, init_assignment
 from onboard.source import SourceFile
 from onboard.spec import Evidence
+from onboard.tiny import is_number
 
 _CONFIG_KEY = re.compile(r"config\.(\w+)")
 
@@ -70,6 +71,6 @@ def _value_scale(
     assigned = init_assignment(files, cls, attr)
     keys = _CONFIG_KEY.findall(assigned.evidence.detail) if assigned else []
     value = getattr(attention, attr, None)
-    if not keys or not isinstance(value, int | float) or isinstance(value, bool):
+    if not keys or not is_number(value):
         return None, None, ()
     return float(value), keys[0], (use, assigned.evidence)
