@@ -203,6 +203,17 @@ class MoESpec:
     def leaf(self, role: str) -> str:
         return dict(self.expert_leaves)[role]
 
+    @property
+    def block_glu(self) -> ClampedGluSpec | None:
+        """The clamped GLU the block's experts compute: the routed experts', else the shared
+        expert's."""
+        return self.glu or (self.shared.glu if self.shared else None)
+
+    @property
+    def block_glu_path(self) -> str:
+        """The spec path whose evidence shows ``block_glu``."""
+        return "text.moe.glu" if self.glu else "text.moe.shared"
+
 
 @dataclass(frozen=True)
 class FrequencyOrder:
@@ -378,6 +389,11 @@ class TextDecoderSpec:
 
     def scale_at(self, site: ScaleSite) -> ScaleSpec | None:
         return next((s for s in self.scales if s.site == site), None)
+
+    def reordered_rope(self) -> tuple[LayerKind, RopeSpec] | None:
+        """The first layer kind whose RoPE frequencies are reordered (Cohere Compass' sliding
+        layers), and its RoPE."""
+        return next(((k, r) for k, r in self.rope if r.order is not None), None)
 
     def rope_for(self, kind: LayerKind) -> RopeSpec:
         return dict(self.rope)[kind]

@@ -162,8 +162,7 @@ def _shared(s: ArchitectureSpec) -> Value:
 def _clamped_glu(s: ArchitectureSpec) -> Value:
     """The experts' clamped GLU (GPT-OSS, MiniMax-M3): how gate and up share the fused
     projection and the offset on up, or ``none``."""
-    moe = s.text.moe
-    glu = moe and (moe.glu or (moe.shared.glu if moe.shared else None))
+    glu = s.text.moe.block_glu if s.text.moe else None
     return f"{glu.layout}, up + {glu.up_offset:g}" if glu else "none"
 
 

@@ -382,8 +382,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     for path, applies, what, why, fallback in _NOT_GENERATED:
         if applies(text):
             found.append(f"{what(text)} ({cite(spec, path) or fallback}){why}")
-    reordered = next((k for k, r in text.rope if getattr(r, "order", None) is not None), None)
-    if reordered is not None:
+    if (reordered_rope := text.reordered_rope()) is not None:
+        reordered, _ = reordered_rope
         found.append(
             f"RoPE frequencies reordered in {reordered} layers "
             f"({cite(spec, f'text.rope.{reordered}') or 'probe'}): the generated RoPE tables "
@@ -488,11 +488,14 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
             f"shared expert without a gate projection (model.layers.*.{moe.block_name}."
             f"{moe.shared.name}): AutoModel's shared MLP is generated for swiglu experts only"
         )
-    glu = moe.glu or (moe.shared.glu if moe.shared else None)
+    glu = moe.block_glu
     if glu is not None:
-        path = "text.moe.glu" if moe.glu else "text.moe.shared"
-        evidence = spec.evidence_for(path)
-        at = f"{evidence[0].detail.partition(':')[0]} at {evidence[0].where}" if evidence else path
+        evidence = spec.evidence_for(moe.block_glu_path)
+        at = (
+            f"{evidence[0].detail.partition(':')[0]} at {evidence[0].where}"
+            if evidence
+            else moe.block_glu_path
+        )
         found.append(
             f"experts computing a clamped GLU (gate and up clamped at a limit, "
             f"(up + {glu.up_offset:g}) * gate * sigmoid(alpha * gate)) ({at}): AutoModel's "

@@ -6,7 +6,7 @@ them, else they are the constants HF's code fixes."""
 
 from __future__ import annotations
 
-from onboard.spec import ArchitectureSpec, ClampedGluSpec, MoESpec, TextDecoderSpec
+from onboard.spec import ArchitectureSpec, ClampedGluSpec, TextDecoderSpec
 from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 # The generated config's fields (mobius' base config has swiglu_limit, read from the HF key
@@ -15,17 +15,12 @@ LIMIT_FIELD = "swiglu_limit"
 ALPHA_FIELD = "swiglu_alpha"
 
 
-def moe_glu(moe: MoESpec | None) -> ClampedGluSpec | None:
-    """The GLU the generated component computes: the routed experts', else the shared one's
-    (one component serves both; parity fails should they split or shift differently)."""
-    if moe is None:
-        return None
-    return moe.glu or (moe.shared.glu if moe.shared else None)
-
-
 def model_glu(text: TextDecoderSpec) -> ClampedGluSpec | None:
-    """The GLU the generated component computes, for the experts or the dense layers."""
-    return moe_glu(text.moe) or (text.mlp.glu if text.mlp else None)
+    """The GLU the generated component computes, for the experts (the routed experts', else the
+    shared one's: one component serves both; parity fails should they split or shift
+    differently) or the dense layers."""
+    moe_glu = text.moe.block_glu if text.moe else None
+    return moe_glu or (text.mlp.glu if text.mlp else None)
 
 
 def glu_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
@@ -34,9 +29,7 @@ def glu_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Settin
     if glu is None:
         return []
     moe = spec.text.moe
-    path = "text.mlp.glu"
-    if moe is not None and (moe.glu or (moe.shared and moe.shared.glu)):
-        path = "text.moe.glu" if moe.glu else "text.moe.shared"
+    path = moe.block_glu_path if moe is not None and moe.block_glu else "text.mlp.glu"
     settings = []
     if glu.limit_key:
         reason = why("experts clamp gate and up at this limit", spec, path)

@@ -37,7 +37,7 @@ from onboard.spec import (
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
-from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, model_glu, moe_glu
+from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, model_glu
 from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
@@ -748,7 +748,7 @@ def _text_design(
         )
     reordered = needed["rope_order"] == "reordered"
     if reordered:
-        kind = next(k for k, r in text.rope if r.order is not None)
+        kind, _ = text.reordered_rope()
         reasons.append(
             _why(
                 "RoPE frequencies reordered by config.rope_sections: those before its last "
@@ -1084,10 +1084,9 @@ def _moe_design(spec: ArchitectureSpec, prefix: str, reasons: list[str]) -> MoED
         )
     if moe.post_norm:
         reasons.append(_why("a norm of the MoE block's output", spec, "text.moe.post_norm"))
-    glu = moe_glu(moe)
+    glu = moe.block_glu
     if glu is not None:
-        path = "text.moe.glu" if moe.glu else "text.moe.shared"
-        reasons.append(_why(glu_reason(glu), spec, path))
+        reasons.append(_why(glu_reason(glu), spec, moe.block_glu_path))
     return MoEDesign(
         gate_class=gate_class,
         gate_args=gate_args,

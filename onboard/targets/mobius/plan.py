@@ -30,7 +30,6 @@ from onboard.provenance import header_for
 from onboard.spec import ArchitectureSpec, RopeSpec
 from onboard.targets.base import Library, Proposal
 from onboard.targets.mobius.design import ModelDesign
-from onboard.targets.mobius.rope import reordered_rope
 from onboard.tiny import TINY_SLIDING_WINDOW, linear_attention_sizes, tiny_sections
 
 MODELS_INIT = "models/__init__.py"
@@ -255,7 +254,7 @@ def test_config_entry(design: ModelDesign, spec: ArchitectureSpec) -> str:
     if "sliding_attention" in rope and "full_attention" in rope:
         overrides["rope_local_base_freq"] = rope["sliding_attention"].theta
         overrides |= _sliding_rope_overrides(design, rope)
-    reordered = reordered_rope(spec)
+    reordered = spec.text.reordered_rope()
     if reordered is not None and reordered[1].order is not None:
         overrides["rope_sections"] = tiny_sections(
             dict(reordered[1].scaling)[reordered[1].order.key]

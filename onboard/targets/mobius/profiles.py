@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from onboard.block_specs import AttentionSpec, MLPSpec
 from onboard.spec import ArchitectureSpec, MoESpec, PositionsSpec, RouterSpec
-from onboard.targets.mobius.rope import reordered_rope, unrounded_yarn
+from onboard.targets.mobius.rope import unrounded_yarn
 
 # Structural features (not config flags) and how a spec asks for them.
 FEATURES = (
@@ -282,7 +282,7 @@ def requirements(spec: ArchitectureSpec) -> dict[str, str]:
         "embedding_norm": "yes" if text.embedding_norm else "no",
         "rope_reversed": "yes" if any(r.reversed for _, r in text.rope) else "no",
         "yarn_range": "unrounded" if unrounded_yarn(spec) else "rounded",
-        "rope_order": "reordered" if reordered_rope(spec) else "standard",
+        "rope_order": "reordered" if spec.text.reordered_rope() else "standard",
         "qk_norm_order": "after_rope"
         if attention and attention.qk_norm_after_rope
         else "before_rope",

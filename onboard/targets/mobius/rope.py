@@ -207,16 +207,10 @@ def _full_share(spec: ArchitectureSpec) -> list[Setting]:
     ]
 
 
-def reordered_rope(spec: ArchitectureSpec) -> tuple[str, RopeSpec] | None:
-    """The first layer kind whose RoPE table is reordered (Cohere Compass' sliding layers), and
-    its RoPE; mobius' rope classes build the standard order only, so the generated text model
-    builds this table."""
-    return next(((k, r) for k, r in spec.text.rope if r.order is not None), None)
-
-
 def reordered_rope_blockers(spec: ArchitectureSpec) -> list[str]:
-    """The generated text model builds one reordered table for every layer that rotates."""
-    found = reordered_rope(spec)
+    """mobius' rope classes build the standard order only: the generated text model builds one
+    reordered table, for every layer that rotates."""
+    found = spec.text.reordered_rope()
     if found is None:
         return []
     kind, rope = found
@@ -232,7 +226,7 @@ def reordered_rope_blockers(spec: ArchitectureSpec) -> list[str]:
 def reordered_rope_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setting]:
     """The reordered kind's theta and sections, from its own entry of ``rope_parameters`` (or
     the whole dict, where the config keeps one RoPE): mobius reads neither there."""
-    found = reordered_rope(spec)
+    found = spec.text.reordered_rope()
     if found is None:
         return []
     kind, rope = found
