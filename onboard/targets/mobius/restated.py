@@ -19,7 +19,7 @@ from typing import Any
 
 from onboard.targets.mobius.settings import Setting
 
-__all__ = ["flag_configs", "restated", "without_restated"]
+__all__ = ["flag_configs", "restated"]
 
 NEUTRAL_TYPE = "onboard_neutral"  # a model type no mobius list names
 # What a setting's expression may use besides the config (they are onboard's own expressions)
@@ -45,14 +45,6 @@ def flag_configs(analysis: Any) -> list[dict[str, Any]]:
         for kept in flipped:
             found.append({**tiny, **{k: not tiny.get(k) for k in flipped if k != kept}})
     return found
-
-
-def without_restated(
-    settings: tuple[Setting, ...], config_class: str, configs: Iterable[Mapping[str, Any]]
-) -> tuple[Setting, ...]:
-    """``settings`` less those that restate what ``config_class.from_transformers`` derives."""
-    dropped = restated(settings, config_class, configs)
-    return tuple(s for s in settings if s not in dropped)
 
 
 def restated(
