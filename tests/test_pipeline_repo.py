@@ -33,6 +33,8 @@ def test_new_model_type_is_registered_in_the_checkout(mobius_repo: Path, vaultge
         "src/mobius/models/vaultgemma.py": Action.CREATE,
         "testdata/cases/causal-lm/vaultgemma.yaml": Action.CREATE,
         "src/mobius/models/__init__.py": Action.UPDATE,
+        "src/mobius/_configs/_base.py": Action.UPDATE,
+        "src/mobius/_configs/__init__.py": Action.UPDATE,
         "src/mobius/_registry.py": Action.UPDATE,
         "tests/_test_configs.py": Action.UPDATE,
     }
@@ -46,14 +48,16 @@ def test_new_model_type_is_registered_in_the_checkout(mobius_repo: Path, vaultge
         '    (\n        "vaultgemma",\n        {\n            "_config_cls": VaultGemmaConfig,\n'
         in configs
     )
-    assert "from mobius.models.vaultgemma import VaultGemmaConfig" in configs
+    assert "from mobius._configs import VaultGemmaConfig, VisionConfig" in configs
+    assert "class VaultGemmaConfig(" in (mobius_repo / "src/mobius/_configs/_base.py").read_text()
     # The edited checkout imports and resolves the new model_type to the generated class.
     probe = subprocess.run(
         [
             sys.executable,
             "-c",
             "import sys; sys.path.insert(0, sys.argv[1]); import mobius; "
-            "print(mobius.registry.get('vaultgemma').__name__, mobius.__file__)",
+            "from mobius._configs import VaultGemmaConfig as C; "
+            "print(mobius.registry.get('vaultgemma').__name__, mobius.__file__, C.__module__)",
             str(mobius_repo / "src"),
         ],
         capture_output=True,
@@ -63,6 +67,7 @@ def test_new_model_type_is_registered_in_the_checkout(mobius_repo: Path, vaultge
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split()[0] == "VaultGemmaCausalLMModel"
     assert probe.stdout.split()[1].startswith(str(mobius_repo))
+    assert probe.stdout.split()[2] == "mobius._configs._base"
 
 
 def test_second_run_changes_nothing(mobius_repo: Path, vaultgemma: Path) -> None:

@@ -8,6 +8,7 @@ expected one raise :class:`CodemodError` instead of being guessed at.
 
 from __future__ import annotations
 
+from onboard.codemods._classes import defined_classes, upsert_classes
 from onboard.codemods._dicts import dict_neighbours, upsert_dict_entry
 from onboard.codemods._dunder_all import add_to_all
 from onboard.codemods._errors import CodemodError
@@ -19,8 +20,10 @@ __all__ = [
     "CodemodError",
     "add_from_import",
     "add_to_all",
+    "defined_classes",
     "dict_neighbours",
     "drop_orphaned_imports",
+    "upsert_classes",
     "upsert_dict_entry",
     "upsert_ordereddict_entry",
     "upsert_tuple_in_list",

@@ -23,13 +23,14 @@ from onboard.targets.beside import beside, overwrites_library
 from onboard.targets.mobius import design as _design
 from onboard.targets.mobius import plan as _plan
 from onboard.targets.mobius.blocks import BLOCK_ATTRIBUTES, named_block
+from onboard.targets.mobius.config_home import install_config_classes, staged_config_source
 from onboard.targets.mobius.profiles import PROFILES
 from onboard.targets.mobius.propose import propose as _propose
 from onboard.targets.mobius.registry import open_library as _open_library
 from onboard.targets.mobius.restated import flag_configs, restated
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
 from onboard.targets.mobius.settings import Setting
-from onboard.targets.mobius.shadowing import shadows_library
+from onboard.targets.mobius.shadowing import replaces_library_config, shadows_library
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -99,9 +100,14 @@ class MobiusTarget:
         dropped = _restated(design, configs)
         design = _without(design, dropped)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
-        # into a checkout, beside the library's own model (an --out proposal keeps its names)
-        if (out is None and name is None) and (
-            shadows_library(design, library) or overwrites_library(plan, library)
+        # into a checkout, beside the library's own model (an --out proposal keeps its names,
+        # unless its config class would replace one of the library's own)
+        if name is None and (
+            replaces_library_config(design, library)
+            or (
+                out is None
+                and (shadows_library(design, library) or overwrites_library(plan, library))
+            )
         ):
             named = beside(design.module)
             design = _without(self.design(analysis.spec, proposal, named, flagged_from), dropped)
@@ -321,11 +327,14 @@ def _use_library(library: Library) -> None:
 
 
 def _import_file(path: Path) -> object:
-    """Import a generated module from its file under a private name (it may shadow mobius')."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    """Import a generated module from its file under a private name (it may shadow mobius'),
+    with the config classes its tree adds to ``mobius._configs`` defined first."""
+    configs = staged_config_source(path)
+    digest = hashlib.sha256(path.read_bytes() + configs.encode()).hexdigest()[:12]
     name = f"_onboard_generated.{path.stem}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
+    install_config_classes(configs)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise OnboardError(f"cannot import generated module {path}")

@@ -1330,7 +1330,7 @@ def _mlp_width(spec: ArchitectureSpec) -> list[Setting]:
     mlp = spec.text.mlp
     if mlp is None or (mlp.width_expr == "config.intermediate_size" and not mlp.width_code):
         return []
-    width = "_mlp_width(config)" if mlp.width_code else mlp.width_expr
+    width = "cls._mlp_width(config)" if mlp.width_code else mlp.width_expr
     why = _why("MLP width", spec, "text.mlp.intermediate_size")
     return [Setting("intermediate_size", width, why)]
 
@@ -1596,7 +1596,7 @@ def _mla_settings(spec: ArchitectureSpec, extra: list[ExtraField]) -> list[Setti
     settings.append(
         Setting(
             "attention_scale",
-            "_mla_attention_scale(config)",
+            "cls._mla_attention_scale(config)",
             _why(scale_why, spec, "text.attention.scale"),
         )
     )

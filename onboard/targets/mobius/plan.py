@@ -1,7 +1,8 @@
 """Turn a ``ModelDesign`` into the files of a mobius pull request.
 
 With ``--repo`` the plan edits the checkout: the new model module and test case, plus libcst
-upserts of ``models/__init__.py``, ``_registry.py`` and ``tests/_test_configs.py``. Without it
+upserts of ``models/__init__.py``, ``_registry.py``, the config classes in ``_configs/``
+(``config_home``) and ``tests/_test_configs.py``. Without it
 the plan writes a folder laid out like the repo, with the registry edits as ``onboard.patch``
 (against the installed mobius) and an ``ONBOARD.md`` with the steps that need a checkout.
 """
@@ -29,6 +30,12 @@ from onboard.plan import FileChange, Plan
 from onboard.provenance import header_for
 from onboard.spec import ArchitectureSpec, RopeSpec
 from onboard.targets.base import Library, Proposal
+from onboard.targets.mobius.config_home import (
+    CONFIGS_BASE,
+    CONFIGS_INIT,
+    config_classes,
+    with_config_classes,
+)
 from onboard.targets.mobius.design import ModelDesign
 from onboard.tiny import TINY_SLIDING_WINDOW, linear_attention_sizes, tiny_sections
 
@@ -77,7 +84,7 @@ def plan_files(
     module_path = f"src/mobius/models/{design.module}.py"
     case_path = f"{VL_CASES_DIR if design.vision else CASES_DIR}/{design.module}.yaml"
     owned = [
-        FileChange(module_path, model_module(design, spec, command), True, "model and config"),
+        FileChange(module_path, model_module(design, spec, command), True, "model"),
         FileChange(
             case_path,
             render_template("mobius/case.yaml.j2", spec=spec, d=design),
@@ -151,6 +158,13 @@ def _shared_edits(
         init = _read(library, MODELS_INIT)
         init = add_to_all(add_from_import(init, f"mobius.models.{design.module}", cls), cls)
         edits[f"src/mobius/{MODELS_INIT}"] = (init, "export the model class")
+        base, configs = with_config_classes(
+            _read(library, CONFIGS_BASE),
+            _read(library, CONFIGS_INIT),
+            config_classes(design, STYLE),
+        )
+        edits[f"src/mobius/{CONFIGS_BASE}"] = (base, "config class")
+        edits[f"src/mobius/{CONFIGS_INIT}"] = (configs, "export the config class")
         original = registry = _read(library, REGISTRY)
         registry = add_from_import(registry, "mobius.models", cls)
         # a VLM whose decoder takes input_ids names its own task class (default_task)
@@ -352,7 +366,7 @@ def _test_config_change(
         if design.vision and not re.search(r"^import dataclasses$", text, re.MULTILINE):
             raise CodemodError("it does not `import dataclasses` as mobius' own always has")
         if design.vision or needs_own_config_class(design):
-            text = add_from_import(text, f"mobius.models.{design.module}", config_class)
+            text = add_from_import(text, "mobius._configs", config_class)
         text = upsert_tuple_in_list(
             text,
             test_config_list(design),

@@ -1,4 +1,4 @@
-"""Break one line of a generated mobius module and run parity on it again."""
+"""Break one line of a generated mobius module (or of its config class) and run parity again."""
 
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ from onboard.targets.mobius import TARGET
 
 
 def parity_with(result: NewResult, old: str, new: str) -> ParityReport:
-    """Parity of ``result``'s generated module with ``old`` (which must occur) replaced."""
+    """Parity of ``result``'s generated module with ``old`` (which must occur) replaced; where
+    the module lacks it, in the config class ``onboard.patch`` adds to ``mobius._configs``."""
     module = result.root / result.plan.model_file
-    text = module.read_text()
+    edited = module
+    if old not in module.read_text():  # the lines the patch adds start with "+"
+        edited = result.root / "onboard.patch"
+        old, new = old.replace("\n", "\n+"), new.replace("\n", "\n+")
+    text = edited.read_text()
     assert old in text
-    module.write_text(text.replace(old, new, 1))
+    edited.write_text(text.replace(old, new, 1))
     return TARGET.parity(
         result.analysis, result.proposal, (module, result.plan.model_class), result.library
     )
