@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
+from onboard.analysis.layer_stacks import refuse_repeated_stacks
 from onboard.analysis.layers import layer_signatures
 from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view, prefix_renames
 from onboard.analysis.load_renames import read_load_renames, renamed
@@ -116,6 +117,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
             aliases=aliases,
             pinned=pinned,
         )
+    refuse_repeated_stacks(hf_model, source.hf_files or source.remote_files)
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config,
