@@ -404,6 +404,18 @@ class TextDecoderSpec:
 
 
 @dataclass(frozen=True)
+class WeightSplit:
+    """A saved tensor transformers cuts into equal chunks on load, by name substring: HRM's
+    ``attn.gqkv_proj.weight`` into ``self_attn.gate_proj.weight``, ``q_proj``, ``k_proj``,
+    ``v_proj``, in that order, along ``dim``."""
+
+    fused: str
+    parts: tuple[str, ...]
+    dim: int = 0
+    where: str = ""  # transformers' converter (conversion_mapping.py:N)
+
+
+@dataclass(frozen=True)
 class WeightSpec:
     """The checkpoint's tensor names, as a tiny model of the architecture saves them."""
 
@@ -416,6 +428,8 @@ class WeightSpec:
     # Hub checkpoints say h.0..., not transformer.h.0...); "" when the names never lack it
     base_prefix: str = ""
     top_level: tuple[str, ...] = ()  # the causal LM's own modules, whose names never lack it
+    # Saved tensors cut into several before any rename (``tensors`` names their parts)
+    splits: tuple[WeightSplit, ...] = ()
 
 
 @dataclass(frozen=True)

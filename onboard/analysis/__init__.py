@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
+from onboard.analysis.layer_stacks import refuse_repeated_stacks
 from onboard.analysis.layers import layer_signatures
 from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view, prefix_renames
 from onboard.analysis.load_renames import read_load_renames, renamed
+from onboard.analysis.load_splits import read_load_splits, split_shapes
 from onboard.analysis.probe import Probe, TinyModelRunError, probe_model
 from onboard.analysis.spec_check import check_spec
 from onboard.checkpoint import parameter_shapes
@@ -115,6 +117,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
             aliases=aliases,
             pinned=pinned,
         )
+    refuse_repeated_stacks(hf_model, source.hf_files or source.remote_files)
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config,
@@ -139,6 +142,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
             renames=_weight_renames(layout, probe, hf_model),
             base_prefix=layout.base_prefix if layout else "",
             top_level=_top_level(layout, probe.disk_tensors),
+            splits=probe.load_splits,
         ),
         evidence=builder.log.freeze(),
         unresolved=unresolved,
@@ -174,6 +178,10 @@ def _probed(
     layout = llama_view(hf_model)
     model = layout.model if layout else hf_model
     probe = probe_model(model, disk_model=hf_model)
+    splits = read_load_splits(hf_model, probe.disk_tensors)
+    if splits:  # the fused tensors as transformers cuts them (HRM's attn.gqkv_proj)
+        cut = split_shapes(probe.disk_tensors, splits)
+        probe = dataclasses.replace(probe, disk_tensors=cut, load_splits=splits)
     saved = probe.disk_tensors
     load = read_load_renames(hf_model, model, saved, _weight_renames(layout, probe, hf_model))
     if load:  # the saved names as transformers reads them (EXAONE's transformer.h -> model.layers)

@@ -395,11 +395,13 @@ class DecoderSpecBuilder(Reader):
         their evidence and deltas kept."""
         from onboard.analysis.layout import prefix_renames
         from onboard.analysis.load_renames import renamed
+        from onboard.analysis.load_splits import split_tensors
         from onboard.analysis.moe import find_moe
         from onboard.checkpoint import parameter_shapes, tensors
 
         hf = hf_module(self.model)
-        checkpoint = {renamed(n, self.probe.load_renames): t for n, t in tensors(hf).items()}
+        saved = split_tensors(tensors(hf), self.probe.load_splits)
+        checkpoint = {renamed(n, self.probe.load_renames): t for n, t in saved.items()}
         disk = tuple((name, tuple(t.shape)) for name, t in checkpoint.items())
         for old, new in prefix_renames(disk, parameter_shapes(hf)):
             checkpoint = {

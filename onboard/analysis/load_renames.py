@@ -7,8 +7,9 @@ Where saved names leave the module tree the analysis reads (after its own rename
 no tensor of a module in it (HY-V3's ``mlp.expert_bias`` in its MoE block), the renamings of
 transformers' mapping that touch them become plain substring renames, are checked
 against transformers' own renaming of every saved name, and lead the generated renames. A saved
-tensor they do not bring onto a parameter (a fused tensor transformers splits on load) is refused
-by name before anything is generated, so no adapter drops it.
+tensor they do not bring onto a parameter (a fused tensor transformers converts on load) is
+refused by name before anything is generated, so no adapter drops it; one it only cuts into equal
+chunks is read by ``load_splits`` first, and reaches here as its parts.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from onboard.checkpoint import parameter_shapes, tensor_shapes
 from onboard.errors import ExitCode, UnsupportedFeatureError
 from onboard.failures import failure
 from onboard.remote_idioms import is_remote
+from onboard.spec import WeightSplit
 
 PROBE_TOKENS = 6
 
@@ -89,6 +90,8 @@ class Probe:
     first_layer_identity: tuple[str, ...] = ()
     # Saved-name substrings transformers renames on load (``load_renames``), in its order
     load_renames: tuple[tuple[str, str], ...] = ()
+    # Saved tensors transformers cuts into several on load (``load_splits``), before renames
+    load_splits: tuple[WeightSplit, ...] = ()
 
     def param_shape(self, name: str) -> tuple[int, ...] | None:
         return dict(self.parameters).get(name)

@@ -348,6 +348,11 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         return tuple(found)
     if (tree := layout_blocker(spec)) is not None:
         found.append(tree)
+    for split in spec.weights.splits:
+        found.append(
+            f"checkpoint tensor {split.fused} cut into {', '.join(split.parts)} on load "
+            f"({split.where}): the generated state-dict adapter does not cut tensors yet"
+        )
     if text.blocks is not None and text.moe is not None:
         found.append(
             f"one-block layers ({text.blocks.block} after {text.blocks.norm}) holding experts: "

@@ -31,6 +31,7 @@ from onboard.targets.mobius.restated import flag_configs, restated
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
 from onboard.targets.mobius.settings import Setting
 from onboard.targets.mobius.shadowing import replaces_library_config, shadows_library
+from onboard.targets.mobius.splits import with_splits
 
 if TYPE_CHECKING:
     from onboard.analysis import Analysis
@@ -168,6 +169,7 @@ class MobiusTarget:
                 head_norms=design.text.qk_norm_head_modules if design.text else None,
                 fused_gate_up=bool(moe and moe.glu),
             )
+            expected_name = with_splits(expected_name, design.splits)
         else:
             profile = PROFILES.get(module_class.__name__)
             bug_ids = (profile.bugs if profile else ()) + PROVIDER_BUGS + COMPONENT_BUGS

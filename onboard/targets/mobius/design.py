@@ -33,6 +33,7 @@ from onboard.spec import (
     RouterSpec,
     SharedExpertSpec,
     TextDecoderSpec,
+    WeightSplit,
     guarded_flags,
 )
 from onboard.targets.base import Candidate
@@ -57,6 +58,7 @@ from onboard.targets.mobius.rope import (
 )
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
+from onboard.targets.mobius.splits import load_splits
 from onboard.targets.mobius.vision import VisionDesign, design_vision
 from onboard.token_mixers import is_attention, is_feed_forward
 
@@ -411,11 +413,15 @@ class ModelDesign:
     vision: VisionDesign | None = None  # a VLM: the vision-language parts around the text model
     # Flags whose other value the generated code does not compute: its config refuses that value
     guards: tuple[ConfigFlag, ...] = ()
+    # Saved tensors transformers cuts into equal chunks on load (HRM's attn.gqkv_proj), cut
+    # the same way before the renames
+    splits: tuple[WeightSplit, ...] = ()
 
     @property
     def preprocesses(self) -> bool:
         return bool(
             self.zero_o_biases
+            or self.splits
             or self.renames
             or self.fused_qkv
             or self.transposed
@@ -618,6 +624,7 @@ def _design_model(
             for name in spec.text.transposed_linears
         ),
         guards=guarded_flags(spec, flagged_from),
+        splits=load_splits(spec),
     )
 
 
