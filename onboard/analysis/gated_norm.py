@@ -20,6 +20,7 @@ TOLERANCE = 1e-5
 ACTIVATIONS = ("silu", "gelu", "gelu_pytorch_tanh", "relu", "sigmoid", "tanh")
 READS: tuple[Literal["normed", "input"], ...] = ("normed", "input")
 SPEC_PATH = "text.norm.gate"
+Mixer = Literal["dense", "moe"]
 
 
 def parts(module: Any) -> tuple[str, str, str] | None:
@@ -67,7 +68,7 @@ def gate(y: Any, x: Any, down: Any, up: Any, gate_spec: NormGateSpec) -> Any:
     return y * torch.sigmoid(hidden @ up.float().T)
 
 
-def channel_mixer(layer: Any) -> Literal["dense", "moe"]:
+def channel_mixer(layer: Any) -> Mixer:
     """The kind of a layer's channel mixer: experts, or a dense MLP."""
     return "moe" if moe_block_name(layer) else "dense"
 
@@ -99,7 +100,7 @@ class GatedNormReader(Reader):
         if self.model is None:
             return self.norm
         layers = list(self.model.model.layers)
-        found: dict[str, set[str]] = {}
+        found: dict[str, set[Mixer]] = {}
         sample = None
         for (role, attr), (index, layer) in itertools.product(self.norm.names, enumerate(layers)):
             module = getattr(layer, attr, None)
@@ -108,26 +109,22 @@ class GatedNormReader(Reader):
                 sample = sample or (f"model.layers.{index}.{attr}", module)
         if sample is None:
             return self.norm
-        where, module = sample
-        spec = self._read_gate(where, module)
+        spec = self._read_gate(*sample)
         if spec is None:
             return self.norm
-        roles = tuple((role, tuple(sorted(kinds))) for role, kinds in found.items())  # type: ignore[misc]
+        roles = tuple((role, tuple(sorted(kinds))) for role, kinds in found.items())
         for role, kinds in roles:
             self._probe(
                 SPEC_PATH,
                 f"model.layers.*.{dict(self.norm.names)[role]}",
                 f"{role} gated in layers whose channel mixer is {' or '.join(kinds)}",
             )
-        return dataclasses.replace(
-            self.norm,
-            gate=dataclasses.replace(spec, roles=roles),  # type: ignore[arg-type]
-        )
+        return dataclasses.replace(self.norm, gate=dataclasses.replace(spec, roles=roles))
 
     def _read_gate(self, where: str, module: Any) -> NormGateSpec | None:
         import torch
 
-        norm_attr, down_attr, up_attr = parts(module)  # type: ignore[misc]
+        norm_attr, down_attr, up_attr = parts(module) or ("", "", "")
         down, up = module.get_submodule(down_attr), module.get_submodule(up_attr)
         plain = module.get_submodule(norm_attr)
         x = torch.randn(2, 5, down.in_features, generator=torch.Generator().manual_seed(7))

@@ -12,6 +12,7 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.mobius.settings import ExtraField, Setting, why
 
 SPEC_PATH = "text.norm.gate"
+Rule = Literal["all", "moe", "dense"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class NormGateDesign:
     reads: Literal["normed", "input"]
     rank: str  # Python source of the rank: a config field, or HF's constant
     # layer attribute -> the layers whose norm of that attribute is gated: all, moe or dense
-    where: tuple[tuple[str, Literal["all", "moe", "dense"]], ...]
+    where: tuple[tuple[str, Rule], ...]
 
     def gated(self, attr: str) -> str | None:
         return dict(self.where).get(attr)
@@ -38,12 +39,13 @@ def norm_gate_design(spec: ArchitectureSpec) -> NormGateDesign | None:
         return None
     names = dict(spec.text.norm.names)
     kinds = {"dense", "moe"} if spec.text.moe is not None else {"dense"}
-    where = []
+    where: list[tuple[str, Rule]] = []
     for role, gated in gate.roles:
         wanted = set(gated) & kinds
-        if wanted:
-            rule = "all" if wanted == kinds else next(iter(wanted))
-            where.append((names[role], rule))
+        if wanted == kinds:
+            where.append((names[role], "all"))
+        elif wanted:
+            where.append((names[role], "moe" if "moe" in wanted else "dense"))
     holder, _, down = gate.down.rpartition(".")
     _, _, up = gate.up.rpartition(".")
     return NormGateDesign(
@@ -54,7 +56,7 @@ def norm_gate_design(spec: ArchitectureSpec) -> NormGateDesign | None:
         activation=gate.activation,
         reads=gate.reads,
         rank=f"config.{gate.rank_key}" if gate.rank_key else str(gate.rank),
-        where=tuple(where),  # type: ignore[arg-type]
+        where=tuple(where),
     )
 
 
