@@ -22,6 +22,18 @@ class BlockLayout:
 
 
 @dataclass(frozen=True)
+class LatentQueryGateSpec:
+    """Latent attention whose queries and output gate come from one projection of the q latent
+    (AXK2's q_gate_proj, in place of q_b_proj). It reads ``cat(inputs)``: the normed latent
+    ``q_a_layernorm(q_a_proj(x))`` and the raw ``q_a_proj(x)``, in the order ``inputs`` says;
+    each head's output splits into its query (qk head dim) and a gate (v head dim), and the
+    heads' output is scaled by ``sigmoid(gate)`` before o_proj."""
+
+    proj: str  # HF attribute inside the attention
+    inputs: tuple[Literal["normed", "raw"], ...] = ("normed", "raw")
+
+
+@dataclass(frozen=True)
 class MLASpec:
     """DeepSeek-style multi-head latent attention: low-rank q and kv, a shared RoPE key part."""
 
@@ -33,6 +45,7 @@ class MLASpec:
     # Epsilon of q_a_layernorm / kv_a_layernorm when HF fixes it in the source instead of
     # reading the layers' config key (DeepSeek and MiniCPM3 build them with the default 1e-6).
     norm_eps: float | None = None
+    query_gate: LatentQueryGateSpec | None = None  # q_b_proj's place, see the class
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,30 @@ class MLPSpec:
 
 
 @dataclass(frozen=True)
+class NormGateSpec:
+    """Norms scaled by a gate of their own: ``y * sigmoid(up(act(down(z))))``, ``y`` the plain
+    norm's output and ``z`` what the gate reads (``normed``: ``y``, AXK2's GatedRMSNorm;
+    ``input``: the norm's input), ``down``/``up`` bias-free linears through a low rank. A norm
+    kind any role may take: ``roles`` says which roles are gated, and in which layers by the
+    kind of their channel mixer (AXK2: the attention norm everywhere, the MLP norm before
+    experts only)."""
+
+    rank: int  # the real config's
+    rank_key: str | None  # config key HF reads the rank from
+    activation: str
+    reads: Literal["normed", "input"]
+    # HF attribute paths inside the gated norm module
+    norm: str  # the plain norm (AXK2: norm)
+    down: str  # (AXK2: mlp.fc1)
+    up: str  # (AXK2: mlp.fc2)
+    roles: tuple[tuple[str, tuple[Literal["dense", "moe"], ...]], ...] = ()
+
+    def gates(self, role: str, mixer: Literal["dense", "moe"]) -> bool:
+        """Whether the norm of ``role`` in a layer whose channel mixer is ``mixer`` is gated."""
+        return mixer in dict(self.roles).get(role, ())
+
+
+@dataclass(frozen=True)
 class NormSpec:
     """The decoder layers' norms; ``names`` maps each role to the HF attribute that fills it.
 
@@ -249,6 +286,7 @@ class NormSpec:
     eps_key: str | None = "rms_norm_eps"  # config key HF reads the epsilon from, if any
     bias: bool = True  # LayerNorms only: whether they add a bias (Cohere's do not)
     weight: bool = True  # False: nothing to learn, scale 1 (OLMo's LayerNorm, NanoChat's RMSNorm)
+    gate: NormGateSpec | None = None  # some roles' norms are gated (see NormGateSpec)
 
     def name_for(self, role: str) -> str | None:
         return dict(self.names).get(role)

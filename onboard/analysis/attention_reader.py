@@ -22,6 +22,7 @@ from onboard.block_specs import (
     DifferentialSpec,
     DynamicMaskSpec,
     IndexerSpec,
+    LatentQueryGateSpec,
     MLASpec,
 )
 from onboard.tiny import POSITION_SCALE_KEY, is_number
@@ -307,6 +308,7 @@ class AttentionReader(Reader):
             qk_rope_head_dim=cfg.qk_rope_head_dim,
             v_head_dim=cfg.v_head_dim,
             norm_eps=self._latent_norm_eps(),
+            query_gate=self._latent_query_gate(),
         )
         self._probe(
             "text.attention.mla",
@@ -342,6 +344,35 @@ class AttentionReader(Reader):
             yarn_mscale=yarn,
             indexer=self.indexer,
         )
+
+    def _latent_query_gate(self) -> LatentQueryGateSpec | None:
+        """A projection of both q latents (normed and raw) to queries and gates, where
+        q_b_proj would be; its input order is tried by the spec check (``trials``)."""
+        tiny = self.tiny
+        rank = getattr(tiny, "q_lora_rank", None)
+        if not rank or self._layer_param("self_attn.q_b_proj.weight") is not None:
+            return None
+        wide = tiny.num_attention_heads * (tiny.qk_nope_head_dim + tiny.qk_rope_head_dim)
+        wide += tiny.num_attention_heads * tiny.v_head_dim
+        prefix = f"{LAYER0}self_attn."
+        found = next(
+            (
+                name[len(prefix) : -len(".weight")]
+                for name, shape in self.probe.parameters
+                if name.startswith(prefix) and shape == (wide, 2 * rank)
+            ),
+            None,
+        )
+        if found is None or "." in found:
+            return None
+        self._probe(
+            "text.attention.mla.query_gate",
+            f"{prefix}{found}.weight",
+            f"shape ({wide}, {2 * rank}): both q latents in, each head's query and gate out",
+        )
+        self._source("text.attention.mla.query_gate", rf"self\.{found}\(torch\.cat\(")
+        self._source("text.attention.mla.query_gate", r"\* torch\.sigmoid\(gate")
+        return LatentQueryGateSpec(found)
 
     def _latent_norm_eps(self) -> float | None:
         """The latent norms' epsilon when HF does not pass them the config's norm epsilon."""

@@ -20,6 +20,8 @@ from typing import Any
 from onboard.analysis.attention_kinds import declared_kinds, kinds_key, window_key, window_of
 from onboard.analysis.attention_reader import AttentionReader, AttentionReading
 from onboard.analysis.embedding_reader import EmbeddingReader
+from onboard.analysis.gated_norm import GatedNormReader
+from onboard.analysis.gated_norm import parameters as gated_norm_parameters
 from onboard.analysis.indexer import indexer
 from onboard.analysis.inner_parts import inner_parts
 from onboard.analysis.kind_parts import kind_parts
@@ -159,6 +161,7 @@ class DecoderSpecBuilder(Reader):
             self._source("text.final_logit_softcap", r"final_logit_softcapping")
         sliding_window = self.sliding_window(layer_types)
         norm = self.take(NormReader(self.ctx).read())
+        norm = self.take(GatedNormReader(self.ctx, norm).read())
         rope = self.take(RopeReader(self.ctx, attention_kinds).read())
         embeddings = self.take(EmbeddingReader(self.ctx).read())
         text = TextDecoderSpec(
@@ -598,6 +601,10 @@ class DecoderSpecBuilder(Reader):
         }
         explained |= set(mixer_parameters)
         explained |= _read_expert_parameters(self.model) | passed_bias_parameters(self.model)
+        explained |= gated_norm_parameters(self.model) if self.model is not None else set()
+        query_gate = attention and attention.spec.mla and attention.spec.mla.query_gate
+        if query_gate:
+            explained.add(f"self_attn.{query_gate.proj}.weight")
         if attention is not None and attention.spec.last_layer_o_bias:
             explained.add(f"self_attn.{attention.spec.last_layer_o_bias}")
         final = self._final_norm_name

@@ -166,6 +166,23 @@ def _clamped_glu(s: ArchitectureSpec) -> Value:
     return f"{glu.layout}, up + {glu.up_offset:g}" if glu else "none"
 
 
+def _norm_gate(s: ArchitectureSpec) -> Value:
+    """Gated norms (AXK2): ``none``, else each gated role with the layer kinds it is gated in
+    (``attn_in:dense/moe,mlp_in:moe``), ``; gate of x`` when the gate reads the norm's input."""
+    gate = s.text.norm.gate
+    if gate is None:
+        return "none"
+    roles = ",".join(f"{role}:{'/'.join(kinds)}" for role, kinds in gate.roles)
+    return roles + ("; gate of x" if gate.reads == "input" else "")
+
+
+def _query_gate(attention: AttentionSpec) -> Value:
+    """Latent attention's queries and output gate from one projection of both q latents
+    (AXK2): ``none``, else the latents in the order it reads them (``normed+raw``)."""
+    gate = attention.mla.query_gate if attention.mla else None
+    return "+".join(gate.inputs) if gate else "none"
+
+
 def _mixers(s: ArchitectureSpec) -> Value:
     """The recurrent token mixers beside attention (``short_conv``), or ``none``."""
     return "+".join(s.text.mixers.in_use()) or "none"
@@ -211,6 +228,11 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ),
     ("attention.sinks", "text.attention.sinks", _of_attention(lambda a: a.sinks is not None)),
     ("attention.indexer", "text.attention.indexer", _of_attention(_indexer)),
+    (
+        "attention.latent_query_gate",
+        "text.attention.mla.query_gate",
+        _of_attention(_query_gate),
+    ),
     ("attention.per_kind", "text.attention.kinds", _of_attention(_per_kind)),
     (
         "attention.v_head_dim",
@@ -241,6 +263,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ("norm.kind", "text.norm.weight_offset", _norm),
     ("norm.affine", "text.norm.kind", _affine),
     ("norm.placement", "text.norm.placement", lambda s: s.text.norm.placement),
+    ("norm.gated", "text.norm.gate", _norm_gate),
     ("residual.gates", "text.residual_gates", lambda s: bool(s.text.residual_gates)),
     ("norm.final", "text.final_norm", lambda s: s.text.final_norm),
     (
@@ -317,6 +340,8 @@ _ABSENT_EVIDENCE = {
         "text.attention.head_dim",  # what was read of a standard attention
     ),
     "text.residual_gates": ("text.norm.placement",),
+    "text.norm.gate": ("text.norm.placement",),
+    "text.attention.mla.query_gate": ("text.attention.mla", "text.attention.head_dim"),
     "text.positions": ("text.attention.alibi", "text.rope"),
     "text.attention.position_scale": ("text.rope",),
     "text.attention.sinks": ("text.attention.head_dim",),  # what was read of the attention

@@ -8,6 +8,7 @@ norm's output flows into tell pre-norm from post-norm.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,12 +197,14 @@ def _decoder(model: Any) -> Any:
 def is_norm(module: Any) -> bool:
     import torch
 
+    from onboard.analysis.gated_norm import is_gated_norm
+
     if isinstance(module, torch.nn.LayerNorm):
         return True
     name = type(module).__name__.lower()
     weighted = getattr(module, "weight", None) is not None
     parameter_free = not learns(module)
-    return "norm" in name and (weighted or parameter_free)
+    return "norm" in name and (weighted or parameter_free or is_gated_norm(module))
 
 
 def _takes_one_input(module: Any) -> bool:
@@ -219,9 +222,15 @@ def _takes_one_input(module: Any) -> bool:
 
 
 def _measure_norm(name: str, module: Any, width: int) -> NormProbe:
-    """Run the norm with zero and unit weights to read its offset and whether it centres."""
+    """Run the norm with zero and unit weights to read its offset and whether it centres (a
+    gated norm's plain norm: ``gated_norm`` reads its gate)."""
     import torch
 
+    from onboard.analysis.gated_norm import inner_norm, is_gated_norm
+
+    if is_gated_norm(module):
+        plain = _measure_norm(name, inner_norm(module), width)
+        return dataclasses.replace(plain, class_name=type(module).__name__)
     weight = getattr(module, "weight", None)
     eps = _float_attr(module, "variance_epsilon") or _float_attr(module, "eps")
     if not isinstance(weight, torch.nn.Parameter):

@@ -196,7 +196,7 @@ class SpecInterpreter(FeedForwardInterpreter):
                     continue  # an identity there
                 if name in captured:
                     x, y = captured[name]
-                    check(name, self.norm(x[0], f"{name}."), y)
+                    check(name, self.layer_norm(i, role, x[0]), y)
             if self.mixes_tokens(i):
                 mixer = f"{prefix}.{self.mixer_name(i)}"
                 x, y = captured[mixer]
@@ -296,6 +296,18 @@ class SpecInterpreter(FeedForwardInterpreter):
         bias = self.bias(prefix + "bias")
         return y + bias if bias is not None else y
 
+    def layer_norm(self, layer: int, role: str, x: Any) -> Any:
+        """The norm of ``role`` in ``layer``: plain, or gated where the spec's gate says."""
+        from onboard.analysis.gated_norm import channel_mixer, gate
+
+        prefix = f"model.layers.{layer}.{dict(self.text.norm.names)[role]}."
+        spec = self.text.norm.gate
+        if spec is None or not spec.gates(role, channel_mixer(self.model.model.layers[layer])):
+            return self.norm(x, prefix)
+        y = self.norm(x, f"{prefix}{spec.norm}.")
+        down, up = (self.weight(f"{prefix}{name}.weight") for name in (spec.down, spec.up))
+        return gate(y, x, down, up, spec)
+
     def linear(self, x: Any, prefix: str) -> Any:
         y = x @ self.weight(prefix + "weight").T
         bias = self.bias(prefix + "bias")
@@ -348,15 +360,21 @@ class SpecInterpreter(FeedForwardInterpreter):
         prefix = f"model.layers.{layer}.self_attn."
         batch, seq, _ = x.shape
         nope, rope_dim, v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
-        q_resid = None
+        q_resid = gate = None
         if mla.q_lora_rank:
-            q_resid = self.norm(
-                self.linear(x, prefix + "q_a_proj."), prefix + "q_a_layernorm.", mla.norm_eps
-            )
-            q = self.linear(q_resid, prefix + "q_b_proj.")
+            raw = self.linear(x, prefix + "q_a_proj.")
+            q_resid = self.norm(raw, prefix + "q_a_layernorm.", mla.norm_eps)
+            q = self.linear(q_resid, prefix + "q_b_proj.") if not mla.query_gate else None
         else:
             q = self.linear(x, prefix + "q_proj.")
-        q = q.view(batch, seq, self.heads, nope + rope_dim).transpose(1, 2)
+        if mla.query_gate:  # one projection of both latents: each head's query, then its gate
+            latents = {"normed": q_resid, "raw": raw}
+            inputs = torch.cat([latents[i] for i in mla.query_gate.inputs], dim=-1)
+            fused = self.linear(inputs, f"{prefix}{mla.query_gate.proj}.")
+            fused = fused.view(batch, seq, self.heads, nope + rope_dim + v_dim)
+            q, gate = fused.split([nope + rope_dim, v_dim], dim=-1)
+            gate = gate.reshape(batch, seq, self.heads * v_dim)
+        q = q.reshape(batch, seq, self.heads, nope + rope_dim).transpose(1, 2)
         q_pass, q_rot = q.split([nope, rope_dim], dim=-1)
         compressed = self.linear(x, prefix + "kv_a_proj_with_mqa.")
         kv_latent, k_rot = compressed.split([config.kv_lora_rank, rope_dim], dim=-1)
@@ -376,6 +394,8 @@ class SpecInterpreter(FeedForwardInterpreter):
             scores = scores + self._indexer_mask(layer, x, q_resid, kind)
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, seq, self.heads * v_dim)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
         return self.linear(out, f"{prefix}{self.text.name_of('o_proj')}.")
 
     def _indexer_mask(self, layer: int, x: Any, q_resid: Any, kind: str) -> Any:
@@ -602,10 +622,10 @@ class SpecInterpreter(FeedForwardInterpreter):
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 
-            def norm(role: str, x: Any, prefix: str = prefix, first: bool = i == 0) -> Any:
-                if role not in names or (first and role in self.text.first_layer_without):
+            def norm(role: str, x: Any, layer: int = i) -> Any:
+                if role not in names or (layer == 0 and role in self.text.first_layer_without):
                     return x
-                return self.norm(x, f"{prefix}{names[role]}.")
+                return self.layer_norm(layer, role, x)
 
             residual = self.factor("residual")
             gate = {role: self.weight(f"{prefix}{attr}") for role, attr in self.text.residual_gates}

@@ -99,6 +99,15 @@ def _indexer_interleaved(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     return (turned, *_interleaved(turned))
 
 
+def _query_gate_raw_first(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
+    """A latent query gate (AXK2) whose projection reads the raw q latent before the normed."""
+    mla = text.attention.mla
+    if mla is None or mla.query_gate is None or mla.query_gate.inputs != ("normed", "raw"):
+        return ()
+    gate = dataclasses.replace(mla.query_gate, inputs=("raw", "normed"))
+    return (_with_attention(text, mla=dataclasses.replace(mla, query_gate=gate)),)
+
+
 def _reversed(text: TextDecoderSpec) -> tuple[TextDecoderSpec, ...]:
     """NanoChat's rotate_half flips the signs: q and k turn the other way."""
     return (_with_rope(text, reversed=True),) if _rotates(text) else ()
@@ -163,6 +172,13 @@ TRIALS = (
         r"apply_rotary_pos_emb_interleave\(q_rot, k_rot, cos, sin, unsqueeze_dim=2\)",
         _indexer_interleaved,
         lambda t: t.attention.indexer is not None and t.attention.indexer.rope_interleaved,
+    ),
+    Trial(
+        "text.attention.mla.query_gate",
+        "matches HF only with the raw q latent before the normed one",
+        r"torch\.cat\(\[q_compressed, q_resid\]",
+        _query_gate_raw_first,
+        lambda t: t.attention.mla and t.attention.mla.query_gate,
     ),
     Trial(
         "text.rope.reversed",

@@ -66,6 +66,7 @@ BASELINE: dict[str, Value] = {
     "attention.position_scale": False,
     "attention.sinks": False,
     "attention.indexer": "none",
+    "attention.latent_query_gate": "none",
     "attention.per_kind": "none",
     "attention.v_head_dim": "head_dim",
     "attention.value_scale": "none",
@@ -80,6 +81,7 @@ BASELINE: dict[str, Value] = {
     "norm.kind": "rms",
     "norm.affine": "weight",
     "norm.placement": "pre",
+    "norm.gated": "none",
     "residual.gates": False,
     "norm.final": True,
     "norm.first_layer_without": "none",
@@ -793,6 +795,28 @@ LABELS: list[dict[str, Any]] = [
         "moe.routed_scaling": True,  # routed_scaling_factor 2.5 by default; :547
         "moe.shared_experts": "ungated",  # modeling_deepseek_v32.py:601
         "moe.dense_layers": "mlp_layer_types",  # modeling_deepseek_v32.py:621
+    },
+    {
+        "type": "axk2",
+        "config": DEFAULT,
+        "attention.kind": "mla",  # modeling_axk2.py:545 kv_a_proj_with_mqa
+        # modeling_axk2.py:563 yarn_apply_mscale: default RoPE, no mscale
+        "attention.scale": "qk_head_dim",
+        # modeling_axk2.py:564 an indexer in every layer; :267 its RoPE on halves
+        "attention.indexer": "halves",
+        # modeling_axk2.py:541 q_gate_proj in q_b_proj's place; :601 it reads
+        # cat([q_resid, q_compressed]); :667 the output x sigmoid(gate)
+        "attention.latent_query_gate": "normed+raw",
+        # modeling_axk2.py:87-101 GatedRMSNorm; :679-684 input_layernorm gated in every layer,
+        # post_attention_layernorm only where mlp_layer_types says sparse
+        "norm.gated": "attn_in:dense/moe,mlp_in:moe",
+        "rope.interleaved": True,  # modeling_axk2.py:615, no config flag
+        # modeling_axk2.py:307-311 sigmoid, + e_score_correction_bias; n_group None
+        "moe.router": "sigmoid_then_topk+bias",
+        "moe.renormalize": True,  # norm_topk_prob True by default; :318
+        "moe.routed_scaling": True,  # routed_scaling_factor 2.5 by default; :319
+        "moe.shared_experts": "ungated",  # modeling_axk2.py:408
+        "moe.dense_layers": "mlp_layer_types",  # modeling_axk2.py:678
     },
     {
         "type": "glm_moe_dsa",

@@ -298,6 +298,27 @@ _NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], st
         "probe",
     ),
     (
+        "text.attention.mla.query_gate",
+        lambda t: t.attention.mla is not None and t.attention.mla.query_gate is not None,
+        lambda t: (
+            f"latent attention whose queries and output gate come from one projection of both "
+            f"q latents ({t.attention.mla.query_gate.proj})"
+        ),
+        ": the generated latent attention projects queries with q_b_proj and has no gate",
+        "probe",
+    ),
+    (
+        "text.norm.gate",
+        lambda t: t.norm.gate is not None,
+        lambda t: (
+            "gated norms (y * sigmoid(up(act(down(y)))), "
+            + ", ".join(f"{role} in {'/'.join(kinds)} layers" for role, kinds in t.norm.gate.roles)
+            + ")"
+        ),
+        ": the generated layers' norms are plain",
+        "probe",
+    ),
+    (
         "text.moe.post_norm",
         lambda t: getattr(t, "moe", None) is not None and t.moe.post_norm is not None,
         lambda t: f"a norm of the MoE block's output ({t.moe.post_norm})",

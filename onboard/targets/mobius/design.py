@@ -18,6 +18,7 @@ from onboard.block_specs import (
     DynamicMaskSpec,
     IndexerSpec,
     KindAttention,
+    LatentQueryGateSpec,
     MLPSpec,
 )
 from onboard.errors import UnsupportedFeatureError
@@ -40,6 +41,12 @@ from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
 from onboard.targets.mobius.clamped_glu import glu_reason, glu_settings, model_glu
 from onboard.targets.mobius.flag_settings import settings_reading_flags
+from onboard.targets.mobius.gated_norm import (
+    NormGateDesign,
+    gate_reason,
+    gate_settings,
+    norm_gate_design,
+)
 from onboard.targets.mobius.mixers import (
     HYBRID_TASK,
     MOBIUS_LABELS,
@@ -126,6 +133,11 @@ NORM_CLASSES = {
     "layer+1": "OffsetLayerNorm",
     "layer/no-bias": "LayerNormNoBias",
 }
+QUERY_GATE = (
+    "queries and an output gate from one projection of both q latents (normed, raw); the "
+    "heads' output scaled by sigmoid(gate) before o_proj"
+)
+
 # Attribute names mobius' DecoderLayer gives its norms, per placement and role.
 DECODER_LAYER_NORMS = {
     "pre": {"attn_in": "input_layernorm", "mlp_in": "post_attention_layernorm"},
@@ -242,6 +254,9 @@ class TextDesign:
     # The residual layout (sequential or parallel) follows a config flag
     placement_switch: PlacementSwitch | None = None
     sliding_rope: SlidingRope | None = None  # what the sliding layers' own table differs in
+    norm_gate: NormGateDesign | None = None  # some layer norms are generated gated norms
+    # The latent attention's queries and output gate from one projection of both q latents
+    query_gate: LatentQueryGateSpec | None = None
 
     @property
     def shares_selection(self) -> bool:
@@ -373,6 +388,7 @@ class TextDesign:
             or bool(self.residual_gates)
             or self.output_gate  # its attention is Qwen35Attention, not DecoderLayer's
             or bool(self.kind_attention)  # its attention is built for the layer's kind
+            or self.norm_gate is not None  # some of its norms are gated
         )
 
 
@@ -832,6 +848,10 @@ def _text_design(
     moe = _moe_design(spec, prefix, reasons)
     if mlp is not None and mlp.glu and (moe is None or moe.glu is None):
         reasons.append(_why(f"dense {glu_reason(mlp.glu)}", spec, "text.mlp.glu"))
+    if text.norm.gate is not None:
+        reasons.append(_why(gate_reason(spec) or "", spec, "text.norm.gate"))
+    if attention is not None and attention.mla and attention.mla.query_gate:
+        reasons.append(_why(QUERY_GATE, spec, "text.attention.mla.query_gate"))
     mla = attention and attention.mla
     design = TextDesign(
         norm_class=norm_class,
@@ -854,6 +874,8 @@ def _text_design(
         mla=mla is not None,
         glu=model_glu(text),
         mla_norm_eps=mla.norm_eps if mla else None,
+        norm_gate=norm_gate_design(spec),
+        query_gate=mla.query_gate if mla else None,
         positions=positions,
         alibi=alibi,
         embedding_norm=text.embedding_norm,
@@ -1246,6 +1268,7 @@ def _settings(
         )
     settings += _moe_settings(spec, extra)
     settings += glu_settings(spec, extra)
+    settings += gate_settings(spec, extra)
     settings += _mla_settings(spec, extra)
     settings += _head_transform_settings(spec, extra)
     mixer_fields, mixer_extra = mixer_settings(spec, text_design.mixers if text_design else ())

@@ -9,6 +9,7 @@ from onboard.spec import ArchitectureSpec, TextDecoderSpec
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 from onboard.targets.mobius.clamped_glu import glu_blockers
 from onboard.targets.mobius.design import NORM_CLASSES
+from onboard.targets.mobius.gated_norm import gate_blockers
 from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 from onboard.targets.mobius.rope import rope_blockers
@@ -144,6 +145,14 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "a lightning indexer outside low-rank latent attention (text.attention.indexer): "
             "the generated indexed attention is DeepSeek's MLA with q_lora_rank"
         )
+    mla = attention.mla if attention is not None else None
+    if mla is not None and mla.query_gate is not None and attention.indexer is None:
+        found.append(
+            "latent attention whose queries and output gate come from one projection "
+            f"({mla.query_gate.proj}, text.attention.mla.query_gate) without a lightning "
+            "indexer: only the generated indexed attention computes it"
+        )
+    found += gate_blockers(spec)
     found += vision_blockers(spec)
     norm = requirements(spec)["norm"]
     if not norm.endswith("/weight-free") and norm not in NORM_CLASSES:
