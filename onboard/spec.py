@@ -434,6 +434,8 @@ class ConfigFlag:
     ``value`` is the analysed config's; ``switches`` holds (feature, value as analysed, value
     with the flag flipped). ``not_understood`` says why the flipped model could not be read:
     code generated for this architecture then cannot honour the flag's other value.
+    ``admits`` names the types besides bool its config class takes for the key (Laguna's
+    ``gating``: str), which no parity run tries.
     """
 
     key: str
@@ -441,6 +443,7 @@ class ConfigFlag:
     switches: tuple[tuple[str, str, str], ...] = ()
     evidence: tuple[Evidence, ...] = ()
     not_understood: str | None = None
+    admits: tuple[str, ...] = ()
 
     @property
     def understood(self) -> bool:
@@ -463,12 +466,6 @@ class FlagSpecs:
 
     baseline: ArchitectureSpec
     single: tuple[tuple[str, ArchitectureSpec], ...]
-
-
-def guarded_flags(spec: ArchitectureSpec, flagged_from: FlagSpecs | None) -> tuple[ConfigFlag, ...]:
-    """The flags whose other value generated code refuses: every flag it does not read."""
-    read = {key for key, _ in flagged_from.single} if flagged_from else set()
-    return tuple(f for f in spec.flags if f.key not in read)
 
 
 @dataclass(frozen=True)

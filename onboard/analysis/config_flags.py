@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from onboard.errors import OnboardError
 from onboard.source import ModelSource
 from onboard.spec import ConfigFlag, Evidence, FlagSpecs
 
-__all__ = ["flag_candidates", "read_flags", "with_flags"]
+__all__ = ["admitted_besides_bool", "flag_candidates", "read_flags", "with_flags"]
 
 # Keys that are run-time or serialisation switches, or read elsewhere in the spec with their own
 # evidence (tie_word_embeddings), never the architecture's optional features.
@@ -111,7 +112,7 @@ def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse)
     for key, value in sorted(flag_candidates(hf_config, source).items()):
         flag, other = _try_flag(key, value, source, base.spec, analyse)
         if flag is not None:
-            flags.append(flag)
+            flags.append(dataclasses.replace(flag, admits=admitted_besides_bool(hf_config, key)))
         if other is not None:
             flipped_alone.append((key, other))
     spec = dataclasses.replace(base.spec, flags=tuple(flags))
@@ -193,6 +194,23 @@ def _flag(
         evidence=_readers(key, source),
         not_understood=reason,
     )
+
+
+def admitted_besides_bool(config: Any, key: str) -> tuple[str, ...]:
+    """The types besides bool the config class's annotation of ``key`` admits (Laguna's
+    ``gating: bool | str``: str; None is one too); () for a key it does not annotate."""
+    for cls in type(config).__mro__:
+        annotation = vars(cls).get("__annotations__", {}).get(key)
+        if annotation is not None:
+            break
+    else:
+        return ()
+    if isinstance(annotation, str):
+        names = [part.strip() for part in annotation.split("|")]
+    else:
+        members = typing.get_args(annotation) or (annotation,)
+        names = ["None" if m is type(None) else getattr(m, "__name__", str(m)) for m in members]
+    return tuple(name for name in names if name != "bool")
 
 
 def _readers(key: str, source: ModelSource) -> tuple[Evidence, ...]:
