@@ -58,6 +58,13 @@ def _layers_half(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Keys the tiny config sets whatever the checkpoint's says (tiny.py), so parity proves generated
+# code with that value only, and why it refuses the other one.
+PINNED = {
+    "is_decoder": "without it HF's model attends both ways (an encoder), and this code is causal",
+}
+
+
 # What a flag needs beside itself to switch anything on (documented, like the tiny overrides).
 COMPANIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "use_sliding_window": _layers_half,
@@ -115,7 +122,11 @@ def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse)
             flags.append(dataclasses.replace(flag, admits=admitted_besides_bool(hf_config, key)))
         if other is not None:
             flipped_alone.append((key, other))
-    spec = dataclasses.replace(base.spec, flags=tuple(flags))
+    pinned = _pinned(source, base.tiny.config)
+    spec = dataclasses.replace(base.spec, flags=(*flags, *pinned))
+    notes = tuple(
+        _pinned_note(f, hf_config) for f in pinned if getattr(hf_config, f.key) is not True
+    )
     variants = [_variant(other, spec, ((key, other.spec),)) for key, other in flipped_alone]
     if len(variants) > 1:
         every = _analysed(
@@ -124,7 +135,27 @@ def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse)
         if every is not None and not every.spec.unresolved:  # flags read alone may not combine
             pairs = tuple((key, other.spec) for key, other in flipped_alone)
             variants.insert(0, _variant(every, spec, pairs))
-    return dataclasses.replace(base, spec=spec, variants=tuple(variants))
+    return dataclasses.replace(
+        base, spec=spec, variants=tuple(variants), build_notes=(*base.build_notes, *notes)
+    )
+
+
+def _pinned(source: ModelSource, tiny: dict[str, Any]) -> tuple[ConfigFlag, ...]:
+    """The keys the tiny config pinned to True: generated code is proved with True only."""
+    return tuple(
+        ConfigFlag(key, True, evidence=_readers(key, source), pinned=why)
+        for key, why in PINNED.items()
+        if tiny.get(key) is True
+    )
+
+
+def _pinned_note(flag: ConfigFlag, config: Any) -> str:
+    value = getattr(config, flag.key)
+    return (
+        f"the config sets {flag.key}={value}: generated code, proved with {flag.key}=True, "
+        f"refuses it ({flag.pinned}); set {flag.key} to true to use this checkpoint as a "
+        "causal LM"
+    )
 
 
 def _try_flag(
