@@ -19,6 +19,7 @@ __all__ = [
     "fallback_notice",
     "flipped_label",
     "library_flag_notes",
+    "unproved_notice",
     "unwritable_notice",
 ]
 
@@ -75,6 +76,17 @@ def library_flag_notes(
             "fail with it (a library limitation; this checkpoint does not set it)"
         )
     return replace(report, notes=(*report.notes, *notes))
+
+
+def unproved_notice(variant: Analysis, why: str) -> str:
+    """What ``--no-parity`` (or parity refused) leaves unsaid: the code written reads flags that
+    no parity run tried, where a parity run falls back to code refusing them when they fail."""
+    keys = ", ".join(key for key, _ in variant.flagged_from.single)
+    return (
+        f"the code reads {keys} from the config, unproved ({why}): no parity run tried "
+        f"{flipped_label(variant)}; with parity, onboard writes this code only if it passes on "
+        "the tiny configs both ways, else code for the analysed values that refuses them"
+    )
 
 
 def unwritable_notice(variant: Analysis, error: UnsupportedFeatureError) -> str:

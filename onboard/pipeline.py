@@ -338,6 +338,9 @@ def onboard_new(options: NewOptions, progress: Progress = lambda _: None) -> New
                     timings=tuple(clock.laps),
                 )
             shutil.rmtree(staging, ignore_errors=True)
+        elif generating is not analysis and plan.model_file:
+            why = "parity needs --trust-remote-code" if refused else "--no-parity"
+            source = _noticed(source, flag_attempts.unproved_notice(generating, why))
         proposal = generating_proposal
         break
 

@@ -448,6 +448,10 @@ class ConfigFlag:
     ``value`` is the analysed config's; ``switches`` holds (feature, value as analysed, value
     with the flag flipped). ``not_understood`` says why the flipped model could not be read:
     code generated for this architecture then cannot honour the flag's other value.
+    ``admits`` names the types besides bool its config class takes for the key (Laguna's
+    ``gating``: str), which no parity run tries. ``pinned`` says why the analysis ran with
+    ``value`` whatever the checkpoint's config says (BERT's ``is_decoder``, which its causal LM
+    needs): the flag is never flipped, and generated code refuses its other value.
     """
 
     key: str
@@ -455,14 +459,18 @@ class ConfigFlag:
     switches: tuple[tuple[str, str, str], ...] = ()
     evidence: tuple[Evidence, ...] = ()
     not_understood: str | None = None
+    admits: tuple[str, ...] = ()
+    pinned: str | None = None
 
     @property
     def understood(self) -> bool:
-        return self.not_understood is None
+        return self.not_understood is None and self.pinned is None
 
     @property
     def guard_reason(self) -> str:
         """Why generated code refuses the flag's other value (a sentence for its error)."""
+        if self.pinned is not None:
+            return self.pinned
         if self.not_understood is not None:
             return "onboard could not read the architecture with it flipped"
         switched = ", ".join(name for name, _, _ in self.switches)
@@ -477,12 +485,6 @@ class FlagSpecs:
 
     baseline: ArchitectureSpec
     single: tuple[tuple[str, ArchitectureSpec], ...]
-
-
-def guarded_flags(spec: ArchitectureSpec, flagged_from: FlagSpecs | None) -> tuple[ConfigFlag, ...]:
-    """The flags whose other value generated code refuses: every flag it does not read."""
-    read = {key for key, _ in flagged_from.single} if flagged_from else set()
-    return tuple(f for f in spec.flags if f.key not in read)
 
 
 @dataclass(frozen=True)

@@ -222,3 +222,18 @@ def test_hub_id_names_the_test_model_in_a_checkout(cli_env, mobius_repo, tmp_pat
     assert run.returncode == 0, run.stderr
     registry = (mobius_repo / "src/mobius/_registry.py").read_text()
     assert '"qwen3": "acme/Qwen3-Tiny"' in registry
+
+
+def test_no_parity_says_the_flags_its_code_reads_are_unproved(cli_env, tmp_path) -> None:
+    """--no-parity writes what a parity run tries first, the code reading Qwen3's flags, and
+    says that no parity run tried them flipped (a failing one would fall back)."""
+    out = tmp_path / "out"
+    args = ["new", "Qwen/Qwen3-0.6B", "--treat-as-new", "--no-parity", "--out", str(out)]
+    run = onboard(*args, "--json", env=cli_env, cwd=tmp_path)  # notices: printed as JSON
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["parity"] is None
+    unproved = [n for n in report["notices"] if "unproved (--no-parity)" in n]
+    assert len(unproved) == 1, report["notices"]
+    assert "attention_bias=True, use_sliding_window=True" in unproved[0]
+    assert "was generated for" not in (out / "src/mobius/models/qwen3.py").read_text()

@@ -114,6 +114,7 @@ def _flag_dict(flag: ConfigFlag) -> dict[str, Any]:
         "switches": [{"feature": f, "as_is": a, "flipped": b} for f, a, b in flag.switches],
         "evidence": [e.cite() for e in flag.evidence],
         "not_understood": flag.not_understood,
+        "pinned": flag.pinned,
     }
 
 

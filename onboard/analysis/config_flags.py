@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from onboard.errors import OnboardError
 from onboard.source import ModelSource
 from onboard.spec import ConfigFlag, Evidence, FlagSpecs
 
-__all__ = ["flag_candidates", "read_flags", "with_flags"]
+__all__ = ["admitted_besides_bool", "flag_candidates", "read_flags", "with_flags"]
 
 # Keys that are run-time or serialisation switches, or read elsewhere in the spec with their own
 # evidence (tie_word_embeddings), never the architecture's optional features.
@@ -55,6 +56,13 @@ def _layers_half(config: dict[str, Any]) -> dict[str, Any]:
         "sliding_window": config.get("sliding_window") or 4096,
         "layer_types": None,
     }
+
+
+# Keys the tiny config sets whatever the checkpoint's says (tiny.py), so parity proves generated
+# code with that value only, and why it refuses the other one.
+PINNED = {
+    "is_decoder": "without it HF's model attends both ways (an encoder), and this code is causal",
+}
 
 
 # What a flag needs beside itself to switch anything on (documented, like the tiny overrides).
@@ -111,10 +119,14 @@ def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse)
     for key, value in sorted(flag_candidates(hf_config, source).items()):
         flag, other = _try_flag(key, value, source, base.spec, analyse)
         if flag is not None:
-            flags.append(flag)
+            flags.append(dataclasses.replace(flag, admits=admitted_besides_bool(hf_config, key)))
         if other is not None:
             flipped_alone.append((key, other))
-    spec = dataclasses.replace(base.spec, flags=tuple(flags))
+    pinned = _pinned(source, base.tiny.config)
+    spec = dataclasses.replace(base.spec, flags=(*flags, *pinned))
+    notes = tuple(
+        _pinned_note(f, hf_config) for f in pinned if getattr(hf_config, f.key) is not True
+    )
     variants = [_variant(other, spec, ((key, other.spec),)) for key, other in flipped_alone]
     if len(variants) > 1:
         every = _analysed(
@@ -123,7 +135,27 @@ def read_flags(source: ModelSource, base: Any, hf_config: Any, analyse: Analyse)
         if every is not None and not every.spec.unresolved:  # flags read alone may not combine
             pairs = tuple((key, other.spec) for key, other in flipped_alone)
             variants.insert(0, _variant(every, spec, pairs))
-    return dataclasses.replace(base, spec=spec, variants=tuple(variants))
+    return dataclasses.replace(
+        base, spec=spec, variants=tuple(variants), build_notes=(*base.build_notes, *notes)
+    )
+
+
+def _pinned(source: ModelSource, tiny: dict[str, Any]) -> tuple[ConfigFlag, ...]:
+    """The keys the tiny config pinned to True: generated code is proved with True only."""
+    return tuple(
+        ConfigFlag(key, True, evidence=_readers(key, source), pinned=why)
+        for key, why in PINNED.items()
+        if tiny.get(key) is True
+    )
+
+
+def _pinned_note(flag: ConfigFlag, config: Any) -> str:
+    value = getattr(config, flag.key)
+    return (
+        f"the config sets {flag.key}={value}: generated code, proved with {flag.key}=True, "
+        f"refuses it ({flag.pinned}); set {flag.key} to true to use this checkpoint as a "
+        "causal LM"
+    )
 
 
 def _try_flag(
@@ -193,6 +225,23 @@ def _flag(
         evidence=_readers(key, source),
         not_understood=reason,
     )
+
+
+def admitted_besides_bool(config: Any, key: str) -> tuple[str, ...]:
+    """The types besides bool the config class's annotation of ``key`` admits (Laguna's
+    ``gating: bool | str``: str; None is one too); () for a key it does not annotate."""
+    for cls in type(config).__mro__:
+        annotation = vars(cls).get("__annotations__", {}).get(key)
+        if annotation is not None:
+            break
+    else:
+        return ()
+    if isinstance(annotation, str):
+        names = [part.strip() for part in annotation.split("|")]
+    else:
+        members = typing.get_args(annotation) or (annotation,)
+        names = ["None" if m is type(None) else getattr(m, "__name__", str(m)) for m in members]
+    return tuple(name for name in names if name != "bool")
 
 
 def _readers(key: str, source: ModelSource) -> tuple[Evidence, ...]:

@@ -22,10 +22,10 @@ class Qwen3Config(CausalLMConfig):
 X = 1
 '''
 
-QWEN3 = '''@dataclasses.dataclass
+QWEN3 = """@dataclasses.dataclass
 class Qwen3Config(CausalLMConfig):
     new: bool = True
-'''
+"""
 
 
 def test_a_new_class_goes_at_the_end_two_lines_below() -> None:

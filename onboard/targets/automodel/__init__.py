@@ -13,8 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from onboard.flag_guards import guarded_flags
 from onboard.library_tests import LibraryTestFile, LibraryTestSelection
-from onboard.spec import guarded_flags
 from onboard.targets.automodel import design as _design
 from onboard.targets.automodel import plan as _plan
 from onboard.targets.automodel.propose import propose as _propose

@@ -23,9 +23,10 @@ from typing import Any
 from onboard.analysis.features import features
 from onboard.analysis.probe import Probe
 from onboard.errors import UnsupportedFeatureError
+from onboard.flag_guards import FlagGuard
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
-from onboard.spec import ArchitectureSpec, ConfigFlag
+from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.hf_facts import (
     HFNames,
     Reason,
@@ -113,9 +114,9 @@ class ModelDesign:
     reasons: dict[str, Reason]
     changes: tuple[Reason, ...]  # what the generated code adds to the closest class
     switches: tuple[Reason, ...] = ()  # config flags HF honours that the generated code refuses
-    # Boolean flags whose other value the generated code was not proved on (parity ran with
-    # them as analysed only): its __init__ refuses that value, as mobius' generated config does
-    guards: tuple[ConfigFlag, ...] = ()
+    # Config flags' values the generated code was not proved on (parity ran with them as
+    # analysed only, or tried True and False only): its __init__ refuses them, as mobius' does
+    guards: tuple[FlagGuard, ...] = ()
     moe: MoEDesign | None = None
     mixers: tuple[MixerDesign, ...] = ()  # a hybrid's recurrent mixers, kept as HF's modules
     output_gate: bool = False  # q_proj also gives a gate: output * sigmoid(gate), per head

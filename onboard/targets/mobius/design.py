@@ -22,6 +22,7 @@ from onboard.block_specs import (
     MLPSpec,
 )
 from onboard.errors import UnsupportedFeatureError
+from onboard.flag_guards import FlagGuard, guarded_flags
 from onboard.naming import class_prefix, module_name, spelled_as
 from onboard.spec import (
     LEADING_DENSE_KEYS,
@@ -35,7 +36,6 @@ from onboard.spec import (
     SharedExpertSpec,
     TextDecoderSpec,
     WeightSplit,
-    guarded_flags,
 )
 from onboard.targets.base import Candidate
 from onboard.targets.mobius.blocks import block_names
@@ -428,7 +428,7 @@ class ModelDesign:
     task: str | None = None  # the class's default task when not text generation (hybrids)
     vision: VisionDesign | None = None  # a VLM: the vision-language parts around the text model
     # Flags whose other value the generated code does not compute: its config refuses that value
-    guards: tuple[ConfigFlag, ...] = ()
+    guards: tuple[FlagGuard, ...] = ()
     # Saved tensors transformers cuts into equal chunks on load (HRM's attn.gqkv_proj), cut
     # the same way before the renames
     splits: tuple[WeightSplit, ...] = ()

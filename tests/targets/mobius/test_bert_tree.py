@@ -8,12 +8,15 @@ reading; generated mobius code passes parity with zero edits and fails it with t
 norm left out, with the norms moved before the residual add, or with a norm's rename dropped.
 
 The config is transformers' default BertGeneration config (is_decoder False, which onboard's
-tiny config sets: the causal LM attends causally only with it).
+tiny config sets: the causal LM attends causally only with it). The generated code is causal
+and so refuses is_decoder False, which HF runs as an encoder attending both ways.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,7 @@ from onboard.analysis.spec_check import check_spec
 from onboard.analysis.split_layers import BERT_TREE, split_renames
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
+from onboard.pipeline import NewOptions, onboard_new
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.targets.mobius.checks import assert_default_checks_pass, onboarded_from_backlog, statuses
 from tests.targets.mobius.sabotage import parity_with
@@ -97,6 +101,31 @@ def test_spec_check_proves_the_bert_tree(bert_generation: Path) -> None:
     ):
         deltas = check_spec(dataclasses.replace(text, **wrong), model, config)
         assert deltas, wrong
+
+
+def test_generated_code_refuses_the_encoder_use(bert_generation: Path, tmp_path: Path) -> None:
+    """is_decoder False (the default config's, and BERT encoder checkpoints'): HF's causal LM
+    then attends both ways, the generated one never does. Its config refuses it with a
+    message, onboard says so, and is_decoder True, what parity proves, builds."""
+    from transformers import BertGenerationConfig
+
+    options = NewOptions(model=str(bert_generation), out=tmp_path / "out", parity=False)
+    result = onboard_new(options)
+    path = result.root / result.plan.model_file
+    spec = importlib.util.spec_from_file_location("onboarded_bert_generation", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    config_class = getattr(module, result.plan.model_class).config_class
+    with pytest.raises(ValueError, match="is_decoder=True only: without it HF's model attends"):
+        config_class.from_transformers(BertGenerationConfig(is_decoder=False))
+    decoder = config_class.from_transformers(BertGenerationConfig(is_decoder=True))
+    assert decoder.hidden_size == BertGenerationConfig().hidden_size
+    # the spec records the value parity proves, with the HF line that reads it
+    guard = next(f for f in result.analysis.spec.flags if f.key == "is_decoder")
+    assert (guard.value, guard.understood) == (True, False)
+    assert guard.evidence and guard.evidence[0].where.startswith("modeling_bert_generation.py:")
+    assert any("sets is_decoder=False" in notice for notice in result.source.notices)
 
 
 @pytest.mark.slow

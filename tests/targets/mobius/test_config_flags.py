@@ -64,6 +64,7 @@ def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
     flipped = [c for c in report.checks if c.name.endswith("+")]
     assert {c.name for c in flipped} >= {"prefill+", "decode+", "weights+"}
     assert all(c.status is not Status.FAIL for c in flipped)
+    assert not any("unproved" in notice for notice in qwen3.source.notices)  # parity proved it
 
 
 def test_qwen3_code_that_ignores_the_window_fails_with_the_flag_on(qwen3, tmp_path) -> None:
