@@ -125,6 +125,7 @@ def plan_files(
         proposal=proposal,
         entry=dedented(entry),
         config_list=test_config_list(design),
+        entry_config=entry_config_class(design),
         patch_files=sorted(shared),
         stamp=STAMP,
         command=command,
@@ -356,16 +357,23 @@ def needs_own_config_class(design: ModelDesign) -> bool:
     return bool(design.extra_fields) or design.base.config_class != "CausalLMConfig"
 
 
+def entry_config_class(design: ModelDesign) -> str:
+    """The config class the test-config entry names (``_config_cls``), or "" for none."""
+    if design.vision:
+        return design.vision.config_class
+    return design.config_class if needs_own_config_class(design) else ""
+
+
 def _test_config_change(
     design: ModelDesign, spec: ArchitectureSpec, library: Library, registry: str
 ) -> FileChange:
     path = library.root / TEST_CONFIGS
     original = text = path.read_text(encoding="utf-8")
     try:
-        config_class = design.vision.config_class if design.vision else design.config_class
         if design.vision and not re.search(r"^import dataclasses$", text, re.MULTILINE):
             raise CodemodError("it does not `import dataclasses` as mobius' own always has")
-        if design.vision or needs_own_config_class(design):
+        config_class = entry_config_class(design)
+        if config_class:
             text = add_from_import(text, "mobius._configs", config_class)
         text = upsert_tuple_in_list(
             text,

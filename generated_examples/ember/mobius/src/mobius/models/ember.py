@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, Gemma2Config
+from mobius._configs import ArchitectureConfig, EmberConfig
 from mobius.components import (
     MLP,
     Attention,
@@ -37,26 +37,6 @@ from mobius.models.gemma import Gemma2CausalLMModel, GemmaScaledWordEmbedding
 
 if TYPE_CHECKING:
     import onnx_ir as ir
-
-
-@dataclasses.dataclass
-class EmberConfig(Gemma2Config):
-    """Ember config: what :class:`~mobius._configs.Gemma2Config` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> EmberConfig:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # q_norm / k_norm on each head
-            attn_qk_norm=True,
-            # q/k/v bias always on
-            attn_qkv_bias=True,
-        )
 
 
 class EmberDecoderLayer(nn.Module):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import ArchitectureConfig, Lfm2Config
 from mobius._weight_utils import rename_weight_keys
 from mobius.components import (
     MLP,
@@ -37,49 +37,6 @@ from mobius.models.base import CausalLMModel, TextModel
 
 if TYPE_CHECKING:
     import onnx_ir as ir
-
-
-def _mlp_width(config) -> int:
-    """The MLP width as HF's MLP computes it from the config."""
-    width = config.intermediate_size
-    if config.block_auto_adjust_ff_dim:
-        width = int(2 * width / 3)
-        if config.block_ffn_dim_multiplier is not None:
-            width = int(config.block_ffn_dim_multiplier * width)
-            width = config.block_multiple_of * (
-                (width + config.block_multiple_of - 1) // config.block_multiple_of
-            )
-    return width
-
-
-@dataclasses.dataclass
-class Lfm2Config(CausalLMConfig):
-    """Lfm2 config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    short_conv_kernel: int = 3
-
-    short_conv_bias: bool = False
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Lfm2Config:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # q_norm / k_norm on each head
-            attn_qk_norm=True,
-            # MLP activation
-            hidden_act="silu",
-            # MLP width
-            intermediate_size=_mlp_width(config),
-            # short convolution taps
-            short_conv_kernel=config.conv_L_cache,
-            # short convolution biases
-            short_conv_bias=bool(config.conv_bias),
-        )
 
 
 class Lfm2DepthwiseConv(nn.Module):

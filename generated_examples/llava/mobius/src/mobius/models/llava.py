@@ -18,52 +18,18 @@ Replicates HuggingFace's ``LlavaForConditionalGeneration``.
 
 from __future__ import annotations
 
-import dataclasses
-
 import onnx_ir as ir
 import torch
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import (
+    ArchitectureConfig,
+    LlavaConfig,
+    LlavaMultiModalConfig,
+)
 from mobius.components import Embedding, Linear, get_activation
 from mobius.models.base import CausalLMModel
 from mobius.models.clip import ClipVisionConfigView, CLIPVisionModel
-
-
-@dataclasses.dataclass
-class LlavaConfig(CausalLMConfig):
-    """Llava config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> LlavaConfig:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # no q_norm / k_norm
-            attn_qk_norm=False,
-            # no q_norm / k_norm
-            attn_qk_norm_full=False,
-            # q/k/v bias from config.attention_bias
-            attn_qkv_bias=bool(config.attention_bias),
-            # o_proj bias from config.attention_bias
-            attn_o_bias=bool(config.attention_bias),
-            # MLP bias from config.mlp_bias
-            mlp_bias=bool(config.mlp_bias),
-            # MLP activation
-            hidden_act=config.hidden_act,
-            # norm epsilon
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves
-            rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
-        )
 
 
 class LlavaCausalLMModel(CausalLMModel):
@@ -73,44 +39,6 @@ class LlavaCausalLMModel(CausalLMModel):
     """
 
     config_class = LlavaConfig
-
-
-@dataclasses.dataclass
-class LlavaMultiModalConfig(LlavaConfig):
-    """Llava config with the vision side's choices, read from the composite HF config.
-
-    mobius fills ``vision`` (sizes, ``image_token_id``) from ``vision_config``; the fields
-    below are the ones it does not read.
-    """
-
-    vision_feature_layer: int = -2
-
-    drop_class_token: bool = True
-
-    projector_hidden_act: str = "gelu"
-
-    multimodal_projector_bias: bool = True
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> LlavaMultiModalConfig:
-        base = super().from_transformers(config, parent_config)
-        top = parent_config if parent_config is not None else config
-        return dataclasses.replace(
-            base,
-            # the tower's activation (config.json:vision_config.hidden_act)
-            vision=dataclasses.replace(base.vision, hidden_act=top.vision_config.hidden_act),
-            # HF's LlavaForConditionalGeneration ties its head by the composite config's flag,
-            # which can differ from text_config's
-            tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False)),
-            # the hidden state the projector reads (index into the tower's hidden states)
-            vision_feature_layer=top.vision_feature_layer,
-            # the class token's feature is dropped before the projector
-            drop_class_token=top.vision_feature_select_strategy == "default",
-            # the projector's activation
-            projector_hidden_act=top.projector_hidden_act,
-            # the projector's linears add a bias
-            multimodal_projector_bias=top.multimodal_projector_bias,
-        )
 
 
 def _vision_field(config: ArchitectureConfig, name: str):

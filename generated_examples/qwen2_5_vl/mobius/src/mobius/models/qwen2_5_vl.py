@@ -22,51 +22,17 @@ Replicates HuggingFace's ``Qwen2_5_VLForConditionalGeneration``.
 
 from __future__ import annotations
 
-import dataclasses
-
 import onnx_ir as ir
 import torch
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import (
+    ArchitectureConfig,
+    Qwen25VLConfig,
+    Qwen25VLMultiModalConfig,
+)
 from mobius.components import Embedding, Linear, Qwen25VLVisionModel, RMSNorm, get_activation
 from mobius.models.base import CausalLMModel
-
-
-@dataclasses.dataclass
-class Qwen25VLConfig(CausalLMConfig):
-    """Qwen25VL config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen25VLConfig:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # no q_norm / k_norm
-            attn_qk_norm=False,
-            # no q_norm / k_norm
-            attn_qk_norm_full=False,
-            # q/k/v bias always on
-            attn_qkv_bias=True,
-            # o_proj bias always off
-            attn_o_bias=False,
-            # MLP bias always off
-            mlp_bias=False,
-            # MLP activation
-            hidden_act=config.hidden_act,
-            # norm epsilon
-            rms_norm_eps=config.rms_norm_eps,
-            # lm_head tied to the embeddings or not
-            tie_word_embeddings=bool(config.tie_word_embeddings),
-            # RoPE rotates halves
-            rope_interleave=False,
-            # no layer slides
-            sliding_window=None,
-        )
 
 
 class Qwen25VLCausalLMModel(CausalLMModel):
@@ -76,49 +42,6 @@ class Qwen25VLCausalLMModel(CausalLMModel):
     """
 
     config_class = Qwen25VLConfig
-
-
-@dataclasses.dataclass
-class Qwen25VLMultiModalConfig(Qwen25VLConfig):
-    """Qwen25VL config with the vision side's choices, read from the composite HF config.
-
-    mobius fills ``vision`` (sizes, ``image_token_id``) from ``vision_config``; the fields
-    below are the ones it does not read.
-    """
-
-    spatial_merge_size: int = 2
-
-    temporal_patch_size: int = 2
-
-    window_size: int = 112
-
-    fullatt_block_indexes: list[int] | None = None
-
-    mrope_section: list[int] | None = None
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen25VLMultiModalConfig:
-        base = super().from_transformers(config, parent_config)
-        top = parent_config if parent_config is not None else config
-        return dataclasses.replace(
-            base,
-            # the tower's activation (config.json:vision_config.hidden_act)
-            vision=dataclasses.replace(base.vision, hidden_act=top.vision_config.hidden_act),
-            # HF's Qwen2_5_VLForConditionalGeneration ties its head by the composite config's
-            # flag, which can differ from text_config's
-            tie_word_embeddings=bool(getattr(top, "tie_word_embeddings", False)),
-            # the side of the block of patches the merger turns into one token
-            spatial_merge_size=top.vision_config.spatial_merge_size,
-            # frames per patch (the Conv3d's depth)
-            temporal_patch_size=top.vision_config.temporal_patch_size,
-            # the side in pixels of the windows the window-attention layers attend within
-            window_size=top.vision_config.window_size,
-            # the tower layers that attend over the whole image
-            fullatt_block_indexes=list(top.vision_config.fullatt_block_indexes),
-            # the M-RoPE sections: how much of each head's rotated half turns with the
-            # temporal, row and column positions
-            mrope_section=list(top.text_config.rope_parameters["mrope_section"]),
-        )
 
 
 def _vision_field(config: ArchitectureConfig, name: str):

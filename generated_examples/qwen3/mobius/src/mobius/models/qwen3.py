@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import ArchitectureConfig, Qwen3Config
 from mobius.components import (
     DecoderLayer,
     RMSNorm,
@@ -33,24 +33,6 @@ from mobius.models.base import CausalLMModel, TextModel
 
 if TYPE_CHECKING:
     import onnx_ir as ir
-
-
-@dataclasses.dataclass
-class Qwen3Config(CausalLMConfig):
-    """Qwen3 config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen3Config:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # q_norm / k_norm on each head
-            attn_qk_norm=True,
-        )
 
 
 class Qwen3TextModel(TextModel):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from onnxscript import OpBuilder, nn
 
 from mobius._build_context import ep_capabilities, get_build_dtype
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import ArchitectureConfig, Qwen3MoEConfig
 from mobius.components import (
     MLP,
     Attention,
@@ -44,34 +44,6 @@ from mobius.models.moe import Qwen2MoECausalLMModel
 
 if TYPE_CHECKING:
     import onnx_ir as ir
-
-
-@dataclasses.dataclass
-class Qwen3MoEConfig(CausalLMConfig):
-    """Qwen3MoE config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
-
-    decoder_sparse_step: int = 1
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen3MoEConfig:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # q_norm / k_norm on each head
-            attn_qk_norm=True,
-            # which layers slide
-            layer_types=["sliding_attention"] * config.num_hidden_layers,
-            # layers kept dense
-            mlp_only_layers=list(config.mlp_only_layers or []),
-            # every n-th layer is MoE
-            decoder_sparse_step=config.decoder_sparse_step,
-        )
 
 
 def _is_moe_layer(config: ArchitectureConfig, index: int) -> bool:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from onnxscript import OpBuilder, nn
 
-from mobius._configs import ArchitectureConfig, CausalLMConfig
+from mobius._configs import ArchitectureConfig, Qwen3NextConfig
 from mobius.components import (
     MLP,
     Linear,
@@ -51,40 +51,6 @@ from mobius.models.moe import Qwen2MoECausalLMModel
 
 if TYPE_CHECKING:
     import onnx_ir as ir
-
-
-@dataclasses.dataclass
-class Qwen3NextConfig(CausalLMConfig):
-    """Qwen3Next config: what :class:`~mobius._configs.CausalLMConfig` would derive otherwise.
-
-    Each field is read from the HF config, or fixed where the HF source fixes it, whatever mobius'
-    model_type lists say; the fields the base config derives the same way are left to it.
-    """
-
-    mlp_only_layers: list[int] = dataclasses.field(default_factory=list)
-
-    decoder_sparse_step: int = 1
-
-    linear_activation: str = "silu"
-
-    linear_norm_eps: float = 1e-6
-
-    @classmethod
-    def from_transformers(cls, config, parent_config=None) -> Qwen3NextConfig:
-        base = super().from_transformers(config, parent_config)
-        return dataclasses.replace(
-            base,
-            # q_norm / k_norm on each head
-            attn_qk_norm=True,
-            # layers kept dense
-            mlp_only_layers=list(config.mlp_only_layers or []),
-            # every n-th layer is MoE
-            decoder_sparse_step=config.decoder_sparse_step,
-            # gated DeltaNet activation
-            linear_activation=config.hidden_act,
-            # gated DeltaNet norm_eps
-            linear_norm_eps=config.rms_norm_eps,
-        )
 
 
 class Qwen3NextMoELayer(MoELayer):
