@@ -172,3 +172,14 @@ def test_a_recurrence_run_wrong_fails_the_spec_check(hrm_analysis, sabotage, mon
     else:
         monkeypatch.setattr(run, "initial_state", lambda _d, _s, e: e * 0)
     assert _check(hrm_analysis)
+
+
+@pytest.mark.slow
+def test_both_targets_refuse_the_recurrence_by_name(hrm_analysis) -> None:
+    from onboard.targets.automodel.propose import blockers as automodel_blockers
+    from onboard.targets.mobius.propose import blockers as mobius_blockers
+
+    for blockers in (mobius_blockers, automodel_blockers):
+        found = [b for b in blockers(hrm_analysis.spec) if "text.recurrence" in b]
+        assert len(found) == 1
+        assert "L_cycles" in found[0] and "z_L_init" in found[0]
