@@ -130,6 +130,11 @@ def test_the_backlog_row_reads_the_recurrence(hrm_analysis) -> None:
     assert (tiny["num_layers_per_stack"], tiny["H_cycles"], tiny["L_cycles"]) == (1, 2, 3)
     assert tiny["num_hidden_layers"] == 8
     assert _check(hrm_analysis) == []
+    from onboard.analysis.features import features
+
+    found = {f.name: f for f in features(hrm_analysis.spec)}["layers.recurrence"]
+    assert found.value == "L_module x L_cycles + H_module, x H_cycles"
+    assert any(e.where.startswith("modeling_hrm_text.py:") for e in found.evidence)
 
 
 @pytest.mark.slow
