@@ -19,9 +19,9 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
 from onboard.targets.automodel.moe_design import router_location
+from onboard.targets.automodel.recurrence import recurrence_blockers
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
-from onboard.targets.recurrence import recurrence_blockers
 
 # Model kinds the generator writes. A hybrid keeps HF's own recurrent mixer modules (their torch
 # paths run where fla, causal_conv1d or mamba_ssm are missing); a pure state-space model has no
@@ -347,7 +347,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
-    found += recurrence_blockers(text, "AutoModel")
+    found += recurrence_blockers(text)
     if (tree := layout_blocker(spec)) is not None:
         found.append(tree)
     for split in spec.weights.splits:

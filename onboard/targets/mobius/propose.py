@@ -13,7 +13,6 @@ from onboard.targets.mobius.mixers import MOBIUS_LABELS, mamba_width_blockers
 from onboard.targets.mobius.profiles import PROFILES, missing_features, requirements
 from onboard.targets.mobius.rope import rope_blockers
 from onboard.targets.mobius.vision import vision_blockers
-from onboard.targets.recurrence import recurrence_blockers
 
 TEXT_TASKS = (None, "text-generation")
 SUPPORTED_ROPE = frozenset({"default", "linear", "dynamic", "llama3", "longrope", "yarn"})
@@ -126,7 +125,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"(q={attention.q_bias}, k={attention.k_bias}, v={attention.v_bias}); "
             "mobius Attention has one attn_qkv_bias flag"
         )
-    found += recurrence_blockers(text, "mobius")
     found += _mixer_blockers(text)
     found += mamba_width_blockers(spec)
     found += _output_gate_blockers(text)
