@@ -321,7 +321,7 @@ class ScaleSpec:
 class StackRecurrenceSpec:
     """Two stacks of the decoder layer run in cycles (HRM), each call a cache slot of its own.
 
-    The low state starts at ``config``-free parameter ``initial`` (expanded over the sequence),
+    The low state starts at the decoder's parameter ``initial`` (expanded over the sequence),
     the high state at the embeddings. For each of ``config.<outer_key>`` cycles: the low stack
     ``config.<inner_key>`` times on ``low + high``, then the high stack once on ``high + low``.
     Each stack is its ``config.<layers_key>`` layers, then its own ``stack_norm`` (a norm of the

@@ -93,12 +93,13 @@ def _hrm_shape(
     if len(calls) != 2 or not all(c.summed for c in calls):
         return None
     low, high = calls
+    decoder_path = holders[0].rpartition(".")[0]  # model
     keys = [_CONFIG_RANGE.fullmatch(loop) for loop in low.loops]
     if len(keys) != 2 or not all(keys) or high.loops != low.loops[:1]:
         return None
-    initial = [(n, p) for n, p in decoder.named_parameters(recurse=False)]
+    initial = [name for name, _ in decoder.named_parameters(recurse=False)]
     stack = model.get_submodule(holders[0])
-    norms = [n for n, m in stack.named_children() if n != "layers" and "norm" in n.lower()]
+    norms = [n for n, _ in stack.named_children() if n != "layers" and "norm" in n.lower()]
     layers_key = _layers_key(files, type(stack).__name__)
     if len(initial) != 1 or len(norms) != 1 or layers_key is None:
         return None
@@ -107,14 +108,14 @@ def _hrm_shape(
         outer_key=keys[0].group(1),
         inner_key=keys[1].group(1),
         layers_key=layers_key[0],
-        initial=initial[0][0],
+        initial=initial[0],
         stack_norm=norms[0],
     )
     evidence = (
         Evidence("source", low.where, f"self.{low.stack}(a + b) in for over {low.loops}"),
         Evidence("source", high.where, f"self.{high.stack}(a + b) in for over {high.loops}"),
         Evidence("source", layers_key[1], f"range(config.{layers_key[0]}) layers a stack"),
-        Evidence("probe", f"model.{spec.initial}", "the decoder's one own parameter"),
+        Evidence("probe", f"{decoder_path}.{spec.initial}", "the decoder's one own parameter"),
         Evidence("probe", f"{holders[0]}.{spec.stack_norm}", "each stack's norm"),
     )
     return Recurrence(spec, evidence)
