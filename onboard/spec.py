@@ -318,6 +318,34 @@ class ScaleSpec:
 
 
 @dataclass(frozen=True)
+class StackRecurrenceSpec:
+    """Two stacks of the decoder layer run in cycles (HRM), each call a cache slot of its own.
+
+    The low state starts at the decoder's parameter ``initial`` (expanded over the sequence),
+    the high state at the embeddings. For each of ``config.<outer_key>`` cycles: the low stack
+    ``config.<inner_key>`` times on ``low + high``, then the high stack once on ``high + low``.
+    Each stack is its ``config.<layers_key>`` layers, then its own ``stack_norm`` (a norm of the
+    spec's kind); the head reads the high state. Call ``c`` of the ``inner + 1`` calls in cycle
+    ``h`` writes the KV slots ``(h * (inner + 1) + c) * layers + layer``.
+    """
+
+    stacks: tuple[str, str]  # the decoder's children run (low, high): L_module, H_module
+    outer_key: str  # H_cycles
+    inner_key: str  # L_cycles
+    layers_key: str  # num_layers_per_stack
+    initial: str  # the decoder's parameter the low state starts at (z_L_init)
+    stack_norm: str  # each stack's norm after its layers (final_norm)
+
+    def calls(self, outer: int, inner: int) -> tuple[tuple[int, int], ...]:
+        """(stack index, first KV-slot block) of every stack call in order: 0 low, 1 high."""
+        order = []
+        for h in range(outer):
+            order += [(0, h * (inner + 1) + c) for c in range(inner)]
+            order.append((1, h * (inner + 1) + inner))
+        return tuple(order)
+
+
+@dataclass(frozen=True)
 class TextDecoderSpec:
     vocab_size: int
     hidden_size: int
@@ -371,6 +399,8 @@ class TextDecoderSpec:
     mixer_labels: tuple[tuple[str, str], ...] = ()  # HF label -> onboard kind
     # One residual block a layer (NemotronH): its kind in layer_types; None: Llama's two blocks
     blocks: BlockLayout | None = None
+    # Stacks of the layer run in cycles (HRM); None: one stack of layers, run once
+    recurrence: StackRecurrenceSpec | None = None
 
     def kind_of_label(self, label: str) -> str:
         """onboard's kind for a layer-type label of the HF config."""

@@ -142,8 +142,9 @@ MULTIPLIER_KEYS = (
     "scale_emb",
     "scale_depth",
     "output_multiplier",
+    "embedding_scale",  # HRM
 )
-_TINY_MULTIPLIERS = (1.7, 0.55, 0.35, 2.9, 0.45, 3.7, 1.3, 0.65)
+_TINY_MULTIPLIERS = (1.7, 0.55, 0.35, 2.9, 0.45, 3.7, 1.3, 0.65, 2.3)
 
 # Per-layer lists whose entries make a layer's signature (and are subsampled together).
 PER_LAYER_KEYS = ("layer_types", "no_rope_layers", "mlp_layer_types")

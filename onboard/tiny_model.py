@@ -164,14 +164,19 @@ def perturb(model: Any, *, seed: int = 1) -> Any:
     """Add N(0, PERTURB_STD) noise to every parameter and every saved buffer, deterministically.
 
     Saved buffers include router correction biases (DeepSeek-V3's ``e_score_correction_bias``),
-    which HF initialises to zero; RoPE tables are not saved and stay exact.
+    which HF initialises to zero; RoPE tables are not saved and stay exact. A layout view's
+    model's parameters outside the view come after (HRM's second stack and ``z_L_init``).
     """
     import torch
 
     generator = torch.Generator().manual_seed(seed)
     saved = set(model.state_dict())
+    own = list(model.parameters())
+    hidden = getattr(model, "hf", None)
+    seen = {id(p) for p in own}
+    outside = [p for p in hidden.parameters() if id(p) not in seen] if hidden is not None else []
     with torch.no_grad():
-        for param in model.parameters():
+        for param in own + outside:
             param.add_(torch.randn(param.shape, generator=generator) * PERTURB_STD)
         for name, buffer in model.named_buffers():
             if name in saved and buffer.is_floating_point():

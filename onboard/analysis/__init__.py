@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.decoder import DecoderSpecBuilder
-from onboard.analysis.layer_stacks import refuse_repeated_stacks
+from onboard.analysis.layer_stacks import read_recurrence, tiny_recurrence
 from onboard.analysis.layers import layer_signatures
 from onboard.analysis.layout import LayoutView, checkpoint_renames, llama_view, prefix_renames
 from onboard.analysis.load_renames import read_load_renames, renamed
@@ -21,7 +21,14 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import check_sizes, make_hf_config
 from onboard.remote_idioms import notes_of
 from onboard.source import ModelSource
-from onboard.spec import ArchitectureSpec, Delta, FlagSpecs, SourceRef, WeightSpec
+from onboard.spec import (
+    ArchitectureSpec,
+    Delta,
+    FlagSpecs,
+    SourceRef,
+    StackRecurrenceSpec,
+    WeightSpec,
+)
 from onboard.tiny import (
     PER_LAYER_CONFIG,
     TINY_HEADS,
@@ -117,7 +124,17 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
             aliases=aliases,
             pinned=pinned,
         )
-    refuse_repeated_stacks(hf_model, source.hf_files or source.remote_files)
+    recurrence = read_recurrence(hf_model, source.hf_files or source.remote_files)
+    if recurrence is not None:  # HRM: one layer a stack, cycles that show a miscount
+        tiny, tiny_config, hf_model, layout, probe = _probed(
+            config,
+            layer_types,
+            real_layers,
+            attention=attention,
+            aliases=aliases,
+            pinned=pinned,
+            recurrence=recurrence.spec,
+        )
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config,
@@ -127,6 +144,7 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
         model=model,
         real_layers=real_layers,
         blocks=layout.blocks if layout else None,
+        recurrence=recurrence,
     )
     text = builder.build()
     unresolved = tuple(builder.deltas) + _tiny_keeps_layers(tiny_config, tiny, real_layers)
@@ -159,6 +177,7 @@ def _probed(
     tiny_heads: int = TINY_HEADS,
     aliases: dict[str, str] | None = None,
     pinned: dict[str, Any] | None = None,
+    recurrence: StackRecurrenceSpec | None = None,
 ) -> tuple[TinyConfig, Any, Any, LayoutView | None, Probe]:
     """The tiny config, its HF config and model, the model's Llama-layout view, the probe.
     Experts kept as a ModuleList of per-expert MLPs are read as stacked experts."""
@@ -173,6 +192,8 @@ def _probed(
         aliases=aliases,
         pinned=pinned,
     )
+    if recurrence is not None:
+        tiny = dataclasses.replace(tiny, config=tiny_recurrence(tiny.config, recurrence))
     tiny_config = make_hf_config(tiny.config)
     hf_model = stack_expert_lists(build_tiny_model(tiny_config))
     layout = llama_view(hf_model)

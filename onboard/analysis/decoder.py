@@ -25,6 +25,7 @@ from onboard.analysis.gated_norm import parameters as gated_norm_parameters
 from onboard.analysis.indexer import indexer
 from onboard.analysis.inner_parts import inner_parts
 from onboard.analysis.kind_parts import kind_parts
+from onboard.analysis.layer_stacks import Recurrence
 from onboard.analysis.layers import CROSS_ATTENTION, FFN_BLOCK_NAMES
 from onboard.analysis.layout import hf_module
 from onboard.analysis.mixer_reader import MixerReader, MixersReading
@@ -95,10 +96,12 @@ class DecoderSpecBuilder(Reader):
         model: Any = None,
         real_layers: Sequence[str] = (),
         blocks: BlockLayout | None = None,
+        recurrence: Recurrence | None = None,
     ) -> None:
         super().__init__(Context(hf_config, tiny_config, probe, files, model))
         self.real_layers = tuple(real_layers)
         self.blocks = blocks
+        self.recurrence = recurrence
         layers = dict(probe.modules)
         count = tiny_config.num_hidden_layers
         # The first dense layer describes the dense MLP (MoE models may have none).
@@ -206,6 +209,9 @@ class DecoderSpecBuilder(Reader):
             layer_types_key=kinds_key(cfg),
             window_key=window_key(cfg),
         )
+        if self.recurrence is not None:  # HRM's stacks in cycles, read by layer_stacks
+            self.log.add("text.recurrence", *self.recurrence.evidence)
+            text = dataclasses.replace(text, recurrence=self.recurrence.spec)
         text, mismatches = self._tried(text)
         if self.deltas:  # the full spec check will not run: the attention check stands alone
             self.deltas.extend(mismatches)

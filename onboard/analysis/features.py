@@ -188,6 +188,15 @@ def _mixers(s: ArchitectureSpec) -> Value:
     return "+".join(s.text.mixers.in_use()) or "none"
 
 
+def _recurrence(s: ArchitectureSpec) -> Value:
+    """Stacks run in cycles (HRM): ``L_module x L_cycles + H_module, x H_cycles``, or ``none``."""
+    r = s.text.recurrence
+    if r is None:
+        return "none"
+    low, high = r.stacks
+    return f"{low} x {r.inner_key} + {high}, x {r.outer_key}"
+
+
 def _scales(s: ArchitectureSpec) -> Value:
     """``site=factor`` per config multiplier, e.g. ``logits=1.0 / config.logits_scaling``."""
     found = sorted(f"{scale.site}={scale.expression()}" for scale in s.text.scales)
@@ -256,6 +265,7 @@ CATALOGUE: tuple[tuple[str, str, Callable[[ArchitectureSpec], Value]], ...] = (
     ),
     ("attention.sliding_window", "text.sliding_window", _window),
     ("layers.mixers", "text.mixers", _mixers),
+    ("layers.recurrence", "text.recurrence", _recurrence),
     ("mlp.kind", "text.mlp.kind", lambda s: s.text.mlp.kind if s.text.mlp else "none"),
     ("mlp.activation", "text.mlp.activation", _of_mlp(lambda m: m.activation)),
     ("mlp.bias", "text.mlp.bias", _of_mlp(lambda m: m.bias)),

@@ -22,6 +22,7 @@ from onboard.analysis.mixers import MIXERS
 from onboard.analysis.probe import source_location
 from onboard.analysis.rope_reader import rope_parameters_of
 from onboard.analysis.spec_check_ffn import FeedForwardInterpreter
+from onboard.analysis.spec_check_stacks import run_recurrence
 from onboard.analysis.variants import evaluate
 from onboard.spec import Delta, TextDecoderSpec
 from onboard.tiny import POSITION_SCALE_KEY
@@ -611,14 +612,20 @@ class SpecInterpreter(FeedForwardInterpreter):
         return torch.where(allowed, 0.0, float("-inf"))
 
     def forward(self, ids: Any) -> Any:
-        import torch
-
-        names = dict(self.text.norm.names)
         hidden = self.embed(ids)
         if self.text.positions is not None:
             hidden = hidden + self.position_rows(self.positions)
         if self.text.embedding_norm:  # after the positions, as the generated code does
             hidden = self.norm(hidden, "model.embed_norm.")
+        if self.text.recurrence is not None:  # HRM: the stacks in cycles
+            hidden = run_recurrence(self, hidden, self.layers)
+        else:
+            hidden = self.layers(hidden)
+        return self.head(hidden)
+
+    def layers(self, hidden: Any) -> Any:
+        """The layers named ``model.layers.*``, in order."""
+        names = dict(self.text.norm.names)
         for i in range(len(self.model.model.layers)):
             prefix = f"model.layers.{i}."
 
@@ -645,6 +652,12 @@ class SpecInterpreter(FeedForwardInterpreter):
                 continue
             mlp = norm("mlp_out", self.mlp(i, norm("mlp_in", hidden))) * residual
             hidden = norm("mlp_add", hidden * gate.get("mlp", 1.0) + mlp)
+        return hidden
+
+    def head(self, hidden: Any) -> Any:
+        """The final norm, any head transform, the head and the logits' scale and cap."""
+        import torch
+
         if self.text.final_norm:
             hidden = self.norm(hidden, f"model.{self.text.name_of('final_norm')}.")
         transform = self.text.head_transform

@@ -24,6 +24,7 @@ from onboard.tiny import MULTIPLIER_KEYS, is_number
 SCALE_CANDIDATES: dict[str, tuple[tuple[str, str] | None, ...]] = {
     "embedding_multiplier": (("embedding", "times"), None),
     "scale_emb": (("embedding", "times"), None),
+    "embedding_scale": (("embedding", "times"), None),
     "residual_multiplier": (("residual", "times"), None),
     "scale_depth": (("residual", "times_over_sqrt_layers"), ("residual", "times"), None),
     "logits_scaling": (("logits", "divided_by"), ("logits", "times"), None),

@@ -74,6 +74,7 @@ BASELINE: dict[str, Value] = {
     "attention.sub_norm": False,
     "attention.sliding_window": "none",
     "layers.mixers": "none",
+    "layers.recurrence": "none",
     "mlp.kind": "gated",
     "mlp.activation": "silu",
     "mlp.bias": False,

@@ -19,6 +19,7 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
 from onboard.targets.automodel.moe_design import router_location
+from onboard.targets.automodel.recurrence import recurrence_blockers
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
@@ -367,6 +368,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         )
     if text.attention is None or text.mlp is None:  # a pure state-space model: nothing to add
         return tuple(found)
+    found += recurrence_blockers(text)
     if (tree := layout_blocker(spec)) is not None:
         found.append(tree)
     for split in spec.weights.splits:

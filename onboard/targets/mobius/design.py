@@ -34,6 +34,7 @@ from onboard.spec import (
     PositionsSpec,
     RouterSpec,
     SharedExpertSpec,
+    StackRecurrenceSpec,
     TextDecoderSpec,
     WeightSplit,
 )
@@ -66,6 +67,7 @@ from onboard.targets.mobius.rope import (
 from onboard.targets.mobius.settings import ExtraField, Setting
 from onboard.targets.mobius.settings import why as _why
 from onboard.targets.mobius.splits import load_splits
+from onboard.targets.mobius.stacks import recurrence_reason, recurrence_renames, recurrence_settings
 from onboard.targets.mobius.vision import VisionDesign, design_vision
 from onboard.token_mixers import is_attention, is_feed_forward
 
@@ -257,6 +259,7 @@ class TextDesign:
     norm_gate: NormGateDesign | None = None  # some layer norms are generated gated norms
     # The latent attention's queries and output gate from one projection of both q latents
     query_gate: LatentQueryGateSpec | None = None
+    recurrence: StackRecurrenceSpec | None = None  # two stacks run in cycles (stacks.py)
 
     @property
     def shares_selection(self) -> bool:
@@ -342,6 +345,7 @@ class TextDesign:
             or self.generated_attention  # it takes masks, not GroupQueryAttention's
             or bool(self.mixers)  # mixer layers take the padding mask and their own states
             or self.deepstack  # image features join the first layers' outputs
+            or self.recurrence is not None  # the stacks' cycles replace the layer loop
         )
 
     @property
@@ -846,6 +850,8 @@ def _text_design(
             _why("a norm of act(gate) x up before the MLP's down_proj", spec, "text.mlp.sub_norm")
         )
     moe = _moe_design(spec, prefix, reasons)
+    if text.recurrence is not None:
+        reasons.append(recurrence_reason(spec))
     if mlp is not None and mlp.glu and (moe is None or moe.glu is None):
         reasons.append(_why(f"dense {glu_reason(mlp.glu)}", spec, "text.mlp.glu"))
     if text.norm.gate is not None:
@@ -908,6 +914,7 @@ def _text_design(
         attention_sub_norm=attention and attention.sub_norm,
         mlp_sub_norm=mlp and mlp.sub_norm,
         indexer=attention and attention.indexer,
+        recurrence=text.recurrence,
     )
     return dataclasses.replace(design, first_layer_identity=_first_layer_identity(text, design))
 
@@ -1275,6 +1282,9 @@ def _settings(
     settings += mixer_fields
     extra += mixer_extra
     settings += _attention_variant_settings(spec, extra)
+    stack_settings, stack_extra = recurrence_settings(spec)
+    settings += stack_settings
+    extra += stack_extra
     set_fields = {s.field for s in settings}
     for field, expr in profile.init_needs:
         if field not in set_fields:
@@ -1669,6 +1679,7 @@ def _flag_changes(spec: ArchitectureSpec, settings: tuple[Setting, ...]) -> tupl
 def _renames(spec: ArchitectureSpec, text_design: TextDesign | None) -> tuple[tuple[str, str], ...]:
     """HF names (norms, MLP projections) that differ from the names the generated layers use."""
     renames = list(spec.weights.renames)  # other top-level layouts first (GPT-NeoX, Falcon)
+    renames += recurrence_renames(spec)
     final, o_name = spec.text.name_of("final_norm"), spec.text.name_of("o_proj")
     if final != "norm":
         renames.append((f"model.{final}.", "model.norm."))

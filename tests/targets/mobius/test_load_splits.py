@@ -2,8 +2,8 @@
 whose only operation is ``Chunk``), from the backlog: HRM saves its attention's gate, q, k and v as
 one ``attn.gqkv_proj.weight`` and its MLP's gate and up as one ``mlp.gate_up_proj.weight``.
 
-HRM itself is refused further on (its two stacks in a recurrence), so the end-to-end tests use
-transformers' default Llama with HRM's two kinds of converter registered for it: its checkpoint
+These end-to-end tests use transformers' default Llama with HRM's two kinds of converter
+registered for it (HRM itself: test_stack_recurrence.py): its checkpoint
 then keeps ``mlp.gate_up_proj.weight`` and ``attn.qkv.weight``, as ``save_pretrained`` writes
 them. The analysis reads the cuts and proves them by value; generated mobius code passes parity
 with zero edits and fails it with the cut left out or its order swapped; AutoModel refuses the
