@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,31 +111,22 @@ def _analyse_decoder(source: ModelSource, classification: Classification) -> Ana
     config = {**multiplier_defaults(hf_config), **source.config}
     aliases = dict(getattr(type(hf_config), "attribute_map", {}))
     pinned = validator_pins(type(hf_config))
+    probed = functools.partial(
+        _probed,
+        config,
+        layer_types,
+        real_layers,
+        attention=attention,
+        aliases=aliases,
+        pinned=pinned,
+    )
     try:
-        tiny, tiny_config, hf_model, layout, probe = _probed(
-            config, layer_types, real_layers, attention=attention, aliases=aliases, pinned=pinned
-        )
+        tiny, tiny_config, hf_model, layout, probe = probed()
     except TinyModelRunError:  # CodeGen splits its heads into 4 groups: 6 do not divide
-        tiny, tiny_config, hf_model, layout, probe = _probed(
-            config,
-            layer_types,
-            real_layers,
-            attention=attention,
-            tiny_heads=TINY_HEADS_FALLBACK,
-            aliases=aliases,
-            pinned=pinned,
-        )
+        tiny, tiny_config, hf_model, layout, probe = probed(tiny_heads=TINY_HEADS_FALLBACK)
     recurrence = read_recurrence(hf_model, source.hf_files or source.remote_files)
     if recurrence is not None:  # HRM: one layer a stack, cycles that show a miscount
-        tiny, tiny_config, hf_model, layout, probe = _probed(
-            config,
-            layer_types,
-            real_layers,
-            attention=attention,
-            aliases=aliases,
-            pinned=pinned,
-            recurrence=recurrence.spec,
-        )
+        tiny, tiny_config, hf_model, layout, probe = probed(recurrence=recurrence.spec)
     model = layout.model if layout else hf_model
     builder = DecoderSpecBuilder(
         hf_config,
