@@ -49,6 +49,22 @@ EXAMPLES = (
     Example("Qwen/Qwen2.5-VL-3B-Instruct", "mobius", "qwen2_5_vl/mobius", ("--treat-as-new",)),
     # The same VLM into AutoModel: HF's tower and projector around the generated Llama text model.
     Example("llava-hf/llava-1.5-7b-hf", "automodel", "llava/automodel", ("--treat-as-new",)),
+    # Three types from mobius' backlog (#16), each transformers' default config for its type
+    # (no Hub access here), named by the checkpoint it stands for: a dense one, a MoE, and a
+    # MoE with gated norms and a fused query-and-gate projection (run from the repo root).
+    Example(
+        "tests/fixtures/backlog/vaultgemma",
+        "mobius",
+        "vaultgemma/mobius",
+        ("--hub-id", "google/vaultgemma-1b"),
+    ),
+    Example(
+        "tests/fixtures/backlog/minimax_m2",
+        "mobius",
+        "minimax_m2/mobius",
+        ("--hub-id", "MiniMaxAI/MiniMax-M2"),
+    ),
+    Example("tests/fixtures/backlog/axk2", "mobius", "axk2/mobius", ("--hub-id", "skt/A.X-K2")),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).
     Example("tests/fixtures/remote/ember-tiny", "mobius", "ember/mobius", ("--trust-remote-code",)),
 )
