@@ -372,6 +372,7 @@ _ABSENT_EVIDENCE = {
     "text.head_transform": ("text.tie_word_embeddings",),  # what was read of the head
     # what was read of the layers: their kinds, else the attention every layer holds
     "text.mixers": ("text.layer_types", "text.attention.kind"),
+    "text.recurrence": ("text.mixers",),  # likewise: one stack of the layers read
 }
 
 

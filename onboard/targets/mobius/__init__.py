@@ -30,7 +30,11 @@ from onboard.targets.mobius.registry import open_library as _open_library
 from onboard.targets.mobius.restated import flag_configs, restated
 from onboard.targets.mobius.rope import M8_NOTE, dynamic_rope
 from onboard.targets.mobius.settings import Setting
-from onboard.targets.mobius.shadowing import replaces_library_config, shadows_library
+from onboard.targets.mobius.shadowing import (
+    CONFIG_BESIDE,
+    replaces_library_config,
+    shadows_library,
+)
 from onboard.targets.mobius.splits import with_splits
 
 if TYPE_CHECKING:
@@ -100,18 +104,15 @@ class MobiusTarget:
         configs = flag_configs(analysis) if _importable(library) else []
         dropped = _restated(design, configs)
         design = _without(design, dropped)
+        design = _config_beside(design, library)
         plan = _plan.plan_files(design, analysis.spec, proposal, library, out=out, command=command)
-        # into a checkout, beside the library's own model (an --out proposal keeps its names,
-        # unless its config class would replace one of the library's own)
-        if name is None and (
-            replaces_library_config(design, library)
-            or (
-                out is None
-                and (shadows_library(design, library) or overwrites_library(plan, library))
-            )
+        # into a checkout, beside the library's own model (an --out proposal keeps its names)
+        if (out is None and name is None) and (
+            shadows_library(design, library) or overwrites_library(plan, library)
         ):
             named = beside(design.module)
             design = _without(self.design(analysis.spec, proposal, named, flagged_from), dropped)
+            design = _config_beside(design, library)
             plan = _plan.plan_files(
                 design, analysis.spec, proposal, library, out=out, command=command
             )
@@ -238,6 +239,14 @@ def _without(design: _design.ModelDesign, dropped: frozenset[Setting]) -> _desig
     return dataclasses.replace(
         design, settings=tuple(s for s in design.settings if s not in dropped)
     )
+
+
+def _config_beside(design: _design.ModelDesign, library: Library) -> _design.ModelDesign:
+    """The design, its config class renamed where its name is one of mobius' own (Jamba's
+    ``JambaConfig``), which the upsert into ``_configs/_base.py`` would replace."""
+    if not replaces_library_config(design, library):
+        return design
+    return dataclasses.replace(design, config_name=f"{design.prefix}{CONFIG_BESIDE}Config")
 
 
 def _renamed(

@@ -433,6 +433,8 @@ class ModelDesign:
     vision: VisionDesign | None = None  # a VLM: the vision-language parts around the text model
     # Flags whose other value the generated code does not compute: its config refuses that value
     guards: tuple[FlagGuard, ...] = ()
+    # The config class's name where ``{prefix}Config`` is one of mobius' own (shadowing.py)
+    config_name: str = ""
     # Saved tensors transformers cuts into equal chunks on load (HRM's attn.gqkv_proj), cut
     # the same way before the renames
     splits: tuple[WeightSplit, ...] = ()
@@ -470,7 +472,7 @@ class ModelDesign:
 
     @property
     def config_class(self) -> str:
-        return f"{self.prefix}Config"
+        return self.config_name or f"{self.prefix}Config"
 
     @property
     def model_class(self) -> str:

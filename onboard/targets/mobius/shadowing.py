@@ -4,8 +4,9 @@
 ``models/__init__.py`` then imports a second time (mobius' own lives in ``models/qwen.py``): the
 new import shadows mobius' class (ruff F811). Such a model is generated beside it, like one
 whose files are taken (``onboard.targets.beside``). Its config class is upserted into
-``_configs/_base.py``: one named like a class mobius' own models use (``Gemma2Config`` for
-``--treat-as-new gemma2``) would replace it, so such a model goes beside it even with ``--out``.
+``_configs/_base.py``: one named like a class of mobius' own (``Gemma2Config`` for
+``--treat-as-new gemma2``, ``JambaConfig``) would replace it, so such a config class gets a name
+of its own (``CONFIG_BESIDE``), even with ``--out``, where the model keeps its names.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from onboard.targets.mobius.config_home import CONFIGS_BASE
 from onboard.targets.mobius.design import ModelDesign
 from onboard.targets.mobius.plan import MODELS_INIT
 
+CONFIG_BESIDE = "Onboarded"  # Jamba's generated config: JambaOnboardedConfig
+
 
 def shadows_library(design: ModelDesign, library: Library) -> bool:
     """``mobius.models`` already imports the registered class from another module."""
@@ -29,25 +32,22 @@ def shadows_library(design: ModelDesign, library: Library) -> bool:
 
 
 def replaces_library_config(design: ModelDesign, library: Library) -> bool:
-    """``_configs/_base.py`` defines a config class of the design's name that a module of
-    ``mobius.models`` other than the design's own imports."""
-    names = {design.config_class, *([design.vision.config_class] if design.vision else [])}
-    taken = names & _defined_classes(library.package_dir / CONFIGS_BASE)
-    own = library.package_dir / "models" / f"{design.module}.py"
+    """``_configs/_base.py`` defines a config class of the design's name that onboard did not
+    write for the design's module (its docstring names the module that uses it): mobius' own,
+    which a model or the registry may use."""
+    ours = f"Used by :mod:`mobius.models.{design.module}`."
     return any(
-        path != own and taken & names_imported
-        for path in sorted((library.package_dir / "models").glob("*.py"))
-        for module, names_imported in _imports(path)
-        if module == "mobius._configs"
+        name == design.config_class and ours not in (docstring or "")
+        for name, docstring in _class_docstrings(library.package_dir / CONFIGS_BASE)
     )
 
 
-def _defined_classes(path: Path) -> set[str]:
+def _class_docstrings(path: Path) -> list[tuple[str, str | None]]:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
-        return set()
-    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+        return []
+    return [(n.name, ast.get_docstring(n)) for n in tree.body if isinstance(n, ast.ClassDef)]
 
 
 def _imports(path: Path) -> list[tuple[str, set[str]]]:

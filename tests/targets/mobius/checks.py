@@ -9,6 +9,7 @@ from typing import Any
 from onboard.codegen import lint_python
 from onboard.parity.report import ParityReport, Status
 from onboard.pipeline import NewOptions, NewResult, onboard_new
+from onboard.targets.mobius.config_home import staged_config_source
 from onboard.targets.mobius.plan import STYLE
 
 
@@ -18,8 +19,9 @@ def statuses(report: ParityReport, provider: str = "default") -> dict[str, Statu
 
 
 def passed_module(result: NewResult, checks: set[str]) -> str:
-    """The generated module's source, once parity ran exactly ``checks`` and passed each on both
-    execution providers, and the module is formatted and lint-clean in mobius' style."""
+    """The generated code (the module, then the config classes it adds to ``mobius._configs``),
+    once parity ran exactly ``checks`` and passed each on both execution providers, and the
+    module is formatted and lint-clean in mobius' style."""
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     for provider in ("default", "cpu"):
@@ -27,7 +29,7 @@ def passed_module(result: NewResult, checks: set[str]) -> str:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
-    return text
+    return text + staged_config_source(module)
 
 
 def assert_default_checks_pass(report: ParityReport) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from onboard.parity.report import ParityReport
 from onboard.pipeline import NewResult
 from onboard.targets.mobius import TARGET
+from onboard.targets.mobius.config_home import staged_config_source
 
 
 def parity_with(result: NewResult, old: str, new: str) -> ParityReport:
@@ -21,3 +25,16 @@ def parity_with(result: NewResult, old: str, new: str) -> ParityReport:
     return TARGET.parity(
         result.analysis, result.proposal, (module, result.plan.model_class), result.library
     )
+
+
+def broken_module(result: NewResult, tmp_path: Path) -> Path:
+    """The generated module in a copy of ``result``'s output tree, to break and run parity on
+    beside the original (the copy's ``onboard.patch`` holds its config classes)."""
+    copy = tmp_path / "broken"
+    shutil.copytree(result.root, copy)
+    return copy / result.plan.model_file
+
+
+def config_classes(result: NewResult) -> str:
+    """The config classes ``result`` adds to ``mobius._configs`` (from its patch)."""
+    return staged_config_source(result.root / result.plan.model_file)

@@ -15,8 +15,6 @@ and so refuses is_decoder False, which HF runs as an encoder attending both ways
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from onboard.analysis.split_layers import BERT_TREE, split_renames
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
+from onboard.targets.mobius import _import_file
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.targets.mobius.checks import assert_default_checks_pass, onboarded_from_backlog, statuses
 from tests.targets.mobius.sabotage import parity_with
@@ -111,11 +110,7 @@ def test_generated_code_refuses_the_encoder_use(bert_generation: Path, tmp_path:
 
     options = NewOptions(model=str(bert_generation), out=tmp_path / "out", parity=False)
     result = onboard_new(options)
-    path = result.root / result.plan.model_file
-    spec = importlib.util.spec_from_file_location("onboarded_bert_generation", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = _import_file(result.root / result.plan.model_file)
     config_class = getattr(module, result.plan.model_class).config_class
     with pytest.raises(ValueError, match="is_decoder=True only: without it HF's model attends"):
         config_class.from_transformers(BertGenerationConfig(is_decoder=False))

@@ -4,10 +4,6 @@ generated config where it cannot."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from onboard.errors import UnsupportedFeatureError
@@ -15,23 +11,16 @@ from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.spec import FlagSpecs
-from onboard.targets.mobius import TARGET
+from onboard.targets.mobius import TARGET, _import_file
 from onboard.targets.mobius.flag_settings import settings_reading_flags
 from onboard.targets.mobius.settings import Setting
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
+from tests.targets.mobius.sabotage import broken_module, config_classes
 
 
 def _flag(result, key: str):
     return next(f for f in result.analysis.spec.flags if f.key == key)
-
-
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +40,10 @@ def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
     text = (qwen3.root / qwen3.plan.model_file).read_text()
     assert "is generated for" not in text  # no flag refused
     # mobius' base config reads the window and the layer kinds the same way: left to it
-    config_text = text.split("def from_transformers", 1)[1].split("\nclass ", 1)[0]
+    config_text = config_classes(qwen3)
+    assert "def from_transformers" in config_text
     assert "sliding_window=" not in config_text and "layer_types=" not in config_text
-    module = _import(qwen3.root / qwen3.plan.model_file, "onboard_flags_qwen3")
+    module = _import_file(qwen3.root / qwen3.plan.model_file)
     hf = make_hf_config({**qwen3.source.config, "use_sliding_window": True, "layer_types": None})
     hf.max_window_layers, hf.sliding_window = 0, 64
     hf.layer_types = ["sliding_attention"] * hf.num_hidden_layers
@@ -68,9 +58,9 @@ def test_qwen3_reads_its_sliding_window_flag(qwen3) -> None:
 
 
 def test_qwen3_code_that_ignores_the_window_fails_with_the_flag_on(qwen3, tmp_path) -> None:
-    module = qwen3.root / qwen3.plan.model_file
-    broken = tmp_path / module.name
-    broken.write_text(with_setting(module.read_text(), "sliding_window=None"))
+    broken = broken_module(qwen3, tmp_path)
+    patch = broken.parents[3] / "onboard.patch"
+    patch.write_text(with_setting(patch.read_text(), "sliding_window=None", line="+"))
     variant = qwen3.analysis.variants[0]
     assert "use_sliding_window" in {key for key, _ in variant.flagged_from.single}
     generated = (broken, qwen3.plan.model_class)
@@ -101,10 +91,10 @@ def test_stablelm_follows_its_residual_layout_qkv_bias_and_qk_norm(stablelm) -> 
     every = stablelm.analysis.variants[0].spec.text.attention
     assert every.qk_norm_head_modules == "norms"
     text = (stablelm.root / stablelm.plan.model_file).read_text()
-    assert "attn_qk_norm=bool(config.qk_layernorm)" in text
+    assert "attn_qk_norm=bool(config.qk_layernorm)" in config_classes(stablelm)
     assert "state_dict = _stack_head_norms(state_dict)" in text
     assert "self.use_parallel_residual = config.use_parallel_residual" in text
-    module = _import(stablelm.root / stablelm.plan.model_file, "onboard_flags_stablelm")
+    module = _import_file(stablelm.root / stablelm.plan.model_file)
     config_class = next(
         v for k, v in vars(module).items() if k.endswith("Config") and k.startswith("StableLm")
     )
@@ -114,7 +104,7 @@ def test_stablelm_follows_its_residual_layout_qkv_bias_and_qk_norm(stablelm) -> 
     hf.use_parallel_residual = hf.use_qkv_bias = hf.qk_layernorm = True
     flipped = config_class.from_transformers(hf)
     # the qkv bias is read by mobius' base config (no setting restates it), the rest here
-    assert "attn_qkv_bias=" not in text
+    assert "attn_qkv_bias=" not in config_classes(stablelm)
     assert (flipped.use_parallel_residual, flipped.attn_qkv_bias, flipped.attn_qk_norm) == (
         True,
         True,
@@ -136,7 +126,7 @@ def test_stablelm_qk_norm_left_out_fails_with_qk_layernorm(stablelm, tmp_path, o
     module = stablelm.root / stablelm.plan.model_file
     text = module.read_text()
     assert old in text
-    broken = tmp_path / module.name
+    broken = broken_module(stablelm, tmp_path)
     broken.write_text(text.replace(old, new))
     variant = next(
         v for v in stablelm.analysis.variants if "qk_layernorm" in dict(v.flagged_from.single)
@@ -151,7 +141,7 @@ def test_stablelm_qk_norm_left_out_fails_with_qk_layernorm(stablelm, tmp_path, o
 def test_stablelm_layer_that_ignores_the_flag_fails_with_it_flipped(stablelm, tmp_path) -> None:
     module = stablelm.root / stablelm.plan.model_file
     old = "self.use_parallel_residual = config.use_parallel_residual"
-    broken = tmp_path / module.name
+    broken = broken_module(stablelm, tmp_path)
     broken.write_text(module.read_text().replace(old, "self.use_parallel_residual = False"))
     variant = next(
         v
@@ -165,11 +155,12 @@ def test_stablelm_layer_that_ignores_the_flag_fails_with_it_flipped(stablelm, tm
     assert "weights" in failed  # the sequential layer's post-attention norm: nothing fills it
 
 
-def with_setting(text: str, setting: str) -> str:
-    """The generated module with ``setting`` added to its config's ``from_transformers``."""
-    anchor = "return dataclasses.replace(\n            base,\n"
+def with_setting(text: str, setting: str, line: str = "") -> str:
+    """The config class's source with ``setting`` added to its ``from_transformers`` (``line``:
+    what starts each of its lines, "+" in a patch)."""
+    anchor = f"return dataclasses.replace(\n{line}            base,\n"
     assert anchor in text
-    return text.replace(anchor, f"{anchor}            {setting},\n", 1)
+    return text.replace(anchor, f"{anchor}{line}            {setting},\n", 1)
 
 
 def _settings(**exprs: str) -> tuple[Setting, ...]:
@@ -243,7 +234,7 @@ def test_cohere_follows_use_qk_norm_with_a_norm_weight_per_head(cohere) -> None:
     flag = next(f for f in cohere.analysis.spec.flags if f.key == "use_qk_norm")
     assert ("attention.qk_norm_each_head", "False", "True") in flag.switches
     text = (cohere.root / cohere.plan.model_file).read_text()
-    module = _import(cohere.root / cohere.plan.model_file, "onboard_flags_cohere")
+    module = _import_file(cohere.root / cohere.plan.model_file)
     hf = make_hf_config(cohere.source.config)
     assert module.CohereConfig.from_transformers(hf).attn_qk_norm is False
     hf.use_qk_norm = True  # mobius' base config reads the flag itself: no setting restates it
@@ -258,7 +249,7 @@ def test_cohere_norms_shared_by_the_heads_fail_with_use_qk_norm(cohere, tmp_path
     text = module.read_text()
     old = "if config.attn_qk_norm:  # a weight per head, [heads, head_dim]"
     assert old in text
-    broken = tmp_path / module.name
+    broken = broken_module(cohere, tmp_path)
     broken.write_text(text.replace(old, "if False:"))  # mobius' own q/k norms: one row
     variant = next(
         v for v in cohere.analysis.variants if "use_qk_norm" in dict(v.flagged_from.single)

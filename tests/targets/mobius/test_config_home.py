@@ -51,12 +51,14 @@ def test_without_the_patched_class_the_module_does_not_import(tmp_path: Path) ->
 
 
 def test_a_library_config_class_is_never_replaced(tmp_path: Path) -> None:
-    # mobius' own Gemma2Config is what its Gemma models use: the new model goes beside it
+    # mobius' own Gemma2Config is what its Gemma models use: the new one gets its own name,
+    # and the model keeps its names (--out)
     result = _new(str(default_config_dir("gemma2", tmp_path / "models")), tmp_path / "out")
+    assert result.plan.model_class == "Gemma2CausalLMModel"
     patch = (result.root / "onboard.patch").read_text()
     base = patch.split("+++ b/src/mobius/_configs/_base.py\n", 1)[1].split("\n--- ", 1)[0]
     assert not [line for line in base.splitlines() if line.startswith("-")]
     added = [line for line in _added_to(patch, "src/mobius/_configs/_base.py") if "class " in line]
-    prefix = result.plan.model_class.removesuffix("CausalLMModel")
-    assert prefix != "Gemma2"
-    assert len(added) == 1 and added[0].startswith(f"class {prefix}Config(")
+    assert len(added) == 1 and added[0].startswith("class Gemma2OnboardedConfig(")
+    module = (result.root / result.plan.model_file).read_text()
+    assert "config_class = Gemma2OnboardedConfig" in module

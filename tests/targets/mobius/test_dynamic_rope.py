@@ -24,6 +24,7 @@ from onboard.targets.mobius.propose import propose
 from onboard.targets.mobius.registry import open_library
 from onboard.targets.mobius.rope import M8_NOTE
 from tests.hub_cache import fixture_config
+from tests.targets.mobius.sabotage import config_classes
 
 DYNAMIC = {"rope_type": "dynamic", "factor": 2.0}
 
@@ -95,5 +96,5 @@ def test_generated_code_does_not_inherit_m8(tmp_path: Path) -> None:
     assert report.passed and not report.bugs
     assert all(c.status in (Status.PASS, Status.SKIP) for c in report.checks)
     assert M8_NOTE in report.notes
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert 'rope_type="default"' in text and "(bug M8)" in text

@@ -15,7 +15,7 @@ from tests.analyses import DENSE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 from tests.targets.mobius.checks import assert_default_checks_pass
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 
 def _new(repo_id: str, out: Path, **options):
@@ -360,7 +360,7 @@ def test_a_sparsemixer_router_is_generated(tmp_path: Path) -> None:
     assert report.weights.ok and not [c for c in report.checks if c.status is Status.XFAIL]
     text = (result.root / result.plan.model_file).read_text()
     assert "def _sparsemixer(self, op: OpBuilder, logits: ir.Value)" in text
-    assert "router_jitter_noise=config.router_jitter_noise" in text
+    assert "router_jitter_noise=config.router_jitter_noise" in config_classes(result)
     assert lint_python(text, filename=Path(result.plan.model_file).name, style=STYLE) == ""
 
 

@@ -19,7 +19,7 @@ from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 LFM2 = "LiquidAI/LFM2-1.2B"
 
@@ -42,9 +42,10 @@ def test_lfm2_onboards_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert 'default_task = "hybrid-text-generation"' in text
     assert "short_conv_kernel=config.conv_L_cache" in text
-    assert "intermediate_size=_mlp_width(config)" in text
+    assert "intermediate_size=cls._mlp_width(config)" in text
     # mobius' own build tests read the kinds from the entry: one layer of each, mobius' words
     design = TARGET.design(result.analysis.spec, result.proposal)
     entry = mobius_plan.test_config_entry(design, result.analysis.spec)
@@ -102,7 +103,7 @@ def test_bamba_re_onboards_with_its_own_mamba2_component(tmp_path: Path) -> None
     assert all(c.status is Status.PASS for c in default.values())
     assert "(conv_state, key, ssm_state, value)" in default["states"].detail
     assert default["pad-left"].status is Status.PASS  # padded positions kept out of the state
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert "class BambaMamba2(nn.Module)" in text and "Mamba2Block(" not in text
     assert "mamba_n_heads=config.mamba_n_heads" in text
 
@@ -160,6 +161,7 @@ def test_nemotron_h_re_onboards_with_one_block_layers(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     for layer in ("Mamba2DecoderLayer", "AttentionDecoderLayer", "MLPDecoderLayer"):
         assert f"class NemotronH{layer}(nn.Module)" in text
     assert (
@@ -230,6 +232,7 @@ def test_nemotron_h_with_experts_re_onboards(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert "self.moe = NemotronHMoELayer(config, gate=gate)" in text
     assert "shared_expert_intermediate_size=config.moe_shared_expert_intermediate_size" in text
     broken = parity_with(result, "return op.Add(routed, shared)", "return routed")
@@ -256,6 +259,7 @@ def test_jamba_re_onboards_with_its_own_mamba_component(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert "return index % config.expert_layer_period == config.expert_layer_offset" in text
     assert "self.dt_layernorm = RMSNorm(self.dt_rank, eps=config.mamba_norm_eps)" in text
     assert "mamba_expand=config.mamba_expand" in text and "MambaBlock(" not in text

@@ -29,7 +29,7 @@ from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
 from tests.inkling_moe import glm4_moe_with_inkling_moe
 from tests.new_types import default_config_dir
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 WEIGHTED_SHARE = "result = op.Add(result, op.Mul(expert(op, hidden_states), share))"
 UNWEIGHTED_SHARE = "result = op.Add(result, expert(op, hidden_states))"
@@ -72,7 +72,7 @@ def test_router_weighted_shared_experts_generate_into_mobius_with_zero_edits(
     text = (result.root / result.plan.model_file).read_text()
     assert "self.global_scale = nn.Parameter([1])" in text
     assert "self.routed_scaling_factor = config.routed_scaling_factor" in text
-    assert "routed_scaling_factor=config.route_scale" in text
+    assert "routed_scaling_factor=config.route_scale" in config_classes(result)
     assert lint_python(text, filename=Path(result.plan.model_file).name, style=STYLE) == ""
     # the shared experts added unweighted, as an ordinary shared expert would be
     unweighted = parity_with(result, WEIGHTED_SHARE, UNWEIGHTED_SHARE)

@@ -33,7 +33,7 @@ from tests.hub_cache import fixture_config
 from tests.new_types import default_config_dir
 from tests.sliding_rope import LAGUNA_ROPE, SCALED_ROPE, laguna_rotation, mellum_dir
 from tests.targets.mobius.checks import assert_default_checks_pass, built_from_test_entry, statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 LOCAL_TABLE = '"sliding_attention": self.rotary_emb_local(op, position_ids),'
 FULL_TABLE = '"sliding_attention": self.rotary_emb(op, position_ids),'
@@ -146,8 +146,9 @@ def test_the_library_tests_build_the_sliding_layers_share(
     mobius' tests/_test_configs.py sets the sliding fields, so its tests build that path."""
     folder = _model(tmp_path, LAGUNA_ROPE, monkeypatch)
     result = onboard_new(NewOptions(model=str(folder), out=tmp_path / "out", parity=False))
-    text = (result.root / result.plan.model_file).read_text()
-    assert 'local_partial_rotary_factor=config.rope_parameters["sliding_attention"]' in text
+    assert 'local_partial_rotary_factor=config.rope_parameters["sliding_attention"]' in (
+        config_classes(result)
+    )
     design = TARGET.design(result.analysis.spec, result.proposal)
     entry = mobius_plan.test_config_entry(design, result.analysis.spec)
     assert '"partial_rotary_factor": 0.5,' in entry

@@ -18,6 +18,7 @@ from onboard.targets.mobius import TARGET
 from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from tests.new_types import default_config_dir
+from tests.targets.mobius.sabotage import config_classes
 
 
 def test_mamba2_re_onboards_as_one_mixer_block_a_layer(tmp_path: Path) -> None:
@@ -33,6 +34,7 @@ def test_mamba2_re_onboards_as_one_mixer_block_a_layer(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert "class Mamba2Mixer(nn.Module)" in text  # not Mamba2Mamba2
     assert "[Mamba2MixerDecoderLayer(config) for _ in range(config.num_hidden_layers)]" in text
     assert "AttentionDecoderLayer" not in text and "create_attention_bias" not in text
@@ -92,6 +94,7 @@ def test_mamba_re_onboards_with_a_whole_prompt_scan(
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert f"class {component}(nn.Module)" in text and "MambaBlock(" not in text
     assert "mamba_expand=config.intermediate_size // config.hidden_size" in text
     assert all(line in text for line in own_lines), own_lines

@@ -10,6 +10,7 @@ from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius import _import_file
 from onboard.targets.mobius.static_cache import static_cache_check
 from tests.hub_cache import fixture_config
+from tests.targets.mobius.sabotage import broken_module
 
 OPT_IN = "_supports_static_cache = True"
 DISPATCH = "static_cache=static_cache,"
@@ -24,7 +25,7 @@ def qwen3_moe(tmp_path_factory):
 
 
 def _check(result, text: str, tmp_path):
-    path = tmp_path / "qwen3_moe.py"
+    path = broken_module(result, tmp_path)
     path.write_text(text)
     module_class = getattr(_import_file(path), result.plan.model_class)
     return static_cache_check(module_class, make_hf_config(result.analysis.tiny.config), "default")

@@ -19,7 +19,7 @@ from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from tests.hub_cache import fixture_config
 from tests.targets.mobius.checks import passed_module, statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 LLAVA = "llava-hf/llava-1.5-7b-hf"
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
@@ -138,7 +138,7 @@ def test_a_siglip_tower_is_generated_and_passes(tmp_path: Path) -> None:
     unread = report.weights.unread
     # named as published checkpoints name them (vision_tower.vision_model.)
     assert {n.split(".")[2] for n in unread} == {"post_layernorm", "head"}
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert lint_python(text, filename="llava.py", style=STYLE) == ""
     assert "class LlavaVisionTransformer(nn.Module)" in text
     assert "CLIPVisionModel" not in text
@@ -240,7 +240,7 @@ def test_gemma3_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     # the cpu EP's GroupQueryAttention rewrite drops the attention bias that carries the image
     # blocks (M5), confirmed by building the same graph without the rewrite
     assert "M5" in [b.id for b in report.bugs]
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert lint_python(text, filename="gemma3.py", style=STYLE) == ""
     assert "self.mm_soft_emb_norm = OffsetRMSNorm(" in text
     assert "op.MatMul(features, self.mm_input_projection_weight)" in text

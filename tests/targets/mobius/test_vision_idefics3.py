@@ -17,7 +17,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from tests.targets.mobius.checks import passed_module, statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
 # Idefics3-8B-Llama3's tower: 364-pixel tiles of 14-pixel patches (26 a side, which the scale
@@ -127,7 +127,7 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
     cpu = {c.name: c for c in report.checks if c.provider == "cpu"}
     assert cpu["image-features"].status is Status.PASS
     assert {c.bug for c in cpu.values() if c.status is Status.XFAIL} == {"T8"}
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert lint_python(text, filename="aya_vision.py", style=STYLE) == ""
     assert "pixel_shuffle_factor=top.downsample_factor," in text
     assert "value, gate = op.Split(features, axis=-1, num_outputs=2, _outputs=2)" in text
@@ -192,7 +192,7 @@ def test_a_projector_width_of_its_own_follows_its_config_key(
     result = onboard_new(options)
     assert result.parity is not None and result.parity.passed
     assert statuses(result.parity) == dict.fromkeys(CHECKS, Status.PASS)
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert f"alignment_intermediate_size={read}," in text
     report = parity_with(
         result,

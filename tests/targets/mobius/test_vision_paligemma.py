@@ -21,7 +21,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from tests.published_vlms import published_vlm_dir
 from tests.targets.mobius.checks import statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
 PREFIX = "block_sequence_ids=prefix_blocks(op, token_type_ids),"
@@ -40,7 +40,7 @@ def _passed(result) -> str:
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     assert statuses(report) == dict.fromkeys(CHECKS, Status.PASS)
     assert [b.id for b in report.bugs] == ["M5"]
-    return (result.root / result.plan.model_file).read_text()
+    return (result.root / result.plan.model_file).read_text() + config_classes(result)
 
 
 def test_paligemma_3b_pt_224_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from tests.hub_cache import fixture_config
 from tests.targets.mobius.checks import passed_module, statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
 MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
@@ -100,7 +100,7 @@ def test_qwen2_vl_generates_through_mobius_tower_without_windows(tmp_path: Path)
     report = result.parity
     assert report is not None and report.passed, [c.to_dict() for c in report.failures]
     assert {c.name for c in report.checks} == CHECKS
-    text = (result.root / result.plan.model_file).read_text()
+    text = (result.root / result.plan.model_file).read_text() + config_classes(result)
     assert "class Qwen2VLVisionTransformer(Qwen2VLVisionModel):" in text
     assert "window_size" not in text
     assert 'name = name.replace(".mlp.fc1.", ".mlp.up_proj.")' in text
