@@ -50,8 +50,8 @@ EXAMPLES = (
     # The same VLM into AutoModel: HF's tower and projector around the generated Llama text model.
     Example("llava-hf/llava-1.5-7b-hf", "automodel", "llava/automodel", ("--treat-as-new",)),
     # Three types from mobius' backlog (#16), each transformers' default config for its type
-    # (no Hub access here), named by the checkpoint it stands for: a dense one, a MoE, and a
-    # MoE with gated norms and a fused query-and-gate projection (run from the repo root).
+    # (no Hub access here), named by the checkpoint it stands for: a dense one, a MoE, and one
+    # whose two stacks of layers run in cycles (run from the repo root).
     Example(
         "tests/fixtures/backlog/vaultgemma",
         "mobius",
@@ -64,7 +64,12 @@ EXAMPLES = (
         "minimax_m2/mobius",
         ("--hub-id", "MiniMaxAI/MiniMax-M2"),
     ),
-    Example("tests/fixtures/backlog/axk2", "mobius", "axk2/mobius", ("--hub-id", "skt/A.X-K2")),
+    Example(
+        "tests/fixtures/backlog/hrm_text",
+        "mobius",
+        "hrm_text/mobius",
+        ("--hub-id", "sapientinc/HRM-Text-1B"),
+    ),
     # A never-published architecture that exists only as Hub remote code (run from the repo root).
     Example("tests/fixtures/remote/ember-tiny", "mobius", "ember/mobius", ("--trust-remote-code",)),
 )

@@ -21,7 +21,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from tests.targets.mobius.checks import statuses
-from tests.targets.mobius.sabotage import parity_with
+from tests.targets.mobius.sabotage import config_classes, parity_with
 
 CHECKS = {"weights", "image-features", "merged-embeddings", "prefill", "decode", "text-only"}
 PATCH_LINEAR = "self.vision_embed_tokens = Linear(width, config.hidden_size, bias=True)"
@@ -63,6 +63,7 @@ def test_fuyu_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     module = result.root / result.plan.model_file
     text = module.read_text()
     assert lint_python(text, filename=module.name, style=STYLE) == ""
+    text += config_classes(result)
     assert "class FuyuVisionEncoder(nn.Module):" in text and PATCH_LINEAR in text
     assert '"image_patches", dtype=config.dtype, shape=[ir.SymbolicDim("patches"), width]' in text
     assert "patch_size=top.patch_size," in text and "num_channels=top.num_channels," in text

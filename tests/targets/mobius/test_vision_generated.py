@@ -139,7 +139,8 @@ def test_a_siglip_tower_is_generated_and_passes(tmp_path: Path) -> None:
     # named as published checkpoints name them (vision_tower.vision_model.)
     assert {n.split(".")[2] for n in unread} == {"post_layernorm", "head"}
     text = (result.root / result.plan.model_file).read_text() + config_classes(result)
-    assert lint_python(text, filename="llava.py", style=STYLE) == ""
+    module = (result.root / result.plan.model_file).read_text()
+    assert lint_python(module, filename="llava.py", style=STYLE) == ""
     assert "class LlavaVisionTransformer(nn.Module)" in text
     assert "CLIPVisionModel" not in text
 
@@ -203,7 +204,7 @@ def test_a_checkout_keeps_its_own_llava_module(mobius_repo: Path) -> None:
         registry
     )
     configs = (mobius_repo / "tests/_test_configs.py").read_text()
-    assert "from mobius.models.llava_clip import LlavaClipMultiModalConfig" in configs
+    assert "from mobius._configs import LlavaClipMultiModalConfig, VisionConfig" in configs
     assert '"_config_cls": LlavaClipMultiModalConfig' in configs
     assert (mobius_repo / "testdata/cases/vision-language/llava_clip.yaml").is_file()
 
@@ -241,7 +242,8 @@ def test_gemma3_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     # blocks (M5), confirmed by building the same graph without the rewrite
     assert "M5" in [b.id for b in report.bugs]
     text = (result.root / result.plan.model_file).read_text() + config_classes(result)
-    assert lint_python(text, filename="gemma3.py", style=STYLE) == ""
+    module = (result.root / result.plan.model_file).read_text()
+    assert lint_python(module, filename="gemma3.py", style=STYLE) == ""
     assert "self.mm_soft_emb_norm = OffsetRMSNorm(" in text
     assert "op.MatMul(features, self.mm_input_projection_weight)" in text
     assert "features = self._average_pool(op, features)" in text

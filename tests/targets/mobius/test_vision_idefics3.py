@@ -128,7 +128,8 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
     assert cpu["image-features"].status is Status.PASS
     assert {c.bug for c in cpu.values() if c.status is Status.XFAIL} == {"T8"}
     text = (result.root / result.plan.model_file).read_text() + config_classes(result)
-    assert lint_python(text, filename="aya_vision.py", style=STYLE) == ""
+    module = (result.root / result.plan.model_file).read_text()
+    assert lint_python(module, filename="aya_vision.py", style=STYLE) == ""
     assert "pixel_shuffle_factor=top.downsample_factor," in text
     assert "value, gate = op.Split(features, axis=-1, num_outputs=2, _outputs=2)" in text
     # HF reads getattr(config, "alignment_intermediate_size", text hidden size)
