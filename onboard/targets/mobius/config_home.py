@@ -30,9 +30,17 @@ _PATCHED_BASE = f"b/src/mobius/{CONFIGS_BASE}"
 _INSTALLED: dict[str, type] = {}
 
 
+def owner_line(module: str) -> str:
+    """The docstring line of each config class onboard writes for ``mobius.models.<module>``:
+    how a re-run tells its own classes from mobius' (``shadowing.replaces_library_config``)."""
+    return f"Used by :mod:`mobius.models.{module}`."
+
+
 def config_classes(design: ModelDesign, style) -> str:
     """The model's config classes as they go into ``_configs/_base.py``, formatted."""
-    source = render_template("mobius/config.py.j2", style=style, d=design)
+    source = render_template(
+        "mobius/config.py.j2", style=style, d=design, owner=owner_line(design.module)
+    )
     # _base.py's own imports; formatted as a module, then only the classes are kept
     header = "from __future__ import annotations\n\nimport dataclasses\nimport math\n\n\n"
     formatted = format_python(header + source, filename="_base.py", style=style)

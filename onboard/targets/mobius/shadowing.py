@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 from onboard.targets.base import Library
-from onboard.targets.mobius.config_home import CONFIGS_BASE
+from onboard.targets.mobius.config_home import CONFIGS_BASE, owner_line
 from onboard.targets.mobius.design import ModelDesign
 from onboard.targets.mobius.plan import MODELS_INIT
 
@@ -35,7 +35,7 @@ def replaces_library_config(design: ModelDesign, library: Library) -> bool:
     """``_configs/_base.py`` defines a config class of the design's name that onboard did not
     write for the design's module (its docstring names the module that uses it): mobius' own,
     which a model or the registry may use."""
-    ours = f"Used by :mod:`mobius.models.{design.module}`."
+    ours = owner_line(design.module)
     return any(
         name == design.config_class and ours not in (docstring or "")
         for name, docstring in _class_docstrings(library.package_dir / CONFIGS_BASE)
