@@ -158,6 +158,7 @@ class ModelDesign:
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
     qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
+    qk_norm_each_head: bool = False  # the q/k norms hold a weight row per head (Cohere's)
     # HF's attention and rotary kept whole, for the features its forward computes that the
     # generated one does not write (multi-head latent attention, differential attention, ...)
     kept_attention: KeptAttention | None = None
@@ -288,6 +289,7 @@ def design_model(
         logits_multiplier=_multiplier(text, "logits"),
         head_input_scaled=_head_input_scaled(spec, hf),
         qk_norm_after_rope=text.attention.qk_norm_after_rope,
+        qk_norm_each_head=text.attention.qk_norm_each_head,
         kept_attention=kept_attention(spec, reasons.get("mla")),
         materialised_mask=source_line(hf.module, "allow_is_causal_skip=False") is not None,
     )

@@ -48,6 +48,8 @@ def _gated_norms(t: Any) -> str:
     return f"gated norms (y * sigmoid(up(act(down(y)))), {roles})"
 
 
+# Learned scales of the residual (Doge) need no entry: the generated decoder layer keeps HF's
+# forward, which applies them.
 UNWRITTEN: tuple[Unwritten, ...] = (
     Unwritten(
         "text.rope.reversed",
@@ -207,13 +209,6 @@ UNWRITTEN: tuple[Unwritten, ...] = (
         lambda t: getattr(t, "moe", None) is not None and t.moe.post_norm is not None,
         lambda t: f"a norm of the MoE block's output ({t.moe.post_norm})",
         ": AutoModel's MoE returns the routed plus shared experts as they are",
-    ),
-    Unwritten(
-        "text.residual_gates",
-        "layer",
-        lambda t: bool(t.residual_gates),
-        lambda t: "learned per-channel scales of the residual",
-        ": the generated layers add the residual as it is",
     ),
 )
 
