@@ -226,9 +226,15 @@ class ModelDesign:
 
 
 def design_model(
-    spec: ArchitectureSpec, proposal: Proposal, tiny_config: dict[str, Any], probe: Probe
+    spec: ArchitectureSpec,
+    proposal: Proposal,
+    tiny_config: dict[str, Any],
+    probe: Probe,
+    flagged: tuple[ArchitectureSpec, ...] = (),
 ) -> ModelDesign:
-    """The design for ``spec``; raises UnsupportedFeatureError for what cannot be expressed."""
+    """The design for ``spec``; raises UnsupportedFeatureError for what cannot be expressed.
+
+    ``flagged``: the specs under the config flags' other values, which the same code runs."""
     if proposal.blockers:
         raise UnsupportedFeatureError(
             f"the AutoModel generator cannot express {len(proposal.blockers)} feature(s) of "
@@ -290,7 +296,7 @@ def design_model(
         head_input_scaled=_head_input_scaled(spec, hf),
         qk_norm_after_rope=text.attention.qk_norm_after_rope,
         qk_norm_each_head=text.attention.qk_norm_each_head,
-        kept_attention=kept_attention(spec, reasons.get("mla")),
+        kept_attention=kept_attention(spec, reasons.get("mla"), flagged),
         materialised_mask=source_line(hf.module, "allow_is_causal_skip=False") is not None,
     )
     if design.kept_attention is not None and (refused := kept_blockers(design)):

@@ -38,15 +38,13 @@ def attention_features(spec: ArchitectureSpec) -> tuple[Reason, ...]:
     """What the attention of ``spec`` computes that the generated NeMo forward does not write,
     each with where it was seen (empty: the generated forward writes all of it)."""
     text = spec.text
-    found = [
-        Reason(u.what(text), cite(spec, u.path) or u.fallback) for u in unwritten(text, "attention")
-    ]
+    found = [Reason(u.what(text), cite(spec, u.path)) for u in unwritten(text, "attention")]
     if (reordered_rope := text.reordered_rope()) is not None:
         kind, _ = reordered_rope
         found.append(
             Reason(
                 f"RoPE frequencies reordered in {kind} layers",
-                cite(spec, f"text.rope.{kind}") or "probe",
+                cite(spec, f"text.rope.{kind}"),
             )
         )
     if getattr(text, "rope_layers_key", None):
@@ -67,11 +65,19 @@ def attention_features(spec: ArchitectureSpec) -> tuple[Reason, ...]:
     return tuple(found)
 
 
-def kept_attention(spec: ArchitectureSpec, mla: Reason | None) -> KeptAttention | None:
+def kept_attention(
+    spec: ArchitectureSpec, mla: Reason | None, flagged: tuple[ArchitectureSpec, ...] = ()
+) -> KeptAttention | None:
     """HF's attention kept whole for ``spec`` (``mla``: the latent attention's reason), or None
-    when the generated forward writes all of it."""
-    because = ((mla,) if mla else ()) + attention_features(spec)
-    return KeptAttention(because, mla=mla is not None) if because else None
+    when the generated forward writes all of it.
+
+    ``flagged`` are the specs of the same code under other values of its config flags: a
+    feature a flag switches on (Cohere's use_qk_norm) keeps HF's attention whole for every
+    value, so the one generated class reads the flag as HF's does."""
+    found = [mla] if mla else []
+    for one in (spec, *flagged):
+        found += (r for r in attention_features(one) if r.text not in {f.text for f in found})
+    return KeptAttention(tuple(found), mla=mla is not None) if found else None
 
 
 def kept_blockers(design: Any) -> tuple[str, ...]:
