@@ -77,7 +77,7 @@ def test_kept_attention_subclasses_hf_attention_and_rotary(tmp_path: Path) -> No
 def _generated_with_nemo_forward(model_type: str, tmp_path: Path, monkeypatch) -> Path:
     """``model_type`` generated as if its attention features did not exist: NeMo's forward."""
     with monkeypatch.context() as patch:
-        patch.setattr(design, "kept_attention", lambda spec, mla: None)
+        patch.setattr(design, "kept_attention", lambda *_: None)
         out, result = generate_default(model_type, tmp_path / "nemo_forward")
     assert "return super().forward(" not in (out / result.plan.model_file).read_text()
     return out
