@@ -56,7 +56,11 @@ class AutomodelTarget:
     def design(
         self, analysis: Analysis, proposal: Proposal, name: str | None = None
     ) -> _design.ModelDesign:
-        design = _design.design_model(analysis.spec, proposal, analysis.tiny.config, analysis.probe)
+        flagged = analysis.flagged_from
+        others = (flagged.baseline, *(s for _, s in flagged.single)) if flagged else ()
+        design = _design.design_model(
+            analysis.spec, proposal, analysis.tiny.config, analysis.probe, others
+        )
         if design.vision is None:  # a VLM's flags configure HF's own modules, kept whole
             guards = guarded_flags(analysis.spec, analysis.flagged_from)
             design = dataclasses.replace(design, guards=guards)

@@ -35,6 +35,7 @@ from onboard.targets.automodel.hf_facts import (
     class_location,
     source_line,
 )
+from onboard.targets.automodel.kept_attention import KeptAttention, kept_attention, kept_blockers
 from onboard.targets.automodel.moe_design import (
     MOE_ATTRIBUTE,
     MoEDesign,
@@ -157,9 +158,13 @@ class ModelDesign:
     # class holds HF's tower and projector beside it
     vision: VisionDesign | None = None
     qk_norm_after_rope: bool = False  # the per-head q/k norms apply to the rotated q, k (HunYuan)
-    # Multi-head latent attention (MiniCPM3, DeepSeek-V2): HF's attention and rotary kept whole,
-    # their latent projections, RoPE over part of each head and compressed cache included
-    mla: bool = False
+    qk_norm_each_head: bool = False  # the q/k norms hold a weight row per head (Cohere's)
+    # HF's attention and rotary kept whole, for the features its forward computes that the
+    # generated one does not write (multi-head latent attention, differential attention, ...)
+    kept_attention: KeptAttention | None = None
+    # HF's model always materialises the causal mask (allow_is_causal_skip=False): Doge's
+    # attention adds its dynamic mask onto it
+    materialised_mask: bool = False
 
     @property
     def qk_norm_before_rope(self) -> str:
@@ -221,9 +226,15 @@ class ModelDesign:
 
 
 def design_model(
-    spec: ArchitectureSpec, proposal: Proposal, tiny_config: dict[str, Any], probe: Probe
+    spec: ArchitectureSpec,
+    proposal: Proposal,
+    tiny_config: dict[str, Any],
+    probe: Probe,
+    flagged: tuple[ArchitectureSpec, ...] = (),
 ) -> ModelDesign:
-    """The design for ``spec``; raises UnsupportedFeatureError for what cannot be expressed."""
+    """The design for ``spec``; raises UnsupportedFeatureError for what cannot be expressed.
+
+    ``flagged``: the specs under the config flags' other values, which the same code runs."""
     if proposal.blockers:
         raise UnsupportedFeatureError(
             f"the AutoModel generator cannot express {len(proposal.blockers)} feature(s) of "
@@ -241,13 +252,7 @@ def design_model(
     if text.moe is not None:
         moe = moe_design(spec, hf, probe)
         reasons.update(moe_reasons(spec, hf, moe))
-    if text.attention.mla is not None and len(distinct_ropes(text)) > 1:
-        raise UnsupportedFeatureError(
-            "multi-head latent attention beside RoPE tables per layer kind: the generated "
-            "model hands HF's latent attention the table of HF's one rotary embedding",
-            (reasons["mla"].where,),
-        )
-    return ModelDesign(
+    design = ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
         module=module_name(spec.model_type),
@@ -290,8 +295,16 @@ def design_model(
         logits_multiplier=_multiplier(text, "logits"),
         head_input_scaled=_head_input_scaled(spec, hf),
         qk_norm_after_rope=text.attention.qk_norm_after_rope,
-        mla=text.attention.mla is not None,
+        qk_norm_each_head=text.attention.qk_norm_each_head,
+        kept_attention=kept_attention(spec, reasons.get("mla"), flagged),
+        materialised_mask=source_line(hf.module, "allow_is_causal_skip=False") is not None,
     )
+    if design.kept_attention is not None and (refused := kept_blockers(design)):
+        raise UnsupportedFeatureError(
+            f"HF's attention kept whole ({design.kept_attention}) cannot be given its tables",
+            refused,
+        )
+    return design
 
 
 def _vlm_design(

@@ -9,17 +9,16 @@ it lacks are what a reviewer should read first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from onboard.analysis.features import Value, feature_values
-from onboard.block_specs import KindAttention
 from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
+from onboard.targets.automodel.kept_attention import attention_features
 from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.recurrence import recurrence_blockers
+from onboard.targets.automodel.unwritten import unwritten
 from onboard.targets.automodel.vision import text_view, vision_blockers
 from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 
@@ -28,10 +27,6 @@ from onboard.targets.base import Candidate, Delta, Library, Proposal, Variant
 # attention or MLP for the generated code to own, so AutoModel's HF fallback already covers it.
 # A VLM keeps HF's tower and projector around a generated text backbone (see vision.py).
 GENERATED_KINDS = frozenset({"dense", "moe", "hybrid", "hybrid_moe", "vlm"})
-
-# RoPE types whose tables NeMo's LlamaRotaryEmbedding computes once, as HF does. ``dynamic`` and
-# ``longrope`` recompute with the sequence length in HF and would be silently wrong here.
-SUPPORTED_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
 
 
 @dataclass(frozen=True)
@@ -158,190 +153,6 @@ def _candidate(variant: Variant, wanted: dict[str, Value]) -> Candidate:
     return Candidate(variant, deltas)
 
 
-# Computations the generator does not write yet, each refused by name with where it was seen:
-# (spec path, applies to the text spec, what, why not, citation when the spec has none).
-_NOT_GENERATED: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str], str, str], ...] = (
-    (
-        "text.rope.reversed",
-        lambda t: any(r.reversed for _, r in t.rope),
-        lambda t: "RoPE turning the other way",
-        ": the generated attention rotates as Llama does",
-        "probe",
-    ),
-    (
-        "text.attention.qk_norm_after_rope",
-        lambda t: t.attention.qk_norm_after_rope and t.attention.qk_norm != "per_head",
-        lambda t: f"{t.attention.qk_norm} q/k norms after RoPE",
-        ": the generated attention norms each head after RoPE, nothing wider",
-        "probe",
-    ),
-    (
-        "text.attention.qk_norm_each_head",
-        lambda t: t.attention.qk_norm_each_head,
-        lambda t: "q/k norms with a weight per head",
-        ": the generated attention's q/k norms share one weight across the heads",
-        "probe",
-    ),
-    (
-        "text.attention.position_scale",
-        lambda t: t.attention.position_scale,
-        lambda t: "a position-dependent query scale",
-        ": the generated attention does not scale q by position",
-        "rope_parameters",
-    ),
-    (
-        "text.attention.alibi",
-        lambda t: t.attention.alibi,
-        lambda t: "ALiBi attention biases",
-        "",
-        "probe",
-    ),
-    (
-        "text.head_transform",
-        lambda t: t.head_transform is not None,
-        lambda t: "a dense layer, activation and norm before the head",
-        ": the generated model has none",
-        "probe",
-    ),
-    (
-        "text.first_layer_without",
-        lambda t: bool(t.first_layer_without),
-        lambda t: f"layer 0 without the {', '.join(t.first_layer_without)} norm",
-        ": the generated layers all have it",
-        "probe",
-    ),
-    (
-        "text.final_norm",
-        lambda t: not t.final_norm,
-        lambda t: "no final norm",
-        ": the generated model normalises the last layer's output",
-        "probe",
-    ),
-    (
-        "text.attention.last_layer_o_bias",
-        lambda t: t.attention.last_layer_o_bias is not None,
-        lambda t: "an attention output bias in the last layer only",
-        ": the state-dict adapter does not move it yet",
-        "probe",
-    ),
-    (
-        "text.mlp.activation",
-        lambda t: t.mlp.learned_activation is not None,
-        lambda t: f"{t.mlp.activation} activation with learned parameters",
-        ": the generated MLP's activation learns nothing",
-        "probe",
-    ),
-    (
-        "text.attention.dynamic_mask",
-        lambda t: t.attention.dynamic_mask is not None,
-        lambda t: "a dynamic attention mask computed from the values",
-        ": the generated attention masks causally only",
-        "probe",
-    ),
-    (
-        "text.attention.differential",
-        lambda t: t.attention.differential is not None,
-        lambda t: "differential attention",
-        ": the generated attention has one softmax map per head",
-        "probe",
-    ),
-    (
-        "text.attention.sinks",
-        lambda t: t.attention.sinks is not None,
-        lambda t: "attention sinks (a learned logit per head in the softmax)",
-        ": the generated attention runs AutoModel's attention backends, which take no sinks",
-        "probe",
-    ),
-    (
-        "text.attention.kinds",
-        lambda t: bool(t.attention.kinds),
-        lambda t: (
-            "attention that differs by layer kind ("
-            + "; ".join(_kind_attention(k) for k in t.attention.kinds)
-            + ")"
-        ),
-        ": the generated attention is one for every layer",
-        "probe",
-    ),
-    (
-        "text.attention.v_head_dim",
-        lambda t: t.attention.v_head_dim is not None,
-        lambda t: (
-            f"value heads of another width than the query/key heads "
-            f"(config.{t.attention.v_head_dim_key})"
-        ),
-        ": the generated attention's values are as wide as its keys",
-        "probe",
-    ),
-    (
-        "text.attention.value_scale",
-        lambda t: t.attention.value_scale is not None,
-        lambda t: f"the values scaled by config.{t.attention.value_scale_key} after v_proj",
-        ": the generated attention uses the values as v_proj gives them",
-        "probe",
-    ),
-    (
-        "text.attention.indexer",
-        lambda t: t.attention.indexer is not None,
-        lambda t: "DeepSeek Sparse Attention's lightning indexer (top-k keys per query)",
-        ": the generated attention attends to every key AutoModel's backends are given",
-        "probe",
-    ),
-    (
-        "text.attention.output_gate_proj",
-        lambda t: t.attention.output_gate_proj is not None,
-        lambda t: (
-            f"the heads' output scaled by {t.attention.output_gate_activation} of a gate "
-            f"projection ({t.attention.output_gate_proj}"
-            f"{', one value per head' if t.attention.output_gate_per_head else ''}) before o_proj"
-        ),
-        ": the generated attention has no gate projection",
-        "probe",
-    ),
-    (
-        "text.attention.mla.query_gate",
-        lambda t: t.attention.mla is not None and t.attention.mla.query_gate is not None,
-        lambda t: (
-            f"latent attention whose queries and output gate come from one projection of both "
-            f"q latents ({t.attention.mla.query_gate.proj})"
-        ),
-        ": the generated latent attention projects queries with q_b_proj and has no gate",
-        "probe",
-    ),
-    (
-        "text.norm.gate",
-        lambda t: t.norm.gate is not None,
-        lambda t: (
-            "gated norms (y * sigmoid(up(act(down(y)))), "
-            + ", ".join(f"{role} in {'/'.join(kinds)} layers" for role, kinds in t.norm.gate.roles)
-            + ")"
-        ),
-        ": the generated layers' norms are plain",
-        "probe",
-    ),
-    (
-        "text.moe.post_norm",
-        lambda t: getattr(t, "moe", None) is not None and t.moe.post_norm is not None,
-        lambda t: f"a norm of the MoE block's output ({t.moe.post_norm})",
-        ": AutoModel's MoE returns the routed plus shared experts as they are",
-        "probe",
-    ),
-    (
-        "text.residual_gates",
-        lambda t: bool(t.residual_gates),
-        lambda t: "learned per-channel scales of the residual",
-        ": the generated layers add the residual as it is",
-        "probe",
-    ),
-)
-
-
-def _kind_attention(kind: KindAttention) -> str:
-    parts = [f"{kind.kv_heads_factor}x the key/value heads"] if kind.kv_heads_factor != 1 else []
-    parts += ["attention sinks"] if kind.sinks else []
-    return f"{kind.kind} layers: {', '.join(parts)}"
-
-
 def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     """What the AutoModel generator cannot express for ``spec``, each with where it was seen.
 
@@ -386,11 +197,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
         found += moe_blockers(spec)
     elif spec.kind == "moe":
         found.append(f"MoE model ({spec.source.architecture}) without an MoE block in its spec")
-    if getattr(text, "rope_layers_key", None):
-        found.append(
-            f"RoPE applied only in the layers config.{text.rope_layers_key} marks "
-            "(config.json): the generated attention rotates in every layer"
-        )
     attention = text.attention
     fused_ok = attention.fused_qkv_layout == "concatenated" and attention.qk_norm == "none"
     fused_ok |= attention.fused_qkv_layout == "per_head" and attention.qk_norm != "full_width"
@@ -407,16 +213,10 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "multi-query attention set by config.multi_query (config.json): the generated "
             "attention reads num_key_value_heads"
         )
-    for path, applies, what, why, fallback in _NOT_GENERATED:
-        if applies(text):
-            found.append(f"{what(text)} ({cite(spec, path) or fallback}){why}")
-    if (reordered_rope := text.reordered_rope()) is not None:
-        reordered, _ = reordered_rope
-        found.append(
-            f"RoPE frequencies reordered in {reordered} layers "
-            f"({cite(spec, f'text.rope.{reordered}') or 'probe'}): the generated RoPE tables "
-            "keep the standard order"
-        )
+    # attention-part features are no blockers: they keep HF's attention whole (kept_attention.py)
+    for u in unwritten(text):
+        if u.part != "attention":
+            found.append(f"{u.what(text)} ({cite(spec, u.path) or u.fallback}){u.why}")
     if getattr(text, "embedding_norm", False):
         found.append("a norm of the embeddings (model.embed_norm): the generated model has none")
     if getattr(text, "positions", None) is not None:
@@ -435,9 +235,6 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             f"norms without a learnable weight ({cite(spec, 'text.norm.weight') or 'text.norm'}): "
             "the generated norms are AutoModel's RMSNorm / LayerNorm, which learn one"
         )
-    # HF's latent attention, kept whole, scales by the mscale itself (DeepSeek-V3)
-    if getattr(text.attention, "yarn_mscale", False) and text.attention.mla is None:
-        found.append("attention scale multiplied by the YaRN mscale (config.json:rope_parameters)")
     ropes = distinct_ropes(text)
     positional = sorted(kind for kind, rope in text.rope if rope.rope_type is not None)
     for kind, rope in text.rope:
@@ -447,13 +244,14 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
                 f"layers without RoPE {where} beside layers of {len(ropes)} RoPEs "
                 f"({', '.join(positional)}): the generated model skips RoPE beside one table"
             )
-        elif rope.rope_type is None:
-            continue
-        elif rope.rope_type not in SUPPORTED_ROPE:
-            found.append(
-                f"RoPE type {rope.rope_type!r} {where}: NeMo's rotary tables are computed once, "
-                "HF recomputes them with the sequence length"
-            )
+    kept = attention_features(spec)
+    if len(ropes) > 1 and (kept or text.attention.mla is not None):
+        why = "; ".join(map(str, kept)) or "multi-head latent attention"
+        found.append(
+            f"HF's attention kept whole ({why}) beside {len(ropes)} RoPEs "
+            f"({', '.join(positional)}): the generated model hands an attention kept whole the "
+            "table of HF's one rotary embedding"
+        )
     return tuple(found)
 
 

@@ -10,6 +10,7 @@ from onboard.block_specs import DifferentialSpec, DynamicMaskSpec
 from onboard.errors import UnsupportedFeatureError
 from onboard.spec import Delta, PositionsSpec, SharedExpertSpec
 from onboard.targets.automodel import TARGET
+from onboard.targets.automodel.kept_attention import attention_features
 from onboard.targets.automodel.moe_design import _fused
 from onboard.targets.automodel.propose import propose
 from onboard.targets.automodel.registry import open_library
@@ -75,19 +76,18 @@ def test_unresolved_deltas_are_refused_with_their_location(library) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [
-        ({"rope_type": "dynamic"}, "RoPE type 'dynamic' for full_attention layers"),
-    ],
-)
-def test_rope_the_library_cannot_compute_is_refused(library, change, expected) -> None:
+def test_rope_nemo_cannot_compute_keeps_hf_attention(library) -> None:
+    """HF recomputes dynamic RoPE with the sequence length: HF's attention and rotary, kept
+    whole, compute it instead of blocking."""
     spec = analysis_of("Qwen/Qwen3-0.6B").spec
-    rope = dataclasses.replace(spec.text.rope_for("full_attention"), **change)
-    text = dataclasses.replace(spec.text, rope=(("full_attention", rope),))
-    error = _refused(dataclasses.replace(spec, text=text), library)
-    assert len(error.items) == 1 and error.items[0].startswith(expected)
-    assert "config.json:rope_parameters" in error.items[0]
+    rope = dataclasses.replace(spec.text.rope_for("full_attention"), rope_type="dynamic")
+    spec = dataclasses.replace(
+        spec, text=dataclasses.replace(spec.text, rope=(("full_attention", rope),))
+    )
+    assert propose(spec, library, treat_as_new=True).blockers == ()
+    (reason,) = attention_features(spec)
+    assert reason.text.startswith("RoPE type 'dynamic' of full_attention layers")
+    assert reason.where == "config.json:rope_parameters"
 
 
 def test_layers_without_rope_beside_one_rope_are_generated(library) -> None:
@@ -207,8 +207,24 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
             "one fused qkv_proj for q, k and v (grouped, q/k norm per_head)",
         ),
         ({}, {"multi_query": True}, "multi-query attention set by config.multi_query"),
-        ({}, {"position_scale": True}, "a position-dependent query scale"),
         ({}, {"last_layer_o_bias": "dense_bias"}, "an attention output bias in the last layer"),
+    ],
+)
+def test_computations_the_generator_cannot_express_are_refused(
+    library, text_change, attention_change, expected
+) -> None:
+    """What the analysis now understands for mobius is refused by name here, not half-built."""
+    spec = analysis_of("Qwen/Qwen3-0.6B").spec
+    attention = dataclasses.replace(spec.text.attention, **attention_change)
+    text = dataclasses.replace(spec.text, attention=attention, **text_change)
+    proposal = propose(dataclasses.replace(spec, text=text), library, treat_as_new=True)
+    assert len(proposal.blockers) == 1 and proposal.blockers[0].startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("text_change", "attention_change", "kept"),
+    [
+        ({}, {"position_scale": True}, "a position-dependent query scale"),
         (
             {},
             {"dynamic_mask": DynamicMaskSpec("A", "dt_proj", "keep_window_size")},
@@ -226,22 +242,24 @@ def test_other_kinds_are_refused(library, kind, expected) -> None:
             },
             "differential attention",
         ),
+        # HF's decoder layer forward, which the generated layer keeps, applies them
         (
             {"residual_gates": (("attn", "input_residual"), ("mlp", "post_attention_residual"))},
             {},
-            "learned per-channel scales of the residual",
+            None,
         ),
     ],
 )
-def test_computations_the_generator_cannot_express_are_refused(
-    library, text_change, attention_change, expected
+def test_computations_hf_modules_keep_are_not_refused(
+    library, text_change, attention_change, kept
 ) -> None:
-    """What the analysis now understands for mobius is refused by name here, not half-built."""
+    """What HF's attention or decoder layer computes, kept whole, blocks nothing."""
     spec = analysis_of("Qwen/Qwen3-0.6B").spec
     attention = dataclasses.replace(spec.text.attention, **attention_change)
     text = dataclasses.replace(spec.text, attention=attention, **text_change)
-    proposal = propose(dataclasses.replace(spec, text=text), library, treat_as_new=True)
-    assert len(proposal.blockers) == 1 and proposal.blockers[0].startswith(expected)
+    spec = dataclasses.replace(spec, text=text)
+    assert propose(spec, library, treat_as_new=True).blockers == ()
+    assert [r.text for r in attention_features(spec)] == ([kept] if kept else [])
 
 
 def test_a_learned_activation_is_refused(library) -> None:

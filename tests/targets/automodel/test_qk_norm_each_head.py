@@ -1,21 +1,28 @@
-"""Cohere's q/k norms hold a weight row per head: AutoModel's generated attention shares one
-weight across the heads, so the generator refuses it by name instead of failing parity."""
+"""Cohere's q/k norms hold a weight row per head: AutoModel's generated forward would share one
+weight across the heads, so the generated attention keeps HF's module whole. use_qk_norm switches
+them, and the code is generated from the flag flipped (no q/k norms): HF's attention is kept whole
+for both values, so the one class reads the flag as HF's does."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from onboard.errors import UnsupportedFeatureError
 from onboard.pipeline import NewOptions, onboard_new
 from tests.new_types import default_config_dir
 
 
-def test_qk_norm_with_a_weight_per_head_is_refused_by_name(tmp_path) -> None:
+def test_qk_norm_with_a_weight_per_head_keeps_hf_attention(tmp_path: Path) -> None:
     folder = default_config_dir("cohere", tmp_path / "models", use_qk_norm=True)
     options = NewOptions(
-        model=str(folder), target="automodel", treat_as_new=True, out=tmp_path / "out"
+        model=str(folder),
+        target="automodel",
+        treat_as_new=True,
+        out=tmp_path / "out",
+        parity=False,
     )
-    with pytest.raises(UnsupportedFeatureError) as refused:
-        onboard_new(options)
-    assert "q/k norms with a weight per head" in "\n".join(refused.value.items)
-    assert not (tmp_path / "out").exists()
+    result = onboard_new(options)
+    model = (result.root / result.plan.model_file).read_text()
+    assert "class CohereAttention(HFCohereAttention):" in model
+    assert "    - q/k norms with a weight per head\n" in model
+    assert "self.rotary_emb = HFCohereRotaryEmbedding(config=config)" in model
+    assert "was generated for use_qk_norm=False or use_qk_norm=True only" in model
