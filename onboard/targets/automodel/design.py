@@ -18,7 +18,7 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.features import features
 from onboard.analysis.probe import Probe
@@ -47,6 +47,9 @@ from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_tie
 from onboard.targets.base import Candidate, Proposal
 from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
 
+if TYPE_CHECKING:
+    from onboard.targets.automodel.kept_base import KeptBase
+
 MODELS_PACKAGE = "nemo_automodel.components.models"
 LAYER_ZERO = "model.layers.0"
 
@@ -72,6 +75,10 @@ class HFLayout:
     # The attention's own names where they are not Llama's: role -> attribute (LFM2: o_proj ->
     # out_proj, q_norm -> q_layernorm)
     attention_names: tuple[tuple[str, str], ...] = ()
+    # The causal LM's attributes: its base model (HF's own, kept whole, under HF's name where
+    # the tree is not Llama's: GPT-2's transformer) and its head (GPT-NeoX: embed_out)
+    base: str = "model"
+    head: str = "lm_head"
 
     def attr(self, role: str) -> str:
         """HF's attribute of the attention for ``role`` (q_proj, ..., o_proj, q_norm, k_norm)."""
@@ -79,7 +86,11 @@ class HFLayout:
 
     @property
     def embeddings_weight(self) -> str:
-        return f"model.{self.embeddings}.weight"
+        return f"{self.base}.{self.embeddings}.weight"
+
+    @property
+    def head_weight(self) -> str:
+        return f"{self.head}.weight"
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,9 @@ class ModelDesign:
     # Multi-head latent attention (MiniCPM3, DeepSeek-V2): HF's attention and rotary kept whole,
     # their latent projections, RoPE over part of each head and compressed cache included
     mla: bool = False
+    # HF's base model kept whole (a tree not Llama's, kept_base.py): the generated code is the
+    # causal LM around it, and the adapter and tests only
+    kept_base: KeptBase | None = None
 
     @property
     def qk_norm_before_rope(self) -> str:
@@ -232,6 +246,10 @@ def design_model(
         )
     if spec.vision is not None:
         return _vlm_design(spec, proposal, tiny_config, probe)
+    from onboard.targets.automodel.kept_base import keeps_base, kept_base_design
+
+    if keeps_base(spec):
+        return kept_base_design(spec, proposal, tiny_config, probe)
     layout = hf_layout(spec)
     hf = hf_names(spec, probe.model_class, dict(probe.modules), layout)
     text = spec.text

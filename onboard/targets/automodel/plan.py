@@ -187,7 +187,7 @@ def _owned_files(
     text_config = tiny_config["text_config"] if design.vision else tiny_config
     files = [
         python("__init__.py.j2", f"{paths.package}/__init__.py", "package exports"),
-        python("model.py.j2", paths.model, "model"),
+        python("model_kept_base.py.j2" if design.kept_base else "model.py.j2", paths.model, "model"),
         python(
             "state_dict_adapter.py.j2",
             f"{paths.package}/state_dict_adapter.py",
