@@ -18,7 +18,7 @@ from onboard.block_specs import KindAttention
 from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
-from onboard.targets.automodel.kept_base import kept_base_blockers, keeps_base
+from onboard.targets.automodel.kept_base import keeps_base, kept_base_blockers
 from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.recurrence import recurrence_blockers
 from onboard.targets.automodel.vision import text_view, vision_blockers
