@@ -40,6 +40,7 @@ class KeptBase:
     takes: tuple[str, ...]  # BASE_INPUTS its forward has
     takes_kwargs: bool  # its forward takes **kwargs (attention flags, cache_position, ...)
     head_bias: bool
+    sdpa: bool  # HF's model runs SDPA attention (Bloom, CodeGen: eager only)
     where: str  # modeling_x.py:N of the base class
 
 
@@ -115,6 +116,7 @@ def kept_base(hf: HFNames, tiny_config: dict[str, Any]) -> KeptBase:
         takes=tuple(p for p in BASE_INPUTS if p in signature),
         takes_kwargs=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.values()),
         head_bias=head.bias is not None,
+        sdpa=bool(getattr(causal_lm, "_supports_sdpa", False)),
         where=f"{hf.source_file}:{line}",
     )
 
