@@ -21,7 +21,17 @@ from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec
-from onboard.targets.automodel.design import ModelDesign, layout_blocker
+from onboard.targets.automodel.design import (
+    HFLayout,
+    ModelDesign,
+    _head_input_scaled,
+    _hf_ties,
+    _multiplier,
+    _reasons,
+    _switches,
+    checkpoint_prefixes,
+    layout_blocker,
+)
 from onboard.targets.automodel.hf_facts import HFNames, Reason, cite
 from onboard.targets.base import Proposal
 
@@ -176,14 +186,12 @@ def kept_base_design(
     spec: ArchitectureSpec, proposal: Proposal, tiny_config: dict[str, Any], probe: Probe
 ) -> ModelDesign:
     """The design of the causal LM around HF's base model: names, head, tie policy, logits."""
-    from onboard.targets.automodel import design as _d
-
     hf = kept_base_names(spec, probe.model_class)
     base = kept_base(hf, tiny_config)
-    reasons = _d._reasons(spec, hf)
+    reasons = _reasons(spec, hf)
     reasons["kept_base"] = kept_base_reason(spec, base)
     text = spec.text
-    return _d.ModelDesign(
+    return ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
         module=module_name(spec.model_type),
@@ -201,17 +209,17 @@ def kept_base_design(
         hidden=proposal.hidden,
         reasons=reasons,
         changes=(),
-        switches=_d._switches(hf),
-        layout=_d.HFLayout(
+        switches=_switches(hf),
+        layout=HFLayout(
             embeddings=base.embeddings,
             base=base.attribute,
             head=base.head,
-            prefixes=_d.checkpoint_prefixes(spec.model_type),
+            prefixes=checkpoint_prefixes(spec.model_type),
         ),
-        ties=_d._hf_ties(hf),
+        ties=_hf_ties(hf),
         attention_dropout=None,
-        logits_multiplier=_d._multiplier(text, "logits"),
-        head_input_scaled=_d._head_input_scaled(spec, hf),
+        logits_multiplier=_multiplier(text, "logits"),
+        head_input_scaled=_head_input_scaled(spec, hf),
         lm_head_bias=base.head_bias,
         kept_base=base,
     )

@@ -59,14 +59,18 @@ def test_foreign_tree_keeps_hf_base_for_dense_and_refuses_moe(gpt2_analysis) -> 
 def test_generated_head_that_ignores_the_tie_fails(tmp_path: Path) -> None:
     out, result = generate_default("gpt2", tmp_path)
     model = result.root / result.plan.model_file
-    assert_generated_tests_catch(out, model, TIE, "            pass\n", "tie_word_embeddings and not untied")
+    assert_generated_tests_catch(
+        out, model, TIE, "            pass\n", "tie_word_embeddings and not untied"
+    )
 
 
 @pytest.mark.slow
 def test_generated_head_without_hf_bias_fails(tmp_path: Path) -> None:
     """CodeGen's head has a bias: a head built without it leaves a checkpoint tensor unplaced."""
     _, result = generate_default("codegen", tmp_path)
-    broken = statuses(parity_with(result, "model.py", "vocab_size, bias=True)", "vocab_size, bias=False)"))
+    broken = statuses(
+        parity_with(result, "model.py", "vocab_size, bias=True)", "vocab_size, bias=False)")
+    )
     assert broken["weights"] is Status.FAIL, broken
 
 
@@ -74,5 +78,7 @@ def test_generated_head_without_hf_bias_fails(tmp_path: Path) -> None:
 def test_adapter_that_drops_a_tensor_fails(tmp_path: Path) -> None:
     _, result = generate_default("gpt2", tmp_path)
     dropping = "        native = {k: v for k, v in hf_state_dict.items() if 'ln_f.bias' not in k}\n"
-    broken = parity_with(result, "state_dict_adapter.py", "        native = dict(hf_state_dict)\n", dropping)
+    broken = parity_with(
+        result, "state_dict_adapter.py", "        native = dict(hf_state_dict)\n", dropping
+    )
     assert statuses(broken)["weights"] is Status.FAIL, statuses(broken)
