@@ -92,6 +92,14 @@ class HFLayout:
     def head_weight(self) -> str:
         return f"{self.head}.weight"
 
+    @property
+    def saved_head_weight(self) -> str:
+        """The head's weight as the checkpoint names it (GPT-NeoX's: embed_out.weight)."""
+        for disk, memory in self.prefixes:
+            if self.head_weight.startswith(memory):
+                return disk + self.head_weight.removeprefix(memory)
+        return self.head_weight
+
 
 @dataclass(frozen=True)
 class MixerDesign:
@@ -519,18 +527,22 @@ def layout_blocker(spec: ArchitectureSpec) -> str | None:
     return f"HF's module tree under other names ({'; '.join(unknown)}): {LAYOUT_WHY}"
 
 
-def checkpoint_prefixes(model_type: str) -> tuple[tuple[str, str], ...]:
-    """transformers' load-time renames of a leading prefix for ``model_type`` (disk, memory)."""
+def checkpoint_prefixes(model_type: str, *classes: str) -> tuple[tuple[str, str], ...]:
+    """transformers' load-time renames of a leading prefix, (disk, memory), for ``model_type``
+    and the HF ``classes`` named (GPT-NeoX's causal LM loads ``embed_out.`` as ``lm_head.``)."""
     from transformers.conversion_mapping import WeightRenaming, get_checkpoint_conversion_mapping
 
     found = []
-    for rule in get_checkpoint_conversion_mapping(model_type) or ():
-        if not isinstance(rule, WeightRenaming):
-            continue
-        for source, target in zip(rule.source_patterns, rule.target_patterns, strict=False):
-            plain = re.fullmatch(r"\w+\.", source) and re.fullmatch(r"\w+\.", target)
-            if plain:
-                found.append((source, target))
+    for key in (model_type, *classes):
+        for rule in get_checkpoint_conversion_mapping(key) or ():
+            if not isinstance(rule, WeightRenaming):
+                continue
+            for source, target in zip(rule.source_patterns, rule.target_patterns, strict=False):
+                if source.startswith("^"):  # anchored: the prefix as a plain string
+                    source = source.removeprefix("^").replace("\\.", ".")
+                plain = re.fullmatch(r"\w+\.", source) and re.fullmatch(r"\w+\.", target)
+                if plain:
+                    found.append((source, target))
     return tuple(found)
 
 

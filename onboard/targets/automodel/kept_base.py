@@ -214,7 +214,7 @@ def kept_base_design(
             embeddings=base.embeddings,
             base=base.attribute,
             head=base.head,
-            prefixes=checkpoint_prefixes(spec.model_type),
+            prefixes=checkpoint_prefixes(spec.model_type, hf.causal_lm),
         ),
         ties=_hf_ties(hf),
         attention_dropout=None,
