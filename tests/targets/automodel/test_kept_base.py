@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from onboard.analysis import analyse
+from onboard.codegen import render_template
 from onboard.parity.report import Status
 from onboard.source import load_source
 from onboard.targets.automodel import TARGET
@@ -54,6 +55,16 @@ def test_foreign_tree_keeps_hf_base_for_dense_and_refuses_moe(gpt2_analysis) -> 
     assert not keeps_base(moe)
     blockers = TARGET.propose(moe, TARGET.open_library(None), treat_as_new=True).blockers
     assert any(b.startswith("HF's module tree under other names") for b in blockers), blockers
+
+
+def test_kept_base_head_applies_a_logits_multiplier(gpt2_analysis) -> None:
+    """No foreign-tree type onboarded so far scales its logits; the head is the Llama shape's,
+    shared, so a design with a multiplier renders it after the head, as there."""
+    proposal = TARGET.propose(gpt2_analysis.spec, TARGET.open_library(None), treat_as_new=True)
+    design = replace(TARGET.design(gpt2_analysis, proposal), logits_multiplier="self.config.scale")
+    text = render_template("automodel/model_kept_base.py.j2", d=design, header="test")
+    head = text.index("self.lm_head, outputs.last_hidden_state, logits_to_keep")
+    assert text.index("        logits = logits * self.config.scale\n") > head
 
 
 def test_generated_head_that_ignores_the_tie_fails(tmp_path: Path) -> None:
