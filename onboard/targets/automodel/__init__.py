@@ -77,6 +77,8 @@ class AutomodelTarget:
         command: str = "",
     ) -> Plan:
         design = self.design(analysis, proposal, name)
+        if name is None and _shadows_module(design, library):
+            design = dataclasses.replace(design, module=beside(design.module))
         flagged = analysis.flagged_from
         plan = _plan.plan_files(
             design,
@@ -125,6 +127,12 @@ class AutomodelTarget:
         from onboard.targets.automodel.parity import run_parity
 
         return run_parity(analysis, proposal, generated, library, device=device)
+
+
+def _shadows_module(design: _design.ModelDesign, library: Library) -> bool:
+    """Whether the generated package would hide a module of the library's of the same name
+    (AutoModel's ``models/gpt2.py``, whose ``build_gpt2_model`` ``models/__init__.py`` imports)."""
+    return (library.root / _plan.MODELS_DIR / f"{design.module}.py").is_file()
 
 
 def _arch_taken(design: _design.ModelDesign, library: Library) -> bool:

@@ -18,7 +18,7 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.features import features
 from onboard.analysis.probe import Probe
@@ -48,6 +48,9 @@ from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_tie
 from onboard.targets.base import Candidate, Proposal
 from onboard.token_mixers import ATTENTION_KINDS, FEED_FORWARD_KINDS
 
+if TYPE_CHECKING:
+    from onboard.targets.automodel.kept_base import KeptBase
+
 MODELS_PACKAGE = "nemo_automodel.components.models"
 LAYER_ZERO = "model.layers.0"
 
@@ -73,6 +76,10 @@ class HFLayout:
     # The attention's own names where they are not Llama's: role -> attribute (LFM2: o_proj ->
     # out_proj, q_norm -> q_layernorm)
     attention_names: tuple[tuple[str, str], ...] = ()
+    # The causal LM's attributes: its base model (HF's own, kept whole, under HF's name where
+    # the tree is not Llama's: GPT-2's transformer) and its head (GPT-NeoX: embed_out)
+    base: str = "model"
+    head: str = "lm_head"
 
     def attr(self, role: str) -> str:
         """HF's attribute of the attention for ``role`` (q_proj, ..., o_proj, q_norm, k_norm)."""
@@ -80,7 +87,19 @@ class HFLayout:
 
     @property
     def embeddings_weight(self) -> str:
-        return f"model.{self.embeddings}.weight"
+        return f"{self.base}.{self.embeddings}.weight"
+
+    @property
+    def head_weight(self) -> str:
+        return f"{self.head}.weight"
+
+    @property
+    def saved_head_weight(self) -> str:
+        """The head's weight as the checkpoint names it (GPT-NeoX's: embed_out.weight)."""
+        for disk, memory in self.prefixes:
+            if self.head_weight.startswith(memory):
+                return disk + self.head_weight.removeprefix(memory)
+        return self.head_weight
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,9 @@ class ModelDesign:
     # HF's model always materialises the causal mask (allow_is_causal_skip=False): Doge's
     # attention adds its dynamic mask onto it
     materialised_mask: bool = False
+    # HF's base model kept whole (a tree not Llama's, kept_base.py): the generated code is the
+    # causal LM around it, and the adapter and tests only
+    kept_base: KeptBase | None = None
 
     @property
     def qk_norm_before_rope(self) -> str:
@@ -243,6 +265,10 @@ def design_model(
         )
     if spec.vision is not None:
         return _vlm_design(spec, proposal, tiny_config, probe)
+    from onboard.targets.automodel.kept_base import keeps_base, kept_base_design
+
+    if keeps_base(spec):
+        return kept_base_design(spec, proposal, tiny_config, probe)
     layout = hf_layout(spec)
     hf = hf_names(spec, probe.model_class, dict(probe.modules), layout)
     text = spec.text
@@ -514,18 +540,22 @@ def layout_blocker(spec: ArchitectureSpec) -> str | None:
     return f"HF's module tree under other names ({'; '.join(unknown)}): {LAYOUT_WHY}"
 
 
-def checkpoint_prefixes(model_type: str) -> tuple[tuple[str, str], ...]:
-    """transformers' load-time renames of a leading prefix for ``model_type`` (disk, memory)."""
+def checkpoint_prefixes(model_type: str, *classes: str) -> tuple[tuple[str, str], ...]:
+    """transformers' load-time renames of a leading prefix, (disk, memory), for ``model_type``
+    and the HF ``classes`` named (GPT-NeoX's causal LM loads ``embed_out.`` as ``lm_head.``)."""
     from transformers.conversion_mapping import WeightRenaming, get_checkpoint_conversion_mapping
 
     found = []
-    for rule in get_checkpoint_conversion_mapping(model_type) or ():
-        if not isinstance(rule, WeightRenaming):
-            continue
-        for source, target in zip(rule.source_patterns, rule.target_patterns, strict=False):
-            plain = re.fullmatch(r"\w+\.", source) and re.fullmatch(r"\w+\.", target)
-            if plain:
-                found.append((source, target))
+    for key in (model_type, *classes):
+        for rule in get_checkpoint_conversion_mapping(key) or ():
+            if not isinstance(rule, WeightRenaming):
+                continue
+            for source, target in zip(rule.source_patterns, rule.target_patterns, strict=False):
+                if source.startswith("^"):  # anchored: the prefix as a plain string
+                    source = source.removeprefix("^").replace("\\.", ".")
+                plain = re.fullmatch(r"\w+\.", source) and re.fullmatch(r"\w+\.", target)
+                if plain:
+                    found.append((source, target))
     return tuple(found)
 
 

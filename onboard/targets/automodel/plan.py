@@ -187,7 +187,7 @@ def _owned_files(
     text_config = tiny_config["text_config"] if design.vision else tiny_config
     files = [
         python("__init__.py.j2", f"{paths.package}/__init__.py", "package exports"),
-        python("model.py.j2", paths.model, "model"),
+        python(_model_template(design), paths.model, "model"),
         python(
             "state_dict_adapter.py.j2",
             f"{paths.package}/state_dict_adapter.py",
@@ -256,6 +256,11 @@ def _owned_files(
         )
     )
     return tuple(files)
+
+
+def _model_template(design: ModelDesign) -> str:
+    """HF's base model kept whole (a tree not Llama's), or the generated Llama-shaped model."""
+    return "model_kept_base.py.j2" if design.kept_base else "model.py.j2"
 
 
 def test_config(tiny_config: dict[str, Any]) -> dict[str, Any]:

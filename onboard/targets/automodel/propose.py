@@ -16,6 +16,7 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
 from onboard.targets.automodel.kept_attention import attention_features
+from onboard.targets.automodel.kept_base import keeps_base, kept_base_blockers
 from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.recurrence import recurrence_blockers
 from onboard.targets.automodel.unwritten import unwritten
@@ -160,6 +161,8 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     if spec.vision is not None:
         text_spec = text_view(spec, spec.source.architecture)
         return (*vision_blockers(spec), *blockers(text_spec))
+    if keeps_base(spec):  # HF's base model kept whole: only the causal LM around it is written
+        return kept_base_blockers(spec)
     text = spec.text
     found = [
         f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
