@@ -22,6 +22,7 @@ def _check(analysis, text):
 
 
 @pytest.mark.parametrize("repo_id", DENSE)
+@pytest.mark.slow
 def test_right_spec_reproduces_hf(repo_id: str) -> None:
     analysis = analysis_of(repo_id)
     assert _check(analysis, analysis.spec.text) == ()

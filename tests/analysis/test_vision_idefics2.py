@@ -32,6 +32,7 @@ def _steps(vision=None):
     return {s.op: s for s in vision.projector.steps}
 
 
+@pytest.mark.slow
 def test_the_connector_is_a_gated_projection_then_a_perceiver_resampler() -> None:
     spec = _analysis().spec
     assert spec.unresolved == ()

@@ -71,6 +71,7 @@ def test_mistral3_reads_a_pixtral_tower_and_a_patch_merging_projector() -> None:
     assert vision.merge.image_token_id == real.image_token_id
 
 
+@pytest.mark.slow
 def test_lighton_ocr_reads_the_same_tower_and_torchs_gelu() -> None:
     spec = _analysis("lighton_ocr").spec
     assert spec.unresolved == ()

@@ -222,6 +222,7 @@ def test_automodel_generates_llava_and_names_what_it_cannot(tmp_path: Path) -> N
     assert f"({_paligemma_blocks_line()})" in prefix
 
 
+@pytest.mark.slow
 def test_mobius_generates_llava_and_names_what_it_cannot_build_on(tmp_path: Path) -> None:
     assert _blockers("mobius", analysis_of(LLAVA).spec) == ()
     # PaliGemma's tower, projector, embedding scale and bidirectional prefix are generated
@@ -251,6 +252,7 @@ def _default(tmp_path: Path, model_type: str):
     return load_source(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_paligemma_reads_the_post_normed_last_state_and_a_linear_projector(
     tmp_path: Path,
 ) -> None:
@@ -298,6 +300,7 @@ def test_gemma3_pools_norms_and_projects_and_lets_image_tokens_see_each_other(
     assert _blockers("mobius", spec) == ()
 
 
+@pytest.mark.slow
 def test_parts_read_for_videos_only_are_named_with_their_tensors(tmp_path: Path) -> None:
     """LLaVA-NeXT-Video's frame pooler in its conv mode has weights only videos use: they are
     named, with the prefix the generated weight map skips; the average mode has none."""

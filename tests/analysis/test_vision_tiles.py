@@ -72,6 +72,7 @@ def _packs(deltas: tuple) -> list:
     return [d for d in deltas if d.where.startswith("modeling_llava_next.py:")]
 
 
+@pytest.mark.slow
 def test_the_test_images_differ_in_grid_and_cut() -> None:
     vision, _, _, trace = _tiny()
     size = vision.tower.image_size

@@ -205,6 +205,7 @@ def test_an_mlp_that_is_neither_gated_nor_plain_is_not_read() -> None:
     assert type(holder.experts) is torch.nn.ModuleList  # left as it is, for the reader to name
 
 
+@pytest.mark.slow
 def test_brook_passes_into_mobius_with_zero_hand_edits(cli_env, tmp_path) -> None:
     folder = tmp_path / "brook-tiny"
     shutil.copytree(BROOK, folder, ignore=shutil.ignore_patterns("FEATURES.md"))

@@ -38,6 +38,7 @@ def test_without_trust_files_are_generated_and_parity_is_refused(
 
 
 @pytest.mark.parametrize("name", ["ember", "quill"])
+@pytest.mark.slow
 def test_trusted_parity_passes_with_zero_hand_edits(cli_env, checkpoint, tmp_path, name) -> None:
     folder = checkpoint(f"{name}-tiny")
     report = trusted_new(folder, tmp_path / "out", cli_env)

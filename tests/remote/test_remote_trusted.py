@@ -106,6 +106,7 @@ def test_generated_code_passes_with_zero_hand_edits(cli_env, internlm2, tmp_path
     ],
     ids=["untied", "tied"],
 )
+@pytest.mark.slow
 def test_the_library_class_runs_against_the_checkpoint_code(
     cli_env, internlm2, tmp_path, tie, bug, evidence
 ) -> None:
@@ -174,6 +175,7 @@ def test_features_cite_lines_that_still_hold() -> None:
         assert lines[int(number) - 1].strip() == code.strip(), number
 
 
+@pytest.mark.slow
 def test_hybrid_remote_code_passes_with_zero_hand_edits(cli_env, checkpoint, tmp_path) -> None:
     """tern: LFM2-style short convolutions beside attention, read by the same mixer readers."""
     report = trusted_new(checkpoint("tern-tiny"), tmp_path / "out", cli_env)
@@ -229,6 +231,7 @@ def test_checkpoint_code_failing_later_names_its_line(
     )
 
 
+@pytest.mark.slow
 def test_dynamic_rope_remote_code_gets_the_default_tables(cli_env, internlm2, tmp_path) -> None:
     """The checkpoint's own dynamic NTK RoPE (its code, not transformers') is read as dynamic,
     and the generated code does not inherit mobius' M8."""

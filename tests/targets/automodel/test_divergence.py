@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.automodel import TARGET
 from onboard.targets.automodel.plan import TESTS_DIR
@@ -14,6 +16,7 @@ from tests.targets.automodel.sabotage import parity_with
 LLAMA = "meta-llama/Llama-3.2-1B"
 
 
+@pytest.mark.slow
 def test_a_wrong_attention_scale_in_layer_1_is_named(tmp_path: Path) -> None:
     model = str(fixture_config(LLAMA).parent)
     result = onboard_new(

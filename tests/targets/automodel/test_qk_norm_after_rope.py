@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from tests.new_types import default_config_dir
@@ -24,6 +26,7 @@ NORM_THEN_ROTATE = (
 )
 
 
+@pytest.mark.slow
 def test_hunyuan_norms_after_rope_pass_and_before_fail(automodel_target, tmp_path: Path) -> None:
     folder = default_config_dir("hunyuan_v1_dense", tmp_path / "models", **HEAD_DIM)
     options = NewOptions(

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from onboard.pipeline import NewOptions, onboard_new
 from tests.new_types import default_config_dir
 
 
+@pytest.mark.slow
 def test_qk_norm_with_a_weight_per_head_keeps_hf_attention(tmp_path: Path) -> None:
     folder = default_config_dir("cohere", tmp_path / "models", use_qk_norm=True)
     options = NewOptions(

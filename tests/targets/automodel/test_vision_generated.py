@@ -110,6 +110,7 @@ def test_a_wrong_vision_side_fails_parity(tmp_path: Path, old: str, new: str, fa
     assert {name for name in failing if checks[name] is not Status.PASS} == failing
 
 
+@pytest.mark.slow
 def test_an_adapter_that_drops_a_tower_tensor_fails_the_weight_proof(tmp_path: Path) -> None:
     old = "native = {_routed(_aliased(key), ROUTES): value for key, value in hf_state_dict.items()}"
     new = (

@@ -39,6 +39,7 @@ def _new(tmp_path: Path, **options):
     return onboard_new(NewOptions(model=str(source), out=tmp_path / "out", **options))
 
 
+@pytest.mark.slow
 def test_mistral3_generates_into_automodel_with_zero_edits(tmp_path: Path) -> None:
     result = _new(tmp_path)
     report = result.parity

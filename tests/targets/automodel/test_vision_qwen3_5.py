@@ -107,6 +107,7 @@ def test_mrope_in_chunks_fails_parity(tmp_path: Path) -> None:
     assert checks["text-only"] is Status.PASS
 
 
+@pytest.mark.slow
 def test_rope_over_the_whole_head_fails_parity(tmp_path: Path) -> None:
     """The table as wide as the head (partial_rotary_factor not read): every position is
     rotated wrong, text-only included."""
@@ -129,6 +130,7 @@ def test_a_moe_text_backbone_stays_refused_by_name(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_deltanet_state_not_carried_fails_decode(tmp_path: Path) -> None:
     """The DeltaNet layers get no cache: the prefill leaves no conv or recurrent state and every
     decode step starts from zeros, while the prefill itself is unchanged."""

@@ -89,6 +89,7 @@ def _broken(tmp_path: Path, model: str, file: str, old: str, new: str):
     return statuses(parity_with(_new(tmp_path / "out", model, parity=False), file, old, new))
 
 
+@pytest.mark.slow
 def test_deepstack_left_out_fails_parity(tmp_path: Path) -> None:
     checks = _broken(
         tmp_path,
@@ -113,6 +114,7 @@ def test_deepstack_left_out_fails_parity(tmp_path: Path) -> None:
     ],
     ids=["qwen3_vl-interleaved-as-chunks", "qwen2_5_vl-chunks-as-interleaved"],
 )
+@pytest.mark.slow
 def test_a_wrong_mrope_layout_fails_parity(tmp_path: Path, model: str, old: str, new: str) -> None:
     checks = _broken(tmp_path, model, "mrope.py", old, new)
     assert checks["weights"] is Status.PASS

@@ -135,6 +135,7 @@ def test_rounded_embedding_scale_is_over_the_gate(tmp_path: Path) -> None:
         ("cohere", "self.mlp(op, hidden_states)", "self.mlp(op, op.Add(residual, attn_output))"),
     ],
 )
+@pytest.mark.slow
 def test_wrong_multiplier_or_latent_eps_is_caught(tmp_path: Path, model_type, old, new) -> None:
     report = _sabotage(model_type, tmp_path, old, new, default_config=True)
     prefill = [c for c in report.checks if c.name == "prefill" and c.provider == "default"]
@@ -142,6 +143,7 @@ def test_wrong_multiplier_or_latent_eps_is_caught(tmp_path: Path, model_type, ol
     assert not report.bugs
 
 
+@pytest.mark.slow
 def test_mlp_layer_types_rule_passes_and_ignoring_it_fails(tmp_path: Path) -> None:
     """GLM-4 MoE Lite (mobius lacks it) says which layers are MoE in config.mlp_layer_types."""
     result = _new_default("glm4_moe_lite", tmp_path / "ok")
@@ -250,6 +252,7 @@ def test_missing_window_fails_and_is_not_excused(tmp_path: Path) -> None:
         ("diffllama", set()),
     ],
 )
+@pytest.mark.slow
 def test_default_configs_of_more_architectures(tmp_path: Path, model_type, expected_xfail) -> None:
     report = _new_default(model_type, tmp_path).parity
     assert report.passed, [c for c in report.checks if c.status is Status.FAIL]

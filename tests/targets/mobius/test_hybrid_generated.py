@@ -71,6 +71,7 @@ def _sabotaged(tmp_path: Path, old: str, new: str):
     ],
     ids=["gate-order", "kernel-reversed"],
 )
+@pytest.mark.slow
 def test_a_wrong_convolution_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     checks = _sabotaged(tmp_path, old, new)
     assert checks["weights"].status is Status.PASS

@@ -134,6 +134,7 @@ def test_glm_moe_dsa_generates_into_mobius_with_zero_edits(tmp_path: Path) -> No
     assert _failed(report, "states"), [c.to_dict() for c in report.checks]
 
 
+@pytest.mark.slow
 def test_glm_moe_dsa_layers_without_an_indexer_reuse_the_last_selection(tmp_path: Path) -> None:
     """config.indexer_types marks layers "shared" (GLM-MoE-DSA's IndexShare): the tiny model
     keeps a dense, a full and a shared layer, which reads no indexer and caches no keys."""

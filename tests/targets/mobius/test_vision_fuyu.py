@@ -82,6 +82,7 @@ def test_fuyu_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     ],
     ids=["bias-dropped", "patches-read-channel-first"],
 )
+@pytest.mark.slow
 def test_a_wrong_fuyu_encoder_fails_parity(
     tmp_path: Path, old: str, new: str, failing: str
 ) -> None:

@@ -83,6 +83,7 @@ def _sabotaged(tmp_path: Path, old: str, new: str, model: Path | None = None) ->
     ],
     ids=["row-zero-features-reused", "feature-layer", "projector-activation", "image-token"],
 )
+@pytest.mark.slow
 def test_a_wrong_vision_side_fails_parity(tmp_path: Path, old: str, new: str, failing: str) -> None:
     checks = _sabotaged(tmp_path, old, new)
     assert checks["weights"] is Status.PASS
@@ -278,6 +279,7 @@ def test_gemma3_regenerates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     ],
     ids=["projector-norm-offset", "token-scale", "causal-image-blocks"],
 )
+@pytest.mark.slow
 def test_a_wrong_gemma3_projector_scale_or_mask_fails_parity(
     tmp_path: Path, old: str, new: str, failing: str
 ) -> None:

@@ -93,6 +93,7 @@ def test_glm4v_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_wrong_glm4v_tower_fails_parity(tmp_path: Path, old: str, new: str, failing: str) -> None:
     report = parity_with(_new(tmp_path, treat_as_new=True, parity=False), old, new)
     checks = statuses(report)

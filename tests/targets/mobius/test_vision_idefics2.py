@@ -74,6 +74,7 @@ def test_idefics2_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> No
     ],
     ids=["latents-not-in-keys", "final-norm-skipped", "gate-up-swapped", "text-eps"],
 )
+@pytest.mark.slow
 def test_a_wrong_perceiver_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     report = parity_with(_new(tmp_path, treat_as_new=True, parity=False), old, new)
     checks = statuses(report)

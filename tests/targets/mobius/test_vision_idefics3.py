@@ -82,6 +82,7 @@ def test_idefics3_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> No
     ],
     ids=["shuffle-transposed", "shuffle-block-order", "post-norm-skipped", "image-token-zeroed"],
 )
+@pytest.mark.slow
 def test_a_wrong_shuffle_or_norm_fails_parity(
     tmp_path: Path, old: str, new: str, failing: str
 ) -> None:
@@ -93,6 +94,7 @@ def test_a_wrong_shuffle_or_norm_fails_parity(
         assert checks["prefill"] is Status.FAIL
 
 
+@pytest.mark.slow
 def test_a_scale_factor_off_fails_parity(tmp_path: Path) -> None:
     """Blocks of 1 x 1 patches: the projector is built for the wrong width, so the checkpoint's
     linear does not fit it (HF's scale factor is 2)."""
@@ -154,6 +156,7 @@ def test_aya_vision_is_generated_into_mobius_with_zero_edits(tmp_path: Path) -> 
     ],
     ids=["swiglu-halves-swapped", "logit-scale-applied"],
 )
+@pytest.mark.slow
 def test_a_wrong_aya_projector_or_head_fails_parity(tmp_path: Path, old: str, new: str) -> None:
     report = parity_with(_aya(tmp_path, parity=False), old, new)
     checks = statuses(report)
@@ -181,6 +184,7 @@ _GETATTR_OR_TEXT = (
     ],
     ids=["aya-vision-with-the-key", "cohere2-vision"],
 )
+@pytest.mark.slow
 def test_a_projector_width_of_its_own_follows_its_config_key(
     tmp_path: Path, model_type: str, overrides: dict, read: str
 ) -> None:

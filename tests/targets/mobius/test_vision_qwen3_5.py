@@ -94,6 +94,7 @@ def test_qwen3_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path, model_
     ],
     ids=["recurrent-state-dropped", "conv-state-dropped", "mrope-in-chunks"],
 )
+@pytest.mark.slow
 def test_a_wrong_qwen3_5_vl_fails_parity(
     tmp_path: Path, old: str, new: str, failing: set[str], passing: set[str]
 ) -> None:

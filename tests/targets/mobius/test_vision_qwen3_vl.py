@@ -57,6 +57,7 @@ def test_qwen3_vl_generates_into_mobius_with_zero_edits(tmp_path: Path) -> None:
     ],
     ids=["deepstack-left-out", "deepstack-mergers-reversed", "mrope-in-chunks"],
 )
+@pytest.mark.slow
 def test_a_wrong_qwen3_vl_side_fails_parity(
     tmp_path: Path, old: str, new: str, failing: set[str]
 ) -> None:

@@ -65,6 +65,7 @@ def test_qwen2_5_vl_generates_into_mobius_with_zero_edits(tmp_path: Path) -> Non
     ],
     ids=["mrope-sections-reversed", "window-attention-as-full", "merger-activation-silu"],
 )
+@pytest.mark.slow
 def test_a_wrong_qwen_vl_side_fails_parity(
     tmp_path: Path, old: str, new: str, failing: set[str]
 ) -> None:
