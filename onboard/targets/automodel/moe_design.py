@@ -136,7 +136,9 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         for name, shape in probe.parameters
         if name.startswith(f"{path}.")
     }
-    router = next((n for n in ("gate.weight", "router.weight") if n in params), None)
+    # the router's weight: HF's name for it (HunYuan's gate.wg), else the usual ones
+    names = (f"{moe.router_name}.weight", "gate.weight", "router.weight")
+    router = next((n for n in names if n in params), None)
     gate_up, down = params.get("experts.gate_up_proj"), params.get("experts.down_proj")
     hidden = probe.param_shape("model.embed_tokens.weight")
     shared = moe.shared
@@ -153,7 +155,7 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
             f"MoE block parameters AutoModel's MoE does not hold ({', '.join(extra)}) at {where}"
         )
     if router is None:
-        problems.append(f"no router weight (gate.weight or router.weight) at {where}")
+        problems.append(f"no router weight ({' or '.join(dict.fromkeys(names))}) at {where}")
     if gate_up is None or down is None or hidden is None:
         problems.append(f"experts without gate_up_proj and down_proj at {where}")
     elif not (
