@@ -10,7 +10,8 @@ from pathlib import Path
 from tests.targets.automodel.sabotage import assert_generated_tests_catch, generate_default
 
 LAYER_INIT = (
-    "        self.self_attn = ApertusAttention(config=config, layer_idx=layer_idx, backend=backend)\n"
+    "        self.self_attn = ApertusAttention("
+    "config=config, layer_idx=layer_idx, backend=backend)\n"
 )
 FROZEN = LAYER_INIT + "        self.mlp.act_fn.requires_grad_(False)\n"
 
