@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from onboard.block_specs import AttentionSpec, MLPSpec, NormSpec
+from onboard.scale_spec import ScaleSpec
 
 TowerKind = Literal["vit", "pixtral", "qwen_vl", "linear_patch"]
 
@@ -556,6 +557,12 @@ class VisionSpec:
     # The parts only videos or image generation read (Video-LLaVA's second tower, Janus' VQ-VAE):
     # the generated graphs take images and give text, so their tensors are left out, by name
     other_paths: tuple[PathPartSpec, ...] = ()
+    # What the text backbone's own causal LM does to the logits that the VLM's head does not
+    # (Aya Vision's plain lm_head over Cohere 2, whose causal LM multiplies by logit_scale):
+    # ``ArchitectureSpec.text`` computes as the VLM does; a text-only model of the backbone
+    # adds these (evidence under ``vision.text_lm.*``)
+    text_lm_scales: tuple[ScaleSpec, ...] = ()
+    text_lm_softcap: float | None = None
 
     @property
     def tower(self) -> TowerSpec:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.vision.check import check_vision
+from onboard.analysis.vision.head import text_lm_evidence, with_text_lm_head
 from onboard.analysis.vision.linear_patch import (
     linear_patch_at_real_sizes,
     read_linear_patch_vision,
@@ -100,6 +101,8 @@ def analyse_vlm(
             vision = at_real_sizes(vision, tiny_config, hf_config)
     text_spec, head = _vlm_head(model, tiny_config, text.spec.text)
     text_evidence = tuple(e for e in text.spec.evidence if e[0] not in dict(head))
+    text_evidence += text_lm_evidence(text.spec.evidence, tuple(dict(head)))
+    vision = with_text_lm_head(vision, text.spec.text, text_spec)
     from onboard.analysis import Analysis
 
     spec = dataclasses.replace(

@@ -5,7 +5,8 @@ The text backbone is analysed as a causal LM, whose class may scale the logits (
 Cohere's) or soft-cap them (``final_logit_softcapping``: Gemma 2's). A VLM runs its own head on
 the language model's last state and need not (Aya Vision's ``lm_head(hidden_states)`` over a
 Cohere 2 text model, PaliGemma 2's over a Gemma 2 one): what the VLM computes decides, told by
-its logits against its head on the same state.
+its logits against its head on the same state. What the head leaves out stays on the vision
+spec (``text_lm_scales``, ``text_lm_softcap``): a text-only model of the backbone computes it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
 from onboard.spec import Evidence, TextDecoderSpec
+from onboard.vision import VisionSpec
 
 
 def vlm_head(
@@ -47,4 +49,31 @@ def vlm_head(
     return text, tuple(
         (path, (Evidence("probe", where, f"the VLM's logits are {parts.head}(last state) {what}"),))
         for path, what in evidence
+    )
+
+
+def with_text_lm_head(
+    vision: VisionSpec | None, causal_lm: TextDecoderSpec, vlm: TextDecoderSpec
+) -> VisionSpec | None:
+    """``vision`` with what the backbone's causal LM (``causal_lm``) applies to the logits and
+    the VLM's head (``vlm``) leaves out."""
+    if vision is None:
+        return None
+    return dataclasses.replace(
+        vision,
+        text_lm_scales=tuple(
+            s for s in causal_lm.scales if s.site == "logits" and s not in vlm.scales
+        ),
+        text_lm_softcap=causal_lm.final_logit_softcap if vlm.final_logit_softcap is None else None,
+    )
+
+
+def text_lm_evidence(
+    evidence: tuple[tuple[str, tuple[Evidence, ...]], ...], dropped: tuple[str, ...]
+) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    """The causal LM's evidence for the ``dropped`` text paths, kept under ``vision.text_lm.``."""
+    return tuple(
+        (f"vision.text_lm.{path.removeprefix('text.')}", items)
+        for path, items in evidence
+        if path in dropped
     )

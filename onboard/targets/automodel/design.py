@@ -379,6 +379,14 @@ def _head_input_scaled(spec: ArchitectureSpec, hf: HFNames) -> bool:
     return re.search(pattern, _hf_source(hf, hf.causal_lm)) is not None
 
 
+def _mlp_said(mlp: Any) -> str:
+    """The MLP in words; a learned activation (Apertus' xielu) is HF's module, kept whole."""
+    said = f"{mlp.kind} MLP, {mlp.activation}"
+    if mlp.learned_activation:
+        said += f" (HF's {mlp.learned_activation} module, its learned parameters included)"
+    return said
+
+
 def _attention_dropout(hf: HFNames) -> str | None:
     """Where HF's attention reads its dropout probability (read as source), or None."""
     source = _hf_source(hf, hf.attention)
@@ -715,7 +723,7 @@ def _reasons(spec: ArchitectureSpec, hf: HFNames) -> dict[str, Reason]:
             + ("; lm_head.weight is not saved" if text.tie_word_embeddings else ""),
             cite(spec, "text.tie_word_embeddings"),
         ),
-        "mlp": Reason(f"{text.mlp.kind} MLP, {text.mlp.activation}", cite(spec, "text.mlp.kind")),
+        "mlp": Reason(_mlp_said(text.mlp), cite(spec, "text.mlp.kind")),
     }
     if text.sliding_window:
         reasons["sliding_window"] = Reason(

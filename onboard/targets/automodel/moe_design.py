@@ -69,6 +69,12 @@ class MoEDesign:
     n_groups: str = "0"
     topk_groups: str = "0"
     route_scale: str = "1.0"
+    # The checkpoint keeps the choice bias as one row per expert group, [1, E] (ERNIE 4.5's
+    # moe_statics); AutoModel's Gate holds it as [E]: the adapter reshapes it both ways
+    correction_row: bool = False
+    # HF's router holds the choice bias as a parameter it does not train (ERNIE 4.5), where
+    # AutoModel's Gate holds a buffer: the generated tests compare the trained parameters' grads
+    correction_parameter: bool = False
     # A config edit that makes the tiny model's first layer dense, for the generated tests.
     dense_override: tuple[tuple[str, Any], ...] = ()
     # Where HF's experts scale each expert's down-projection output by its routing weight
@@ -130,7 +136,9 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         for name, shape in probe.parameters
         if name.startswith(f"{path}.")
     }
-    router = next((n for n in ("gate.weight", "router.weight") if n in params), None)
+    # the router's weight: HF's name for it (HunYuan's gate.wg), else the usual ones
+    names = (f"{moe.router_name}.weight", "gate.weight", "router.weight")
+    router = next((n for n in names if n in params), None)
     gate_up, down = params.get("experts.gate_up_proj"), params.get("experts.down_proj")
     hidden = probe.param_shape("model.embed_tokens.weight")
     shared = moe.shared
@@ -138,13 +146,16 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
     if shared is not None:  # AutoModel's MoE holds a swiglu shared expert and its sigmoid gate
         held |= {f"{shared.name}.{leaf}.weight" for leaf in ("gate_proj", "up_proj", "down_proj")}
         held |= {"shared_expert_gate.weight"} if shared.gated else set()
+    correction = {name for name in params if name.endswith(f".{CORRECTION_BIAS}")}
+    if moe.router.correction_bias:  # a parameter in HF's router (ERNIE 4.5), AutoModel's buffer
+        held |= correction
     extra = sorted(set(params) - held)
     if extra:
         problems.append(
             f"MoE block parameters AutoModel's MoE does not hold ({', '.join(extra)}) at {where}"
         )
     if router is None:
-        problems.append(f"no router weight (gate.weight or router.weight) at {where}")
+        problems.append(f"no router weight ({' or '.join(dict.fromkeys(names))}) at {where}")
     if gate_up is None or down is None or hidden is None:
         problems.append(f"experts without gate_up_proj and down_proj at {where}")
     elif not (
@@ -193,6 +204,8 @@ def moe_design(spec: ArchitectureSpec, hf: HFNames, probe: Probe) -> MoEDesign:
         hf_block=hf_block,
         fused=_fused(moe),
         dense_override=_DENSE_OVERRIDES.get(moe.dense_rule, ()),
+        correction_row=_correction_row(spec),
+        correction_parameter=bool(correction),
         shared_width=_over_config(shared.width_expr) if shared is not None else None,
         shared_gated=shared is not None and shared.gated,
         weighted_after_down=_weighted_after_down(hf, modules.get(f"{path}.experts")),
@@ -232,8 +245,27 @@ def _over_config(expression: str) -> str:
     return re.sub(r"\b([A-Za-z_]\w*)\b", r"config.\1", expression)
 
 
+def _correction_row(spec: ArchitectureSpec) -> bool:
+    """Whether the checkpoint keeps the choice bias as ``[1, E]``; refuses more rows (one per
+    expert group), which AutoModel's ``[E]`` bias cannot hold."""
+    shapes = {shape for name, shape in spec.weights.tensors if name.endswith(f".{CORRECTION_BIAS}")}
+    rows = {shape[0] for shape in shapes if len(shape) == 2}
+    if rows - {1}:
+        raise UnsupportedFeatureError(
+            f"expert-choice correction bias of shape {sorted(shapes)} in the checkpoint: "
+            "AutoModel's Gate holds one bias per expert",
+            (f"checkpoint: {CORRECTION_BIAS}",),
+        )
+    return bool(rows)
+
+
 def _router_fields(spec: ArchitectureSpec, router: Any) -> dict[str, Any]:
-    """MoEConfig's routing fields for a sigmoid router, read from the config where HF reads."""
+    """MoEConfig's routing fields for a sigmoid router, read from the config where HF reads,
+    and for a softmax router whose choice a correction bias shifts (ERNIE 4.5)."""
+    if router.scoring == "softmax" and router.correction_bias:
+        # softmax over all experts, the bias added for the choice only, the weights gathered
+        # from the unbiased softmax (then renormalised by norm_topk_prob): "softmax_with_bias"
+        return {"score_func": "softmax_with_bias", "correction_bias": True}
     if router.scoring != "sigmoid":
         return {}
     from transformers import CONFIG_MAPPING
@@ -373,6 +405,12 @@ def moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str
             + (", scaled by sigmoid(shared_expert_gate(x))" if moe.shared_gated else ""),
             cite(spec, "text.moe.shared") or router_location(spec),
         )
+    if moe.correction_row:
+        reasons["correction_row"] = Reason(
+            "the checkpoint keeps each layer's expert-choice bias as one row [1, E]; "
+            "AutoModel's Gate holds it as [E]",
+            cite(spec, "text.moe.router") or router_location(spec),
+        )
     if moe.fused:
         saved = " and ".join(name for _, name in spec_moe.fused_on_disk)
         reasons["moe_fused"] = Reason(
@@ -403,6 +441,7 @@ def moe_reasons(spec: ArchitectureSpec, hf: HFNames, moe: MoEDesign) -> dict[str
 
 
 _DENSE_OVERRIDES: dict[str, tuple[tuple[str, Any], ...]] = {
+    "moe_layer_interval": (("moe_layer_start_index", 1),),
     "mlp_only_layers": (("mlp_only_layers", [0]),),
     "first_k_dense_replace": (("first_k_dense_replace", 1),),
     "num_dense_layers": (("num_dense_layers", 1),),
@@ -414,6 +453,10 @@ _DENSE_RULES = {
     "first_k_dense_replace": "layers from config.first_k_dense_replace on",
     "num_dense_layers": "layers from config.num_dense_layers on",
     "mlp_layer_types": 'layers config.mlp_layer_types lists as "sparse"',
+    "moe_layer_interval": (
+        "every config.moe_layer_interval-th layer from config.moe_layer_start_index to "
+        "config.moe_layer_end_index"
+    ),
     "mlp_only_layers": "every config.decoder_sparse_step-th layer not in config.mlp_only_layers",
     "expert_layer_period": (
         "layers i with i % config.expert_layer_period == config.expert_layer_offset"

@@ -263,9 +263,9 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
     as HF does, each with the HF router's source line (or the probe that measured it).
 
     The generator maps routers that score with a softmax (top k of the softmax, optionally
-    renormalised, or a softmax over the top-k logits) onto ``MoEConfig``; the other router
-    variants AutoModel has (sigmoid, correction bias, groups, scaling) are refused until a
-    model with them is proven end to end.
+    renormalised and shifted by a choice bias, or a softmax over the top-k logits) and sigmoid
+    routers (choice bias, groups, scale) onto ``MoEConfig``; the other variants are refused
+    until a model with them is proven end to end.
     """
     moe = spec.text.moe
     assert moe is not None
@@ -275,11 +275,6 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
     # A sigmoid router maps onto AutoModel's Gate with its correction bias, groups and scale.
     if router.scoring == "sigmoid" and router.order != "softmax_topk":
         found.append(f"sigmoid router scores over the top-k logits at {at}: not generated")
-    if router.scoring == "softmax" and router.correction_bias:
-        found.append(
-            f"expert-choice correction bias (e_score_correction_bias) beside softmax scores at "
-            f"{at}: not generated"
-        )
     if router.scoring == "softmax" and router.n_group > 1:
         found.append(
             f"group-limited routing (n_group={router.n_group}, topk_group={router.topk_group}) "
@@ -306,11 +301,6 @@ def moe_blockers(spec: ArchitectureSpec) -> list[str]:
     if router.order == "sparsemixer":
         found.append(
             f"sparsemixer routing (two experts, each within a margin) at {at}: not generated"
-        )
-    if moe.dense_rule == "moe_layer_interval":
-        found.append(
-            "MoE layers chosen by config.moe_layer_interval / moe_layer_start_index / "
-            "moe_layer_end_index (config.json): not generated"
         )
     if moe.shared is not None and moe.shared.plain:
         found.append(

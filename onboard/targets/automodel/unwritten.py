@@ -116,13 +116,6 @@ UNWRITTEN: tuple[Unwritten, ...] = (
         ": the state-dict adapter does not move it yet",
     ),
     Unwritten(
-        "text.mlp.activation",
-        "mlp",
-        lambda t: t.mlp.learned_activation is not None,
-        lambda t: f"{t.mlp.activation} activation with learned parameters",
-        ": the generated MLP's activation learns nothing",
-    ),
-    Unwritten(
         "text.attention.dynamic_mask",
         "attention",
         lambda t: t.attention.dynamic_mask is not None,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from onboard.analysis.vision.token_blocks import BLOCKS_LINE
 from onboard.naming import class_prefix
-from onboard.spec import ArchitectureSpec
+from onboard.spec import ArchitectureSpec, Evidence
 from onboard.targets.automodel.vision_qwen import (
     QwenVLDesign,
     defined_at,
@@ -82,7 +82,8 @@ class VisionDesign:
 
 def text_view(spec: ArchitectureSpec, probe_class: str) -> ArchitectureSpec:
     """The VLM's text backbone as the dense generator reads a causal LM: its own model type,
-    architecture and HF source files (the analysis already described it on its own config)."""
+    architecture and HF source files (the analysis already described it on its own config),
+    and the logits scale and soft-cap its own causal LM applies where the VLM's head does not."""
     vision = spec.vision
     assert vision is not None
     from onboard.source import transformers_source_files
@@ -95,7 +96,29 @@ def text_view(spec: ArchitectureSpec, probe_class: str) -> ArchitectureSpec:
         hf_files=tuple((n, h) for n, h in spec.source.hf_files if n in own),
     )
     kind = "moe" if spec.text.moe is not None else "dense"
-    return dataclasses.replace(spec, source=source, kind=kind, vision=None)
+    text = dataclasses.replace(
+        spec.text,
+        scales=spec.text.scales + vision.text_lm_scales,
+        final_logit_softcap=vision.text_lm_softcap or spec.text.final_logit_softcap,
+    )
+    return dataclasses.replace(
+        spec,
+        source=source,
+        kind=kind,
+        text=text,
+        vision=None,
+        evidence=_text_lm_evidence(spec.evidence),
+    )
+
+
+def _text_lm_evidence(
+    evidence: tuple[tuple[str, tuple[Evidence, ...]], ...],
+) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
+    """The evidence with the causal LM's own (``vision.text_lm.*``) back under ``text.*``."""
+    prefix = "vision.text_lm."
+    own = {f"text.{p.removeprefix(prefix)}": e for p, e in evidence if p.startswith(prefix)}
+    kept = tuple((p, e) for p, e in evidence if p not in own and not p.startswith(prefix))
+    return tuple(sorted(kept + tuple(own.items())))
 
 
 def vision_blockers(spec: ArchitectureSpec) -> list[str]:

@@ -130,11 +130,6 @@ ROUTER = "modeling_qwen3_moe.py:258"  # Qwen3MoeTopKRouter.forward in transforme
             f"sigmoid router scores over the top-k logits at {ROUTER}",
         ),
         (
-            {"correction_bias": True},
-            f"expert-choice correction bias (e_score_correction_bias) beside softmax scores at "
-            f"{ROUTER}",
-        ),
-        (
             {"n_group": 8, "topk_group": 4},
             f"group-limited routing (n_group=8, topk_group=4) at {ROUTER}: generated for sigmoid",
         ),
@@ -262,13 +257,21 @@ def test_computations_hf_modules_keep_are_not_refused(
     assert [r.text for r in attention_features(spec)] == ([kept] if kept else [])
 
 
-def test_a_learned_activation_is_refused(library) -> None:
+def test_a_learned_activation_is_not_refused(library) -> None:
+    """HF's MLP is kept whole, its activation's parameters with it (test_learned_activation)."""
     spec = analysis_of("Qwen/Qwen3-0.6B").spec
     mlp = dataclasses.replace(spec.text.mlp, activation="xielu", learned_activation="act_fn")
     spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, mlp=mlp))
-    proposal = propose(spec, library, treat_as_new=True)
-    assert len(proposal.blockers) == 1
-    assert proposal.blockers[0].startswith("xielu activation with learned parameters")
+    assert propose(spec, library, treat_as_new=True).blockers == ()
+
+
+def test_a_choice_bias_beside_softmax_scores_is_not_refused(library) -> None:
+    """AutoModel's Gate scores it as "softmax_with_bias" (test_softmax_choice_bias)."""
+    spec = analysis_of("Qwen/Qwen3-30B-A3B").spec
+    router = dataclasses.replace(spec.text.moe.router, correction_bias=True)
+    moe = dataclasses.replace(spec.text.moe, router=router)
+    spec = dataclasses.replace(spec, text=dataclasses.replace(spec.text, moe=moe))
+    assert propose(spec, library, treat_as_new=True).blockers == ()
 
 
 def test_a_sparsemixer_router_is_refused(library) -> None:
