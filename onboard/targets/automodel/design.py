@@ -567,10 +567,8 @@ def checkpoint_prefixes(model_type: str, *classes: str) -> tuple[tuple[str, str]
     return tuple(found)
 
 
-def hf_names(
-    spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str], layout: HFLayout = HFLayout()
-) -> HFNames:
-    """The HF classes the probe found, checked importable from the modeling file they came from."""
+def hf_modeling_module(spec: ArchitectureSpec) -> tuple[str, str, Any]:
+    """HF's modeling file for ``spec`` (name, import path, module): what the code builds on."""
     source_file = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
     if source_file is None:
         raise UnsupportedFeatureError(
@@ -579,9 +577,28 @@ def hf_names(
     package = source_file.removeprefix("modeling_").removesuffix(".py")
     module_path = f"transformers.models.{package}.{source_file.removesuffix('.py')}"
     try:
-        module = importlib.import_module(module_path)
+        return source_file, module_path, importlib.import_module(module_path)
     except ImportError as exc:
         raise UnsupportedFeatureError(f"cannot import {module_path}: {exc}") from None
+
+
+def pretrained_base(owner: Any, module_path: str) -> type | None:
+    """HF's ``...PreTrainedModel`` class ``owner`` derives from in its own modeling module."""
+    return next(
+        (
+            c
+            for c in getattr(owner, "__mro__", ())
+            if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
+        ),
+        None,
+    )
+
+
+def hf_names(
+    spec: ArchitectureSpec, causal_lm: str, modules: dict[str, str], layout: HFLayout = HFLayout()
+) -> HFNames:
+    """The HF classes the probe found, checked importable from the modeling file they came from."""
+    source_file, module_path, module = hf_modeling_module(spec)
     layer_classes = {c for n, c in modules.items() if n.count(".") == 2 and ".layers." in n}
     if len(layer_classes) > 1:
         raise UnsupportedFeatureError(
@@ -590,14 +607,7 @@ def hf_names(
         )
     # a layout view's base model is a stand-in: the causal LM's own base class says then
     owner = getattr(module, modules.get("model", ""), None) or getattr(module, causal_lm, None)
-    pretrained_class = next(
-        (
-            c
-            for c in getattr(owner, "__mro__", ())
-            if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
-        ),
-        None,
-    )
+    pretrained_class = pretrained_base(owner, module_path)
     pretrained = pretrained_class.__name__ if pretrained_class else None
     decoder_layer = modules.get(LAYER_ZERO, "")
     if not hasattr(module, decoder_layer):  # a layout view's stand-in: HF names its layer class

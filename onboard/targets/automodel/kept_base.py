@@ -30,7 +30,9 @@ from onboard.targets.automodel.design import (
     _reasons,
     _switches,
     checkpoint_prefixes,
+    hf_modeling_module,
     layout_blocker,
+    pretrained_base,
 )
 from onboard.targets.automodel.hf_facts import HFNames, Reason, cite
 from onboard.targets.base import Proposal
@@ -136,23 +138,9 @@ def kept_base_names(spec: ArchitectureSpec, causal_lm: str) -> HFNames:
     base class and config; the layers stay inside HF's base model, unnamed."""
     from transformers import CONFIG_MAPPING
 
-    source_file = next((n for n, _ in spec.source.hf_files if n.startswith("modeling_")), None)
-    if source_file is None:
-        raise UnsupportedFeatureError(
-            f"no HF modeling file for {spec.model_type}: nothing to build the AutoModel code on"
-        )
-    package = source_file.removeprefix("modeling_").removesuffix(".py")
-    module_path = f"transformers.models.{package}.{source_file.removesuffix('.py')}"
-    module = importlib.import_module(module_path)
-    owner = getattr(module, causal_lm, None)
-    pretrained = next(
-        (
-            c.__name__
-            for c in getattr(owner, "__mro__", ())
-            if c.__name__.endswith("PreTrainedModel") and c.__module__ == module_path
-        ),
-        "",
-    )
+    source_file, module_path, module = hf_modeling_module(spec)
+    base = pretrained_base(getattr(module, causal_lm, None), module_path)
+    pretrained = base.__name__ if base else ""
     if not pretrained:
         raise UnsupportedFeatureError(
             f"no {causal_lm} with a PreTrainedModel base in {module_path}: nothing to subclass"
