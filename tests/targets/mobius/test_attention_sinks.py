@@ -1,7 +1,7 @@
 """Attention sinks (a learned logit per head, one more softmax column that reads no value),
 from the backlog: Granite SWA and its MoE sibling, which mobius 0.1.0 lacks, generated into
 mobius from transformers' default configs with zero edits. A generated attention that leaves
-the sink out fails parity; AutoModel refuses the feature by name."""
+the sink out fails parity; AutoModel keeps HF's attention whole for it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from onboard.codegen import lint_python
-from onboard.errors import UnsupportedFeatureError
 from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
+from tests.targets.automodel.kept import automodel_view
 from tests.targets.mobius.sabotage import parity_with
 
 SOFTMAX_WITH_SINK = (
@@ -66,10 +66,7 @@ def test_attention_sinks_generate_into_mobius_with_zero_edits(
     assert checks["prefill"] is Status.FAIL
 
 
-def test_automodel_refuses_attention_sinks_by_name(tmp_path: Path) -> None:
-    model = _config(tmp_path, "granite_swa")
-    options = NewOptions(model=str(model), out=tmp_path / "out", target="automodel")
-    with pytest.raises(UnsupportedFeatureError) as raised:
-        onboard_new(options)
-    assert any("attention sinks" in item for item in raised.value.items), raised.value.items
-    assert not (tmp_path / "out").exists()
+def test_automodel_keeps_hf_attention_for_the_sinks(tmp_path: Path) -> None:
+    found, kept = automodel_view(_config(tmp_path, "granite_swa"))
+    assert not any("attention sinks" in item for item in found), found
+    assert any("attention sinks" in item for item in kept), kept

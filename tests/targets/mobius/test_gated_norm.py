@@ -20,6 +20,7 @@ from onboard.codegen import lint_python
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import ParityReport, Status
 from onboard.pipeline import NewResult
+from onboard.targets.automodel.kept_attention import attention_features
 from onboard.targets.automodel.propose import blockers as automodel_blockers
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
@@ -111,12 +112,16 @@ def test_spec_check_proves_the_latent_query_gate(analysed) -> None:
     assert check_spec(_with_query_gate(text), model, config) != ()
 
 
-def test_automodel_refuses_both_by_name(analysed) -> None:
+def test_automodel_refuses_the_gated_norms_and_keeps_hf_attention_for_the_query_gate(
+    analysed,
+) -> None:
     analysis, _, _ = analysed
     found = automodel_blockers(analysis.spec)
     assert any(b.startswith("gated norms (") and "modeling_axk2.py:101" in b for b in found), found
-    wanted = "one projection of both q latents (q_gate_proj) (modeling_axk2.py:601)"
-    assert any(wanted in b for b in found), found
+    # the fused query-and-gate projection lives in the attention, which AutoModel keeps as HF's
+    assert not any("one projection of both q latents" in b for b in found), found
+    kept = [str(r) for r in attention_features(analysis.spec)]
+    assert any("(q_gate_proj)" in r and "modeling_axk2.py:601" in r for r in kept), kept
 
 
 def _sabotaged(result: NewResult, text: str, old: str, new: str) -> ParityReport:

@@ -20,12 +20,11 @@ import pytest
 
 from onboard.analysis.spec_check import check_spec
 from onboard.codegen import lint_python
-from onboard.errors import UnsupportedFeatureError
 from onboard.hf_config import make_hf_config
 from onboard.parity.report import Status
-from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
+from tests.targets.automodel.kept import automodel_view
 from tests.targets.mobius.checks import assert_default_checks_pass, onboarded_from_backlog
 from tests.targets.mobius.sabotage import parity_with
 
@@ -97,13 +96,9 @@ def test_head_gate_generates_into_mobius_with_zero_edits(laguna: Path, tmp_path:
     assert checks["prefill"] is Status.FAIL
 
 
-def test_automodel_refuses_the_head_gate_by_name(laguna: Path, tmp_path: Path) -> None:
-    """nemo-automodel 0.7.0 has a Laguna of its own: treated as new, the generator refuses."""
-    out = tmp_path / "out"
-    options = NewOptions(model=str(laguna), out=out, target="automodel", treat_as_new=True)
-    with pytest.raises(UnsupportedFeatureError) as raised:
-        onboard_new(options)
-    items = raised.value.items
-    named = [i for i in items if "g_proj" in i and "modeling_laguna.py:" in i]
-    assert named and "softplus" in named[0] and "one value per head" in named[0], items
-    assert not out.exists()
+def test_automodel_keeps_hf_attention_for_the_head_gate(laguna: Path) -> None:
+    """The head gate lives in the attention, which the AutoModel target keeps as HF's."""
+    found, kept = automodel_view(laguna)
+    assert not any("g_proj" in i for i in found), found
+    named = [i for i in kept if "g_proj" in i and "modeling_laguna.py:" in i]
+    assert named and "softplus" in named[0] and "one value per head" in named[0], kept

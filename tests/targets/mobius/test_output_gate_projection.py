@@ -21,6 +21,7 @@ from onboard.parity.report import Status
 from onboard.pipeline import NewOptions, onboard_new
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
+from tests.targets.automodel.kept import automodel_view
 from tests.targets.mobius.checks import assert_default_checks_pass, onboarded_from_backlog
 from tests.targets.mobius.sabotage import parity_with
 
@@ -82,10 +83,14 @@ def test_output_gate_projection_generates_into_mobius_with_zero_edits(
     assert checks["prefill"] is Status.FAIL
 
 
-def test_automodel_refuses_the_gate_projection_by_name(afmoe: Path, tmp_path: Path) -> None:
+def test_automodel_keeps_hf_attention_for_the_gate_projection_and_refuses_the_experts(
+    afmoe: Path, tmp_path: Path
+) -> None:
+    _, kept = automodel_view(afmoe)
+    assert any("gate_proj" in item and "modeling_afmoe.py:" in item for item in kept), kept
     options = NewOptions(model=str(afmoe), out=tmp_path / "out", target="automodel")
     with pytest.raises(UnsupportedFeatureError) as raised:
         onboard_new(options)
     items = raised.value.items
-    assert any("gate_proj" in item and "modeling_afmoe.py:" in item for item in items), items
+    assert any("expert_bias" in item and "modeling_afmoe.py:" in item for item in items), items
     assert not (tmp_path / "out").exists()

@@ -31,6 +31,7 @@ from onboard.targets.mobius import TARGET
 from onboard.targets.mobius import plan as mobius_plan
 from onboard.targets.mobius.plan import STYLE
 from onboard.tiny_model import build_tiny_model, perturb
+from tests.targets.automodel.kept import automodel_view
 from tests.targets.mobius.checks import (
     assert_default_checks_pass,
     built_from_test_entry,
@@ -132,12 +133,18 @@ def test_library_tests_build_the_reordered_table(compass: Path, tmp_path: Path) 
     np.testing.assert_allclose(row, np.cos(inv_freq[[0, 2, 4, 1, 3, 5, 6, 7]]), rtol=1e-6)
 
 
-def test_automodel_refuses_reordered_rope_by_name(compass: Path, tmp_path: Path) -> None:
+def test_automodel_refuses_hf_attention_beside_tables_per_kind(
+    compass: Path, tmp_path: Path
+) -> None:
+    """The reordered frequencies would keep HF's attention whole, but HF's attention reads
+    tables per layer kind (and M-RoPE) the generated model does not build for it: refused."""
+    _, kept = automodel_view(compass)
+    named = [i for i in kept if i.startswith("RoPE frequencies reordered in sliding_attention")]
+    assert named and "modeling_cohere_compass.py:" in named[0], kept
     out = tmp_path / "out"
-    options = NewOptions(model=str(compass), out=out, target="automodel")
+    options = NewOptions(model=str(compass), out=out, target="automodel", parity=False)
     with pytest.raises(UnsupportedFeatureError) as raised:
         onboard_new(options)
     items = raised.value.items
-    named = [i for i in items if i.startswith("RoPE frequencies reordered in sliding_attention")]
-    assert named and "modeling_cohere_compass.py:" in named[0], items
+    assert any("RoPE tables per layer kind" in i for i in items), items
     assert not out.exists()
