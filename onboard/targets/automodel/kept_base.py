@@ -34,7 +34,7 @@ from onboard.targets.automodel.design import (
     layout_blocker,
     pretrained_base,
 )
-from onboard.targets.automodel.hf_facts import HFNames, Reason, cite
+from onboard.targets.automodel.hf_facts import HFNames, Reason
 from onboard.targets.base import Proposal
 
 # The causal LM's inputs that its base model takes under the same names, passed on when it does
@@ -59,33 +59,6 @@ class KeptBase:
 def keeps_base(spec: ArchitectureSpec) -> bool:
     """Whether ``spec`` gets this shape: a dense text decoder under a tree not Llama's."""
     return spec.vision is None and spec.kind == "dense" and layout_blocker(spec) is not None
-
-
-def kept_base_blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
-    """What the generated causal LM, around HF's base model, cannot express: only what it owns
-    (the head, the kind, remote code) and what the analysis left unresolved."""
-    text = spec.text
-    found = [
-        f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
-    ]
-    if spec.source.remote_files:
-        found.append(
-            f"{spec.model_type} exists only as Hub remote code: the generated AutoModel code "
-            f"keeps HF's base model from transformers.models.{spec.model_type}, which "
-            f"transformers {spec.source.transformers_version} does not have"
-        )
-    if text.head_transform is not None:
-        found.append(
-            "a dense layer, activation and norm before the head "
-            f"({cite(spec, 'text.head_transform') or 'probe'}): the generated causal LM's head "
-            "is one linear layer"
-        )
-    for split in spec.weights.splits:
-        found.append(
-            f"checkpoint tensor {split.fused} cut into {', '.join(split.parts)} on load "
-            f"({split.where}): the generated state-dict adapter does not cut tensors yet"
-        )
-    return tuple(found)
 
 
 def kept_base(hf: HFNames, tiny_config: dict[str, Any]) -> KeptBase:

@@ -16,7 +16,7 @@ from onboard.spec import ArchitectureSpec
 from onboard.targets.automodel.design import distinct_ropes, layout_blocker
 from onboard.targets.automodel.hf_facts import cite
 from onboard.targets.automodel.kept_attention import attention_features
-from onboard.targets.automodel.kept_base import keeps_base, kept_base_blockers
+from onboard.targets.automodel.kept_base import keeps_base
 from onboard.targets.automodel.moe_design import router_location
 from onboard.targets.automodel.recurrence import recurrence_blockers
 from onboard.targets.automodel.unwritten import unwritten
@@ -164,17 +164,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     if keeps_base(spec):  # HF's base model kept whole: only the causal LM around it is written
         return kept_base_blockers(spec)
     text = spec.text
-    found = [
-        f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
-    ]
-    if spec.source.remote_files:
-        modeling = next((n for n, _ in spec.source.remote_files if n.startswith("modeling_")), "")
-        found.append(
-            f"{spec.model_type} exists only as Hub remote code ({modeling or 'auto_map'}): "
-            "generated AutoModel code subclasses the architecture's modules from "
-            f"transformers.models.{spec.model_type}, which transformers "
-            f"{spec.source.transformers_version} does not have"
-        )
+    found = _shared_blockers(spec, "subclasses the architecture's modules")
     if spec.kind not in GENERATED_KINDS:
         found.append(
             f"{spec.kind} model ({spec.source.architecture}): the AutoModel generator writes "
@@ -185,11 +175,7 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
     found += recurrence_blockers(text)
     if (tree := layout_blocker(spec)) is not None:
         found.append(tree)
-    for split in spec.weights.splits:
-        found.append(
-            f"checkpoint tensor {split.fused} cut into {', '.join(split.parts)} on load "
-            f"({split.where}): the generated state-dict adapter does not cut tensors yet"
-        )
+    found += _split_blockers(spec)
     if text.blocks is not None and text.moe is not None:
         found.append(
             f"one-block layers ({text.blocks.block} after {text.blocks.norm}) holding experts: "
@@ -256,6 +242,43 @@ def blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
             "table of HF's one rotary embedding"
         )
     return tuple(found)
+
+
+def kept_base_blockers(spec: ArchitectureSpec) -> tuple[str, ...]:
+    """What the generated causal LM around HF's base model (kept_base.py) cannot express: only
+    what it owns (the head, the checkpoint's tensors) and what the analysis left unresolved."""
+    found = _shared_blockers(spec, "keeps HF's base model")
+    if spec.text.head_transform is not None:
+        found.append(
+            "a dense layer, activation and norm before the head "
+            f"({cite(spec, 'text.head_transform') or 'probe'}): the generated causal LM's head "
+            "is one linear layer"
+        )
+    return (*found, *_split_blockers(spec))
+
+
+def _shared_blockers(spec: ArchitectureSpec, builds: str) -> list[str]:
+    """What blocks either shape: the analysis left something unresolved, or the architecture is
+    remote code, which the generated code (it ``builds`` on transformers' modules) cannot import."""
+    found = [
+        f"{d.what} at {d.where}" + (f" ({d.detail})" if d.detail else "") for d in spec.unresolved
+    ]
+    if spec.source.remote_files:
+        modeling = next((n for n, _ in spec.source.remote_files if n.startswith("modeling_")), "")
+        found.append(
+            f"{spec.model_type} exists only as Hub remote code ({modeling or 'auto_map'}): "
+            f"generated AutoModel code {builds} from transformers.models.{spec.model_type}, "
+            f"which transformers {spec.source.transformers_version} does not have"
+        )
+    return found
+
+
+def _split_blockers(spec: ArchitectureSpec) -> list[str]:
+    return [
+        f"checkpoint tensor {split.fused} cut into {', '.join(split.parts)} on load "
+        f"({split.where}): the generated state-dict adapter does not cut tensors yet"
+        for split in spec.weights.splits
+    ]
 
 
 def moe_blockers(spec: ArchitectureSpec) -> list[str]:
