@@ -530,6 +530,11 @@ class PathPartSpec:
     tensors: tuple[str, ...]  # its on-disk names
 
 
+# Where the evidence of what only the backbone's own causal LM applies (text_lm_scales,
+# text_lm_softcap) is kept: ``text.X`` of the causal LM's analysis is ``TEXT_LM_EVIDENCE + X``
+TEXT_LM_EVIDENCE = "vision.text_lm."
+
+
 @dataclass(frozen=True)
 class VisionSpec:
     towers: VisionTowers

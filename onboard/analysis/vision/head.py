@@ -16,7 +16,7 @@ from typing import Any
 
 from onboard.analysis.vision.parts import VLMParts
 from onboard.spec import Evidence, TextDecoderSpec
-from onboard.vision import VisionSpec
+from onboard.vision import TEXT_LM_EVIDENCE, VisionSpec
 
 
 def vlm_head(
@@ -73,7 +73,7 @@ def text_lm_evidence(
 ) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
     """The causal LM's evidence for the ``dropped`` text paths, kept under ``vision.text_lm.``."""
     return tuple(
-        (f"vision.text_lm.{path.removeprefix('text.')}", items)
+        (TEXT_LM_EVIDENCE + path.removeprefix("text."), items)
         for path, items in evidence
         if path in dropped
     )

@@ -30,6 +30,7 @@ from onboard.targets.automodel.vision_qwen import (
     design_qwen_vl,
     qwen_vl_blockers,
 )
+from onboard.vision import TEXT_LM_EVIDENCE
 
 # The parts' attributes, as AutoModel's Mistral3ForConditionalGeneration names them.
 TOWER, PROJECTOR, LANGUAGE_MODEL = "vision_tower", "multi_modal_projector", "language_model"
@@ -115,9 +116,12 @@ def _text_lm_evidence(
     evidence: tuple[tuple[str, tuple[Evidence, ...]], ...],
 ) -> tuple[tuple[str, tuple[Evidence, ...]], ...]:
     """The evidence with the causal LM's own (``vision.text_lm.*``) back under ``text.*``."""
-    prefix = "vision.text_lm."
-    own = {f"text.{p.removeprefix(prefix)}": e for p, e in evidence if p.startswith(prefix)}
-    kept = tuple((p, e) for p, e in evidence if p not in own and not p.startswith(prefix))
+    own = {
+        f"text.{p.removeprefix(TEXT_LM_EVIDENCE)}": e
+        for p, e in evidence
+        if p.startswith(TEXT_LM_EVIDENCE)
+    }
+    kept = tuple((p, e) for p, e in evidence if p not in own and not p.startswith(TEXT_LM_EVIDENCE))
     return tuple(sorted(kept + tuple(own.items())))
 
 
