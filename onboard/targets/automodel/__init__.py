@@ -17,6 +17,7 @@ from onboard.flag_guards import guarded_flags
 from onboard.library_tests import LibraryTestFile, LibraryTestSelection
 from onboard.targets.automodel import design as _design
 from onboard.targets.automodel import plan as _plan
+from onboard.targets.automodel.parallelism import for_design
 from onboard.targets.automodel.propose import propose as _propose
 from onboard.targets.automodel.registry import open_library as _open_library
 from onboard.targets.base import Library, Proposal
@@ -66,6 +67,17 @@ class AutomodelTarget:
             design = dataclasses.replace(design, guards=guards)
         return _design.with_name(design, name)
 
+    def _design_in(
+        self, analysis: Analysis, proposal: Proposal, library: Library, name: str | None
+    ) -> _design.ModelDesign:
+        """The design with the parallelism it may declare in ``library`` (a text model's: a
+        VLM's tower and projector are HF's, sharded as HF's classes say)."""
+        design = self.design(analysis, proposal, name)
+        if design.vision is not None:
+            return design
+        found = for_design(design, analysis.probe, analysis.tiny.config, library)
+        return dataclasses.replace(design, parallelism=found)
+
     def plan(
         self,
         analysis: Analysis,
@@ -76,7 +88,7 @@ class AutomodelTarget:
         name: str | None = None,
         command: str = "",
     ) -> Plan:
-        design = self.design(analysis, proposal, name)
+        design = self._design_in(analysis, proposal, library, name)
         if name is None and _shadows_module(design, library):
             design = dataclasses.replace(design, module=beside(design.module))
         flagged = analysis.flagged_from
@@ -94,7 +106,7 @@ class AutomodelTarget:
         # into a checkout, beside the library's own package and registry entry, never over them
         placed = design
         if name is None and (overwrites_library(plan, library) or _arch_taken(design, library)):
-            placed = self.design(analysis, proposal, beside(design.module))
+            placed = self._design_in(analysis, proposal, library, beside(design.module))
         if _arch_taken(placed, library):
             placed = dataclasses.replace(placed, arch=placed.model_class)
         if placed == design:

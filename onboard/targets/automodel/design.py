@@ -43,6 +43,7 @@ from onboard.targets.automodel.moe_design import (
     moe_reasons,
     sparse_block,
 )
+from onboard.targets.automodel.parallelism import Parallelism
 from onboard.targets.automodel.router_training import RouterTraining
 from onboard.targets.automodel.vision import VisionDesign, design_vision, hf_ties, text_view
 from onboard.targets.base import Candidate, Proposal
@@ -187,6 +188,8 @@ class ModelDesign:
     # HF's base model kept whole (a tree not Llama's, kept_base.py): the generated code is the
     # causal LM around it, and the adapter and tests only
     kept_base: KeptBase | None = None
+    # The capability flags copied from the closest class (parallelism.py); None for a VLM
+    parallelism: Parallelism | None = None
 
     @property
     def qk_norm_before_rope(self) -> str:
