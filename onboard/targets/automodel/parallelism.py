@@ -250,6 +250,7 @@ def parallelism(
     tiny: dict[str, Any],
     fused: tuple[str, ...] = (),
     qualified: str = "",
+    moe: bool = False,
 ) -> Parallelism:
     """What the generated class over ``parameters`` (HF's tiny model's names) declares.
 
@@ -261,7 +262,12 @@ def parallelism(
     kv_heads = tiny.get("num_key_value_heads") or heads
     refused = ""
     untranslated = () if own else sorted({s for s in plan.values() if s not in TRANSLATED})
-    if untranslated:
+    if moe:
+        refused = (
+            "its MoE layers are AutoModel's, which its MoE parallelizer shards (experts over "
+            "ranks), not a tensor-parallel plan"
+        )
+    elif untranslated:
         refused = f"AutoModel cannot translate HF's plan styles {', '.join(untranslated)}"
     elif fused_names := [k for k in plan if k.rpartition(".")[2] in fused]:
         refused = f"HF's plan shards concatenated q/k/v column-wise ({', '.join(fused_names)})"
@@ -284,17 +290,28 @@ def parallelism(
 
 def for_design(design: Any, probe: Any, tiny: dict[str, Any], library: Library) -> Parallelism:
     """``parallelism`` for a text design (``ModelDesign``) over HF's tiny model (``Probe``):
-    the generated classes subclass or keep HF's modules, so HF's parameter names are theirs."""
+    the generated classes subclass or keep HF's modules, so HF's tensor names, as transformers
+    loads them (the probe's own parameter names are the Llama layout's), are theirs."""
     import transformers
 
     return parallelism(
         library,
         design.closest,
         getattr(transformers, design.hf.config),
-        tuple(name for name, _ in probe.parameters),
+        tuple(_in_memory(name, design.layout.prefixes) for name, _ in probe.disk_tensors),
         base=design.layout.base,
         head=design.layout.head,
         tiny=tiny,
         fused=(design.fused_qkv_attr,) if design.fused_qkv == "concatenated" else (),
         qualified=f"{design.package}.model.{design.text_class}",
+        moe=design.moe is not None,
     )
+
+
+def _in_memory(name: str, prefixes: tuple[tuple[str, str], ...]) -> str:
+    """A loaded tensor's name in memory, where transformers renames a checkpoint prefix
+    (NemotronH's ``backbone.`` is ``model.``)."""
+    for disk, memory in prefixes:
+        if name.startswith(disk):
+            return memory + name.removeprefix(disk)
+    return name

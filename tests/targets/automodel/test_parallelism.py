@@ -111,6 +111,21 @@ def test_odd_tiny_heads_refuse_tp() -> None:
     assert not found.tp and "1 key/value heads" in found.refused
 
 
+def test_moe_classes_leave_sharding_to_the_moe_parallelizer() -> None:
+    library = open_library(None)
+    found = parallelism(
+        library,
+        Candidate(library.variant("LlamaForCausalLM"), ()),
+        Qwen3Config,
+        qwen3_parameters(),
+        base="model",
+        head="lm_head",
+        tiny={"num_attention_heads": 4, "num_key_value_heads": 2},
+        moe=True,
+    )
+    assert not found.tp and "MoE parallelizer" in found.tp_said("Qwen3MoeConfig")
+
+
 # The generated class's plan without its q/k norms' entries: each rank then keeps only its
 # own heads' share of those norms' gradients
 POST_INIT = "        self.post_init()\n        self.tie_weights()\n"
