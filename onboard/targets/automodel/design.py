@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.features import features
@@ -152,7 +152,7 @@ class ModelDesign:
     # HF's attention dropout probability, as Python over the attention (LFM2's has none)
     attention_dropout: str | None = "self.attention_dropout"
     # The dropout keys HF's modules read and where the generated model drops by each (dropout.py)
-    dropouts: Dropouts = Dropouts()
+    dropouts: Dropouts = field(default_factory=Dropouts)
     # RoPE rotates adjacent pairs (x0, x1), (x2, x3)... instead of the two halves (Cohere, GLM);
     # hf_tables_interleaved: HF's own cos/sin tables repeat each frequency over a pair (Cohere)
     # where NeMo's (and GLM's) repeat them over the halves

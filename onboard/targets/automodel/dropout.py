@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from onboard.targets.automodel.design import ModelDesign
 
 KEY = re.compile(r"\bconfig\.(\w*(?:dropout|pdrop)\w*)\b")
+HELD = re.compile(r"self\.(\w+) = config\.(\w*(?:dropout|pdrop)\w*)\b")  # (attribute, key)
 # Where a key's dropout runs in the generated model
 KEPT = "kept"  # inside a module of HF's the generated model keeps whole
 ATTENTION = "attention"  # on the attention weights (the attention interface's dropout=)
@@ -104,7 +105,11 @@ def design_dropouts(design: ModelDesign, probe: Probe, tiny: dict[str, Any]) -> 
 
 
 def dropouts(
-    module_path: str, source_file: str, modules: dict[str, str], tiny: dict[str, Any], written: Written
+    module_path: str,
+    source_file: str,
+    modules: dict[str, str],
+    tiny: dict[str, Any],
+    written: Written,
 ) -> Dropouts:
     """HF's dropout reads over the classes of HF's causal LM (``modules``: name -> class, the
     root under ""), the keys those of ``tiny`` (the config), each placed by ``written``."""
@@ -175,7 +180,7 @@ def _attention_output(module: Any, attention: str) -> tuple[str, str] | None:
     if cls is None:
         return None
     init, forward = _flat(_source(cls.__init__)), _flat(_source(cls.forward))
-    for attribute, key in re.findall(r"self\.(\w+) = config\.(\w*(?:dropout|pdrop)\w*)\b", init):
+    for attribute, key in HELD.findall(init):
         drop = (
             f"attn_output = self.o_proj(attn_output) attn_output = nn.functional.dropout("
             f"attn_output, p=self.{attribute}, training=self.training) return attn_output"
@@ -197,9 +202,9 @@ def _embedding_key(module: Any, base_model: str) -> str | None:
     for attribute, key in re.findall(r"self\.(\w+) = nn\.Dropout\(config\.(\w+)\)", init):
         if f"inputs_embeds = self.{attribute}(inputs_embeds)" in forward:
             return key
-    for attribute, key in re.findall(r"self\.(\w+) = config\.(\w*(?:dropout|pdrop)\w*)\b", init):
-        dropped = rf"(\w+) = nn\.functional\.dropout\(\1, p=self\.{attribute}, training=self\.training\)"
-        if re.search(rf"hidden_states = inputs_embeds {dropped}", forward):
+    for attribute, key in HELD.findall(init):
+        drop = f"nn.functional.dropout(hidden_states, p=self.{attribute}, training=self.training)"
+        if f"hidden_states = inputs_embeds hidden_states = {drop}" in forward:
             return key
     return None
 
