@@ -30,6 +30,7 @@ ATTENTION = "attention"  # on the attention weights (the attention interface's d
 ATTENTION_OUTPUT = "attention_output"  # on the attention's output, after o_proj
 EMBEDDINGS = "embeddings"  # on the input embeddings, before the first layer
 NOT_DROPPED = "not_dropped"  # HF drops there, the generated code does not
+HF_REFUSES = "hf_refuses"  # HF raises for a non-zero value (DiffLlama's attention)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class DropoutRead:
     key: str
     reader: str  # the HF class
     where: str  # modeling_x.py:N of the read
-    site: str  # KEPT, ATTENTION, ATTENTION_OUTPUT, EMBEDDINGS or NOT_DROPPED
+    site: str  # KEPT, ATTENTION, ATTENTION_OUTPUT, EMBEDDINGS, NOT_DROPPED or HF_REFUSES
     why: str = ""  # for NOT_DROPPED: the generated module that has no such dropout
 
     def __str__(self) -> str:
@@ -58,13 +59,20 @@ class Dropouts:
     def honoured(self) -> tuple[str, ...]:
         """Keys every reader of which drops in the generated model as in HF's."""
         keys = dict.fromkeys(r.key for r in self.reads)
-        missing = set(self.not_honoured)
-        return tuple(k for k in keys if k not in missing)
+        left_out = {*self.not_honoured, *self.hf_refuses}
+        return tuple(k for k in keys if k not in left_out)
 
     @property
     def not_honoured(self) -> tuple[str, ...]:
         """Keys HF drops by somewhere the generated code does not."""
-        return tuple(dict.fromkeys(r.key for r in self.reads if r.site == NOT_DROPPED))
+        refused = set(self.hf_refuses)
+        found = (r.key for r in self.reads if r.site == NOT_DROPPED and r.key not in refused)
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def hf_refuses(self) -> tuple[str, ...]:
+        """Keys HF's own modules refuse non-zero: no train-mode behaviour to match."""
+        return tuple(dict.fromkeys(r.key for r in self.reads if r.site == HF_REFUSES))
 
     def reads_of(self, key: str) -> tuple[DropoutRead, ...]:
         return tuple(r for r in self.reads if r.key == key)
@@ -122,11 +130,13 @@ def dropouts(
         cls = getattr(module, name, None)
         if cls is None or getattr(cls, "__module__", "") != module_path:
             continue
-        for key, line in _reads(cls):
+        for key, line, refused in _reads(cls):
             if key not in tiny:
                 continue
             where = f"{source_file}:{line}"
             site, why = _site(name, key, written, replaced, output, embedding_key)
+            if refused:
+                site, why = HF_REFUSES, "HF raises for a non-zero value"
             reads.append(DropoutRead(key, name, where, site, why))
     return Dropouts(
         reads=tuple(reads),
@@ -158,17 +168,21 @@ def _site(
     return KEPT, ""
 
 
-def _reads(cls: type) -> list[tuple[str, int]]:
-    """(key, line) of every ``config.<...dropout...>`` read in the class' own source."""
+def _reads(cls: type) -> list[tuple[str, int, bool]]:
+    """(key, line, refused) of every ``config.<...dropout...>`` read in the class' own source;
+    refused: the read is the condition of an ``if`` whose body raises."""
     try:
         lines, start = inspect.getsourcelines(cls)
     except (OSError, TypeError):
         return []
-    return [
-        (match.group(1), start + offset)
-        for offset, line in enumerate(lines)
-        for match in KEY.finditer(line.split("#", 1)[0])
-    ]
+    found = []
+    for offset, line in enumerate(lines):
+        code = line.split("#", 1)[0]
+        guard = code.strip().startswith("if ") and code.rstrip().endswith(":")
+        body = lines[offset + 1 : offset + 2]
+        refused = guard and bool(body) and body[0].strip().startswith("raise ")
+        found += [(m.group(1), start + offset, refused) for m in KEY.finditer(code)]
+    return found
 
 
 def _attention_output(module: Any, attention: str) -> tuple[str, str] | None:
