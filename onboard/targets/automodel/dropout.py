@@ -93,7 +93,10 @@ def design_dropouts(design: ModelDesign, probe: Probe, tiny: dict[str, Any]) -> 
     the generated code writes: the causal LM always, the base model and attention forwards
     unless kept whole, AutoModel's MoE in place of each sparse block and what it holds."""
     hf, layout = design.hf, design.layout
-    modules = {"": probe.model_class, **dict(probe.modules)}
+    modules = _hf_modules(hf.module, hf.causal_lm, tiny) or {
+        "": probe.model_class,
+        **dict(probe.modules),
+    }
     replaced = {hf.causal_lm: "the generated causal LM"}
     if design.moe is not None:
         blocks = [name for name, cls in modules.items() if cls == hf.sparse_block]
@@ -110,6 +113,21 @@ def design_dropouts(design: ModelDesign, probe: Probe, tiny: dict[str, Any]) -> 
             replaced=written.replaced,
         )
     return dropouts(hf.module, hf.source_file, modules, tiny, written)
+
+
+def _hf_modules(module_path: str, causal_lm: str, tiny: dict[str, Any]) -> dict[str, str]:
+    """Name -> class of HF's causal LM's modules, built on the meta device from the tiny config
+    (the probe may have seen a Llama-shaped view of them); {} where there is no such class."""
+    import torch
+
+    from onboard.hf_config import make_hf_config
+
+    cls = getattr(importlib.import_module(module_path), causal_lm, None)
+    if cls is None or "model_type" not in tiny:
+        return {}
+    with torch.device("meta"):
+        model = cls(make_hf_config(tiny))
+    return {name: type(module).__name__ for name, module in model.named_modules()}
 
 
 def dropouts(
