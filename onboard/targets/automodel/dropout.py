@@ -8,6 +8,8 @@ code writes a forward instead (the attention, the base model, the causal LM, Aut
 place of HF's sparse block), it drops only where the form here recognises HF's: the attention
 weights' dropout, the attention output's after ``o_proj`` and the embeddings'. Every other key
 HF reads there is one the generated model does not honour, which the design refuses by name.
+A key HF's own module refuses non-zero (DiffLlama's attention) has nothing to match. A VLM's
+text model is not placed (design._vlm_design): its generated tests do not train it.
 """
 
 from __future__ import annotations
