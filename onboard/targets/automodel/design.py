@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from onboard.analysis.features import features
@@ -27,6 +27,7 @@ from onboard.flag_guards import FlagGuard
 from onboard.hf_config import make_hf_config
 from onboard.naming import class_prefix, module_name
 from onboard.spec import ArchitectureSpec
+from onboard.targets.automodel.dropout import Dropouts, design_dropouts
 from onboard.targets.automodel.hf_facts import (
     HFNames,
     Reason,
@@ -151,6 +152,8 @@ class ModelDesign:
     ties: bool = True  # HF's causal LM ties the head when the config says so (NemotronH never)
     # HF's attention dropout probability, as Python over the attention (LFM2's has none)
     attention_dropout: str | None = "self.attention_dropout"
+    # The dropout keys HF's modules read and where the generated model drops by each (dropout.py)
+    dropouts: Dropouts = field(default_factory=Dropouts)
     # RoPE rotates adjacent pairs (x0, x1), (x2, x3)... instead of the two halves (Cohere, GLM);
     # hf_tables_interleaved: HF's own cos/sin tables repeat each frequency over a pair (Cohere)
     # where NeMo's (and GLM's) repeat them over the halves
@@ -333,7 +336,19 @@ def design_model(
             f"HF's attention kept whole ({design.kept_attention}) cannot be given its tables",
             refused,
         )
-    return design
+    return with_dropouts(design, probe, tiny_config)
+
+
+def with_dropouts(design: ModelDesign, probe: Probe, tiny_config: dict[str, Any]) -> ModelDesign:
+    """``design`` with HF's dropouts placed; the keys it does not drop by join its refused
+    switches (a config setting one is refused, not half-honoured in training)."""
+    found = design_dropouts(design, probe, tiny_config)
+    refused = tuple(
+        Reason(key, found.reads_of(key)[0].where)
+        for key in found.not_honoured
+        if key not in {s.text for s in design.switches}
+    )
+    return replace(design, dropouts=found, switches=design.switches + refused)
 
 
 def _vlm_design(
@@ -343,6 +358,9 @@ def _vlm_design(
     text_spec = text_view(spec, probe.model_class)
     text = design_model(text_spec, proposal, dict(tiny_config["text_config"]), probe)
     vision = design_vision(spec, hf_ties(spec))
+    # the text dropouts are placed for text-only causal LMs: a VLM's tests do not train them
+    handled = text.moe.training.handled if text.moe else ()
+    text = replace(text, dropouts=Dropouts(), switches=_switches(text.hf, handled))
     if text.moe is not None:  # the VLM's forward has no load-balancing loss: its flags stay refused
         moe = replace(text.moe, training=RouterTraining())
         text = replace(text, moe=moe, switches=_switches(text.hf))

@@ -33,6 +33,7 @@ from onboard.targets.automodel.design import (
     hf_modeling_module,
     layout_blocker,
     pretrained_base,
+    with_dropouts,
 )
 from onboard.targets.automodel.hf_facts import HFNames, Reason
 from onboard.targets.base import Proposal
@@ -152,7 +153,7 @@ def kept_base_design(
     reasons = _reasons(spec, hf)
     reasons["kept_base"] = kept_base_reason(spec, base)
     text = spec.text
-    return ModelDesign(
+    design = ModelDesign(
         arch=spec.source.architecture,
         model_type=spec.model_type,
         module=module_name(spec.model_type),
@@ -184,3 +185,4 @@ def kept_base_design(
         lm_head_bias=base.head_bias,
         kept_base=base,
     )
+    return with_dropouts(design, probe, tiny_config)
