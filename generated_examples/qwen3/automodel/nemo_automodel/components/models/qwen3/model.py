@@ -252,13 +252,18 @@ class Qwen3ForCausalLM(HFCheckpointingMixin, Qwen3PreTrainedModel, GenerationMix
 
     @dataclass(frozen=True)
     class ModelCapabilities:
-        """Parallelism verified for this class: none beyond FSDP2 data parallelism yet.
+        """Parallelism copied from the closest AutoModel class where this class's plan covers it.
 
-        Set a flag after running that axis on GPUs, together with an examples/ recipe using it
-        (CI's test_model_capabilities requires both).
+        Tensor parallelism is copied from LlamaForCausalLM: AutoModel shards this class with its
+        own plan for nemo_automodel.components.models.qwen3.model.Qwen3ForCausalLM
+        (PARALLELIZE_FUNCTIONS), which places every parameter, and
+        test_tensor_parallel_matches_unsharded runs it on 2 CPU ranks.
+
+        LlamaForCausalLM also declares cp, pp: not declared here until run on GPUs, with an
+        examples/ recipe using them (CI's test_model_capabilities requires both).
         """
 
-        supports_tp: bool = False
+        supports_tp: bool = True
         supports_cp: bool = False
         supports_pp: bool = False
         supports_ep: bool = False

@@ -386,3 +386,124 @@ def test_training_loss_decreases(pair, device: torch.device) -> None:
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.9 * losses[0], losses
+
+
+# -- tensor parallelism -----------------------------------------------------------------------
+
+TP_WORLD = 2
+
+
+def tensor_parallel_rank(rank: int, checkpoint: dict[str, torch.Tensor], store: str) -> None:
+    """One CPU rank: AutoModel's FSDP2 strategy shards the generated model over a
+    tensor-parallel mesh (fp32, gloo) with the plan it selects for this class; the logits, the
+    loss and every gradient must equal the unsharded model's."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from torch.distributed.tensor import DTensor, Shard
+
+    from nemo_automodel.components.distributed.parallelizer import fsdp2_strategy_parallelize
+    from nemo_automodel.components.distributed.tp_replicas import synchronize_tp_replica_gradients
+
+    # a forked rank runs single-threaded: the parent's OpenMP threads do not survive the fork,
+    # and a parallel region would wait on them for ever
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=TP_WORLD)
+    try:
+        cpu = torch.device("cpu")
+        whole = load(generated(make_config(), cpu), checkpoint)
+        mesh = init_device_mesh("cpu", (1, 1, TP_WORLD), mesh_dim_names=("dp_replicate", "dp_shard_cp", "tp"))
+        fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=torch.float32)
+        sharded = fsdp2_strategy_parallelize(load(generated(make_config(), cpu), checkpoint), mesh, mp_policy=fp32)
+        split = [
+            name
+            for name, param in sharded.named_parameters()
+            if isinstance(param, DTensor) and isinstance(param.placements[-1], Shard)
+        ]
+        assert split, "the plan sharded no parameter over the tensor-parallel ranks"
+        ids = token_ids(cpu)
+        logits = sharded(input_ids=ids).logits
+        logits = logits.full_tensor() if isinstance(logits, DTensor) else logits
+        expected = whole(input_ids=ids).logits
+        # each rank sums its share of a row-wise projection's inputs and the ranks' partial sums
+        # are added after: through every layer, fp32 logits agree to about 1e-6, not bit for bit
+        assert_same(logits, expected, 10 * atol(cpu))
+        shifted_loss(logits, ids).backward()
+        shifted_loss(expected, ids).backward()
+        # the recipes reduce the gradients of replicated parameters (the plan's
+        # replicated_with_grad_allreduce ones summed) once, before the optimizer step
+        synchronize_tp_replica_gradients([sharded], mesh)
+        grads = {name: param.grad for name, param in sharded.named_parameters()}
+        for name, param in whole.named_parameters():
+            grad = grads[name]
+            grad = grad.full_tensor() if isinstance(grad, DTensor) else grad
+            diff = (grad - param.grad).abs().max().item()
+            assert diff <= 20 * atol(cpu), f"{name}: max abs diff {diff:.3g}"
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_tensor_parallel_matches_unsharded(reference, tmp_path: Path) -> None:
+    """ModelCapabilities.supports_tp is declared because this passes: every rank's share of
+    HF's plan gives the unsharded logits and gradients."""
+    _, checkpoint = reference
+    torch.multiprocessing.start_processes(
+        tensor_parallel_rank,
+        args=(checkpoint, str(tmp_path / "store")),
+        nprocs=TP_WORLD,
+        start_method="fork",
+    )
+
+
+# -- dropout in train mode --------------------------------------------------------------------
+
+# The dropout keys HF's modules read, each switched on with its own probability (a key read in
+# place of another shows); where each drops in the generated model:
+# config.attention_dropout: Qwen3Attention, the generated attention forward, on the attention
+# weights
+DROPOUTS = {
+    "attention_dropout": 0.1,
+}
+DROPOUT_SEED = 11  # both models draw their dropout masks after this seed
+
+
+def assert_same_gradients(model, hf, tolerance: float) -> None:
+    """Every parameter's gradient: the module trees are HF's, so are the names."""
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    hf_grads = {name: p.grad for name, p in hf.named_parameters()}
+    assert sorted(grads) == sorted(hf_grads)
+    for name, grad in hf_grads.items():
+        assert grads[name] is not None, name
+        assert_same(grads[name], grad, tolerance)
+
+
+def train_loss(model, ids: torch.Tensor, seed: int) -> torch.Tensor:
+    """The model's loss in training, its dropout masks drawn after ``seed``."""
+    torch.manual_seed(seed)
+    return shifted_loss(model(input_ids=ids).logits, ids)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[key] for key in DROPOUTS] + ([list(DROPOUTS)] if len(DROPOUTS) > 1 else []),
+    ids=lambda keys: "+".join(keys),
+)
+def test_dropout_matches_hf_in_training(tmp_path: Path, device: torch.device, keys: list[str]) -> None:
+    """HF and the generated model in train mode with these dropouts on draw the same masks
+    after one seed (the generated model keeps HF's modules or drops where HF does, in the same
+    order), so loss and every gradient agree; with another seed the loss differs, so the
+    config's dropout is active in the comparison.
+    """
+    config = make_config(**{key: DROPOUTS[key] for key in keys})
+    hf = hf_reference(config, device)
+    model = load(generated(config, device), saved_checkpoint(hf, tmp_path))
+    ids = token_ids(device)
+    hf.train()
+    model.train()
+    hf_loss, loss = train_loss(hf, ids, DROPOUT_SEED), train_loss(model, ids, DROPOUT_SEED)
+    assert_same(loss, hf_loss, atol(device))
+    hf_loss.backward()
+    loss.backward()
+    assert_same_gradients(model, hf, 20 * atol(device))
+    with torch.no_grad():  # other masks: the dropout is on, and the match above is not by chance
+        other = train_loss(model, ids, DROPOUT_SEED + 1)
+    assert (other - hf_loss).abs() > 100 * atol(device), "the dropout did not change the loss"

@@ -371,6 +371,12 @@ class Qwen3MoeForCausalLM(HFCheckpointingMixin, Qwen3MoePreTrainedModel, Generat
         As an ``MoEFSDPSyncMixin`` the class goes through AutoModel's MoE parallelizer, which can
         shard the ``MoE`` experts; set a flag after running that axis on GPUs, together with an
         examples/ recipe using it (CI's test_model_capabilities requires both).
+
+        Tensor parallelism is not copied from Qwen3ForCausalLM: its MoE layers are AutoModel's,
+        which its MoE parallelizer shards (experts over ranks), not a tensor-parallel plan.
+
+        Qwen3ForCausalLM also declares cp, pp: not declared here until run on GPUs, with an
+        examples/ recipe using them (CI's test_model_capabilities requires both).
         """
 
         supports_tp: bool = False

@@ -597,3 +597,48 @@ def test_logits_carry_the_load_balancing_gradient(tmp_path: Path, device: torch.
     theirs.loss.backward()
     loss.backward()
     assert_same_gradients(model, hf, 20 * atol(device))
+
+
+# -- dropout in train mode --------------------------------------------------------------------
+
+# The dropout keys HF's modules read, each switched on with its own probability (a key read in
+# place of another shows); where each drops in the generated model:
+# config.attention_dropout: Qwen3MoeAttention, the generated attention forward, on the attention
+# weights
+DROPOUTS = {
+    "attention_dropout": 0.1,
+}
+DROPOUT_SEED = 11  # both models draw their dropout masks after this seed
+
+
+def train_loss(model, ids: torch.Tensor, seed: int) -> torch.Tensor:
+    """The model's loss in training, its dropout masks drawn after ``seed``."""
+    torch.manual_seed(seed)
+    return shifted_loss(model(input_ids=ids).logits, ids)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[key] for key in DROPOUTS] + ([list(DROPOUTS)] if len(DROPOUTS) > 1 else []),
+    ids=lambda keys: "+".join(keys),
+)
+def test_dropout_matches_hf_in_training(tmp_path: Path, device: torch.device, keys: list[str]) -> None:
+    """HF and the generated model in train mode with these dropouts on draw the same masks
+    after one seed (the generated model keeps HF's modules or drops where HF does, in the same
+    order), so loss and every gradient agree; with another seed the loss differs, so the
+    config's dropout is active in the comparison.
+    """
+    config = make_config(**{key: DROPOUTS[key] for key in keys})
+    hf = hf_reference(config, device)
+    model = load(generated(config, device), saved_checkpoint(hf, tmp_path))
+    ids = routed_token_ids(hf, device, DROPOUT_SEED)  # also with the masks drawn after the seed
+    hf.train()
+    model.train()
+    hf_loss, loss = train_loss(hf, ids, DROPOUT_SEED), train_loss(model, ids, DROPOUT_SEED)
+    assert_same(loss, hf_loss, atol(device))
+    hf_loss.backward()
+    loss.backward()
+    assert_same_gradients(model, hf, 20 * atol(device))
+    with torch.no_grad():  # other masks: the dropout is on, and the match above is not by chance
+        other = train_loss(model, ids, DROPOUT_SEED + 1)
+    assert (other - hf_loss).abs() > 100 * atol(device), "the dropout did not change the loss"

@@ -401,6 +401,11 @@ class Qwen3NextForCausalLM(HFCheckpointingMixin, Qwen3NextPreTrainedModel, Gener
         As an ``MoEFSDPSyncMixin`` the class goes through AutoModel's MoE parallelizer, which can
         shard the ``MoE`` experts; set a flag after running that axis on GPUs, together with an
         examples/ recipe using it (CI's test_model_capabilities requires both).
+
+        Tensor parallelism is not declared: Qwen3MoeForCausalLM declares none to copy.
+
+        Qwen3MoeForCausalLM also declares cp, pp, ep: not declared here until run on GPUs, with
+        an examples/ recipe using them (CI's test_model_capabilities requires both).
         """
 
         supports_tp: bool = False
