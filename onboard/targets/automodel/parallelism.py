@@ -42,6 +42,10 @@ TRANSLATED = frozenset(
 TP_WORLD = 2  # the ranks the generated test shards the tiny model over
 # AutoModel's own plans, keyed by a class's module path and name or its bare name
 OPTIMISED = "nemo_automodel/components/distributed/optimized_tp_plans.py"
+# Where 0.7.0 sums the gradients of ``replicated_with_grad_allreduce`` parameters once before the
+# optimizer step; older sources translate that style to nothing, leaving each rank its share
+TP_REPLICAS = "nemo_automodel/components/distributed/tp_replicas.py"
+REPLICATED = "replicated_with_grad_allreduce"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class Parallelism:
     plan: tuple[tuple[str, str], ...]  # the TP plan AutoModel selects for the generated class
     uncovered: tuple[str, ...]  # parameters that plan leaves whole beside sharded neighbours
     refused: str = ""  # why TP is not declared although plan and closest class would allow it
+    replica_sync: bool = True  # the library sums the replicated parameters' gradients (0.7.0)
 
     world: int = TP_WORLD  # the ranks the generated tensor-parallel test runs
 
@@ -87,10 +92,15 @@ class Parallelism:
         if self.refused:
             return f"Tensor parallelism is not copied from {self.closest}: {self.refused}."
         shown = ", ".join(self.uncovered[:4]) + (", ..." if len(self.uncovered) > 4 else "")
+        dropped = (
+            ""
+            if self.replica_sync or REPLICATED not in dict(self.plan).values()
+            else f"; this AutoModel source drops the plan's {REPLICATED} entries"
+        )
         return (
             f"Tensor parallelism is not copied from {self.closest}: AutoModel would shard this "
             f"class with {source}, which leaves {len(self.uncovered)} parameter(s) whole beside "
-            f"column-wise sharded projections ({shown})."
+            f"column-wise sharded projections ({shown}){dropped}."
         )
 
     def others_said(self) -> str:
@@ -278,13 +288,16 @@ def parallelism(
             f"the tiny config's {heads} attention and {kv_heads} key/value heads do not split "
             f"over {TP_WORLD} ranks, so the tensor-parallel test cannot run"
         )
+    replica_sync = (library.root / TP_REPLICAS).is_file()
+    placed = plan if replica_sync else {k: v for k, v in plan.items() if v != REPLICATED}
     return Parallelism(
         closest=closest.variant.key if closest else "",
         optimised=own[0] if own else "",
         declared=closest_axes(library, closest),
         plan=tuple(plan.items()),
-        uncovered=uncovered(parameters, plan),
+        uncovered=uncovered(parameters, placed),
         refused=refused,
+        replica_sync=replica_sync,
     )
 
 

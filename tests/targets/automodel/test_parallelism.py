@@ -8,6 +8,7 @@ sabotage test shows it fails when the plan leaves a parameter out.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 from transformers import Phi3Config, Qwen3Config, Qwen3ForCausalLM
 
 from onboard.targets.automodel.parallelism import (
+    Parallelism,
     closest_axes,
     hf_tp_plan,
     matches,
@@ -22,7 +24,7 @@ from onboard.targets.automodel.parallelism import (
     uncovered,
 )
 from onboard.targets.automodel.registry import open_library
-from onboard.targets.base import Candidate
+from onboard.targets.base import Candidate, Library
 from tests.targets.automodel.sabotage import assert_generated_tests_catch, generate_default
 
 
@@ -124,6 +126,24 @@ def test_moe_classes_leave_sharding_to_the_moe_parallelizer() -> None:
         moe=True,
     )
     assert not found.tp and "MoE parallelizer" in found.tp_said("Qwen3MoeConfig")
+
+
+def test_a_source_without_replica_sync_leaves_q_k_norms_uncovered(tmp_path: Path) -> None:
+    """Sources before 0.7.0 translate replicated_with_grad_allreduce to no style at all: each
+    rank would keep its own heads' share of the q/k norms' gradients."""
+    installed = open_library(None)
+
+    def qwen3_in(library: Library) -> Parallelism:
+        tiny = {"num_attention_heads": 4, "num_key_value_heads": 2}
+        names = qwen3_parameters()
+        return parallelism(
+            library, None, Qwen3Config, names, base="model", head="lm_head", tiny=tiny
+        )
+
+    older = qwen3_in(replace(installed, root=tmp_path))  # no tp_replicas.py under it
+    assert not older.replica_sync
+    assert {name.rsplit(".", 2)[-2] for name in older.uncovered} == {"q_norm", "k_norm"}
+    assert qwen3_in(installed).replica_sync and qwen3_in(installed).uncovered == ()
 
 
 # The generated class's plan without its q/k norms' entries: each rank then keeps only its
