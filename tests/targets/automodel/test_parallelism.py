@@ -83,67 +83,53 @@ def test_closest_axes_are_read_from_the_library_source() -> None:
     assert closest_axes(library, None) == ()
 
 
-def test_styles_autmodel_cannot_translate_refuse_tp() -> None:
-    library = open_library(None)
-    found = parallelism(
+def designed(
+    closest: str | None = "LlamaForCausalLM",
+    config: type = Qwen3Config,
+    names: tuple[str, ...] | None = None,
+    kv_heads: int = 2,
+    library: Library | None = None,
+    **options: object,
+) -> Parallelism:
+    """``parallelism`` for a tiny Qwen3-sized model (4 heads) beside ``closest``."""
+    library = library or open_library(None)
+    return parallelism(
         library,
-        Candidate(library.variant("LlamaForCausalLM"), ()),
-        Phi3Config,
-        ("model.layers.0.self_attn.qkv_proj.weight",),
+        Candidate(library.variant(closest), ()) if closest else None,
+        config,
+        qwen3_parameters() if names is None else names,
         base="model",
         head="lm_head",
-        tiny={"num_attention_heads": 4, "num_key_value_heads": 2},
+        tiny={"num_attention_heads": 4, "num_key_value_heads": kv_heads},
+        **options,
     )
+
+
+def test_styles_automodel_cannot_translate_refuse_tp() -> None:
+    found = designed(config=Phi3Config, names=("model.layers.0.self_attn.qkv_proj.weight",))
     assert not found.tp
     assert "rowwise_split_input" in found.refused
     assert "not copied from LlamaForCausalLM" in found.tp_said("Phi3Config")
 
 
 def test_odd_tiny_heads_refuse_tp() -> None:
-    library = open_library(None)
-    found = parallelism(
-        library,
-        Candidate(library.variant("LlamaForCausalLM"), ()),
-        Qwen3Config,
-        qwen3_parameters(),
-        base="model",
-        head="lm_head",
-        tiny={"num_attention_heads": 4, "num_key_value_heads": 1},
-    )
+    found = designed(kv_heads=1)
     assert not found.tp and "1 key/value heads" in found.refused
 
 
 def test_moe_classes_leave_sharding_to_the_moe_parallelizer() -> None:
-    library = open_library(None)
-    found = parallelism(
-        library,
-        Candidate(library.variant("LlamaForCausalLM"), ()),
-        Qwen3Config,
-        qwen3_parameters(),
-        base="model",
-        head="lm_head",
-        tiny={"num_attention_heads": 4, "num_key_value_heads": 2},
-        moe=True,
-    )
+    found = designed(moe=True)
     assert not found.tp and "MoE parallelizer" in found.tp_said("Qwen3MoeConfig")
 
 
 def test_a_source_without_replica_sync_leaves_q_k_norms_uncovered(tmp_path: Path) -> None:
     """Sources before 0.7.0 translate replicated_with_grad_allreduce to no style at all: each
     rank would keep its own heads' share of the q/k norms' gradients."""
-    installed = open_library(None)
-
-    def qwen3_in(library: Library) -> Parallelism:
-        tiny = {"num_attention_heads": 4, "num_key_value_heads": 2}
-        names = qwen3_parameters()
-        return parallelism(
-            library, None, Qwen3Config, names, base="model", head="lm_head", tiny=tiny
-        )
-
-    older = qwen3_in(replace(installed, root=tmp_path))  # no tp_replicas.py under it
-    assert not older.replica_sync
+    older = designed(None, library=replace(open_library(None), root=tmp_path))
+    assert not older.replica_sync  # no tp_replicas.py under tmp_path
     assert {name.rsplit(".", 2)[-2] for name in older.uncovered} == {"q_norm", "k_norm"}
-    assert qwen3_in(installed).replica_sync and qwen3_in(installed).uncovered == ()
+    installed = designed(None)
+    assert installed.replica_sync and installed.uncovered == ()
 
 
 # The generated class's plan without its q/k norms' entries: each rank then keeps only its
