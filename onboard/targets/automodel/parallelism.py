@@ -13,6 +13,7 @@ to prove; they stay off and the docstring says what the closest class declares.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -39,6 +40,7 @@ TRANSLATED = frozenset(
         "replicated_with_grad_allreduce",
     }
 )
+ATTENTION = re.compile(r"(?:^|\.)\w*attn\w*\.|(?:^|\.)\w*attention\w*\.")
 TP_WORLD = 2  # the ranks the generated test shards the tiny model over
 # AutoModel's own plans, keyed by a class's module path and name or its bare name
 OPTIMISED = "nemo_automodel/components/distributed/optimized_tp_plans.py"
@@ -237,16 +239,17 @@ def uncovered(parameters: tuple[str, ...], plan: dict[str, str]) -> tuple[str, .
     return tuple(missed)
 
 
-def _splits_layers(parameters: tuple[str, ...], plan: dict[str, str]) -> bool:
-    """Whether the plan shards some projection column-wise (inside the layers: the head's
-    ``colwise_rep`` gathers its output)."""
+def _split_modules(parameters: tuple[str, ...], plan: dict[str, str]) -> set[str]:
+    """The modules the plan shards column-wise (inside the layers: the head's ``colwise_rep``
+    gathers its output)."""
     modules = {name.rpartition(".")[0] for name in parameters}
-    return any(
-        matches(key, module)
+    return {
+        module
         for key, style in plan.items()
         if style in SHARDED_OUTPUT
         for module in modules
-    )
+        if matches(key, module)
+    }
 
 
 def parallelism(
@@ -281,8 +284,12 @@ def parallelism(
         refused = f"AutoModel cannot translate HF's plan styles {', '.join(untranslated)}"
     elif fused_names := [k for k in plan if k.rpartition(".")[2] in fused]:
         refused = f"HF's plan shards concatenated q/k/v column-wise ({', '.join(fused_names)})"
-    elif not _splits_layers(parameters, plan):
+    elif not (split := _split_modules(parameters, plan)):
         refused = "HF's plan splits no layer's projections (only the head would be split)"
+    elif not any(ATTENTION.search(module) for module in split):
+        # not proved: Youtu's (latent attention whole, MLPs split) fails the two-rank test
+        # inside DTensor's sharding propagation, its root cause not found
+        refused = "HF's plan leaves the attention whole (it splits only the MLPs)"
     elif heads % TP_WORLD or kv_heads % TP_WORLD:
         refused = (
             f"the tiny config's {heads} attention and {kv_heads} key/value heads do not split "

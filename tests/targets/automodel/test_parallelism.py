@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -115,6 +116,22 @@ def test_styles_automodel_cannot_translate_refuse_tp() -> None:
 def test_odd_tiny_heads_refuse_tp() -> None:
     found = designed(kv_heads=1)
     assert not found.tp and "1 key/value heads" in found.refused
+
+
+class MlpOnlyConfig:
+    """A config whose plan splits only the MLPs (Youtu's)."""
+
+    base_model_tp_plan: ClassVar[dict[str, str]] = {
+        "layers.*.mlp.gate_proj": "colwise",
+        "layers.*.mlp.up_proj": "colwise",
+        "layers.*.mlp.down_proj": "rowwise",
+    }
+
+
+def test_a_plan_that_leaves_the_attention_whole_refuses_tp() -> None:
+    found = designed(config=MlpOnlyConfig)
+    assert not found.tp and "leaves the attention whole" in found.refused
+    assert designed().tp  # Qwen3's plan splits both
 
 
 def test_moe_classes_leave_sharding_to_the_moe_parallelizer() -> None:
