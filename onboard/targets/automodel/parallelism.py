@@ -40,6 +40,7 @@ TRANSLATED = frozenset(
         "replicated_with_grad_allreduce",
     }
 )
+# A module path inside an attention (self_attn., attention., attn.)
 ATTENTION = re.compile(r"(?:^|\.)\w*attn\w*\.|(?:^|\.)\w*attention\w*\.")
 TP_WORLD = 2  # the ranks the generated test shards the tiny model over
 # AutoModel's own plans, keyed by a class's module path and name or its bare name
