@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from onboard.targets.automodel.hf_facts import flat, method_source
+
 if TYPE_CHECKING:
     from onboard.analysis.probe import Probe
     from onboard.targets.automodel.design import ModelDesign
@@ -213,7 +215,7 @@ def _attention_output(module: Any, attention: str) -> tuple[str, str] | None:
     cls = getattr(module, attention, None) if attention else None
     if cls is None:
         return None
-    init, forward = _flat(_source(cls.__init__)), _flat(_source(cls.forward))
+    init, forward = flat(method_source(cls.__init__)), flat(method_source(cls.forward))
     for attribute, key in HELD.findall(init):
         drop = (
             f"attn_output = self.o_proj(attn_output) attn_output = nn.functional.dropout("
@@ -232,7 +234,7 @@ def _embedding_key(module: Any, base_model: str) -> str | None:
     cls = getattr(module, base_model, None) if base_model else None
     if cls is None:
         return None
-    init, forward = _flat(_source(cls.__init__)), _flat(_source(cls.forward))
+    init, forward = flat(method_source(cls.__init__)), flat(method_source(cls.forward))
     for attribute, key in re.findall(r"self\.(\w+) = nn\.Dropout\(config\.(\w+)\)", init):
         if f"inputs_embeds = self.{attribute}(inputs_embeds)" in forward:
             return key
@@ -241,17 +243,3 @@ def _embedding_key(module: Any, base_model: str) -> str | None:
         if f"hidden_states = inputs_embeds hidden_states = {drop}" in forward:
             return key
     return None
-
-
-def _flat(source: str) -> str:
-    """Source without comments, on one line, single-spaced (so line breaks do not matter)."""
-    source = re.sub(r"#[^\n]*", "", source)
-    source = re.sub(r"\s+", " ", source).replace("( ", "(").replace(" )", ")")
-    return source.replace(",)", ")")
-
-
-def _source(function: Any) -> str:
-    try:
-        return inspect.getsource(inspect.unwrap(function))
-    except (OSError, TypeError):
-        return ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 
 from onboard.spec import ArchitectureSpec, Evidence
@@ -78,3 +79,18 @@ def class_location(hf: HFNames, cls_name: str) -> str:
     except (AttributeError, ImportError, OSError, TypeError):
         return hf.source_file
     return f"{hf.source_file}:{line}"
+
+
+def method_source(function: object) -> str:
+    """The source of an HF method (unwrapped from its decorators), or "" where it has none."""
+    try:
+        return inspect.getsource(inspect.unwrap(function))
+    except (OSError, TypeError):
+        return ""
+
+
+def flat(source: str) -> str:
+    """Source without comments, on one line, single-spaced (so line breaks do not matter)."""
+    source = re.sub(r"#[^\n]*", "", source)
+    source = re.sub(r"\s+", " ", source).replace("( ", "(").replace(" )", ")")
+    return source.replace(",)", ")")

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from onboard.targets.automodel.hf_facts import flat, method_source
+
 AUX_LOSS = "output_router_logits"
 JITTER = "router_jitter_noise"
 LOSS_FUNCTION = "load_balancing_loss_func"
@@ -63,13 +65,6 @@ def router_training(
     )
 
 
-def _flat(source: str) -> str:
-    """Source without comments, on one line, single-spaced (so line breaks do not matter)."""
-    source = re.sub(r"#[^\n]*", "", source)
-    source = re.sub(r"\s+", " ", source).replace("( ", "(").replace(" )", ")")
-    return source.replace(",)", ")")
-
-
 def _aux_loss(
     module: Any, found: dict[str, Any], keys: tuple[str, str], aliases: dict[str, str]
 ) -> tuple[int, str] | None:
@@ -85,7 +80,7 @@ def _aux_loss(
         return None
     if list(inspect.signature(function).parameters) != LOSS_PARAMETERS:
         return None
-    init, forward = _flat(_source(causal_lm.__init__)), _flat(_source(causal_lm.forward))
+    init, forward = flat(method_source(causal_lm.__init__)), flat(method_source(causal_lm.forward))
     count, top_k = keys
     coef = re.search(r"self\.router_aux_loss_coef = config\.(\w+)\b", init)
     for name, key in (("num_experts", count), ("num_experts_per_tok", top_k)):
@@ -115,7 +110,7 @@ def _records_raw_logits(pretrained: Any, router: Any) -> bool:
     recorder = (getattr(pretrained, "_can_record_outputs", None) or {}).get("router_logits")
     if getattr(recorder, "target_class", None) is not router or getattr(recorder, "index", 0):
         return False
-    forward = _source(router.forward)
+    forward = method_source(router.forward)
     returned = re.search(r"^\s*return (\w+)\b", forward, re.MULTILINE)
     if returned is None:
         return False
@@ -130,12 +125,12 @@ def _jitter_line(block: Any) -> int | None:
     from ``config.router_jitter_noise``, before anything else reads the input; else None."""
     if block is None:
         return None
-    attribute = re.search(rf"self\.(\w+) = config\.{JITTER}\b", _source(block.__init__))
+    attribute = re.search(rf"self\.(\w+) = config\.{JITTER}\b", method_source(block.__init__))
     if attribute is None:
         return None
     name = attribute.group(1)
     lines, start = inspect.getsourcelines(block.forward)
-    body = _flat("".join(lines))
+    body = flat("".join(lines))
     jitter = (
         f"if self.training and self.{name} > 0: hidden_states *= torch.empty_like(hidden_states)"
         f".uniform_(1.0 - self.{name}, 1.0 + self.{name})"
@@ -147,10 +142,3 @@ def _jitter_line(block: Any) -> int | None:
         return None
     offset = next(i for i, line in enumerate(lines) if ".uniform_(" in line)
     return start + offset
-
-
-def _source(function: Any) -> str:
-    try:
-        return inspect.getsource(inspect.unwrap(function))
-    except (OSError, TypeError):
-        return ""
