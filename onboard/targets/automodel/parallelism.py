@@ -65,7 +65,10 @@ class Parallelism:
     refused: str = ""  # why TP is not declared although plan and closest class would allow it
     replica_sync: bool = True  # the library sums the replicated parameters' gradients (0.7.0)
 
-    world: int = TP_WORLD  # the ranks the generated tensor-parallel test runs
+    @property
+    def world(self) -> int:
+        """The ranks the generated tensor-parallel test runs."""
+        return TP_WORLD
 
     @property
     def tp(self) -> bool:
@@ -87,7 +90,7 @@ class Parallelism:
             return (
                 f"Tensor parallelism is copied from {self.closest}: AutoModel shards this class "
                 f"with {source}, which places every parameter, and "
-                f"test_tensor_parallel_matches_unsharded runs it on {TP_WORLD} CPU ranks."
+                f"test_tensor_parallel_matches_unsharded runs it on {self.world} CPU ranks."
             )
         if "tp" not in self.declared:
             closest = self.closest or "no closest class"
@@ -223,13 +226,7 @@ def uncovered(parameters: tuple[str, ...], plan: dict[str, str]) -> tuple[str, .
     sharded module: a q/k norm after a sharded q_proj needs its gradients summed, a per-head
     sink or gate in a sharded attention holds every head where each rank has some.
     """
-    modules = {name.rpartition(".")[0] for name in parameters}
-    owners = {
-        parent
-        for module in modules
-        for parent in [module.rpartition(".")[0]]
-        if any(matches(k, module) for k, s in plan.items() if s in SHARDED_OUTPUT)
-    }
+    owners = {module.rpartition(".")[0] for module in _split_modules(parameters, plan)}
     missed = []
     for name in parameters:
         module = name.rpartition(".")[0]
