@@ -188,7 +188,7 @@ class ModelDesign:
     # HF's model always materialises the causal mask (allow_is_causal_skip=False): Doge's
     # attention adds its dynamic mask onto it
     materialised_mask: bool = False
-    # HF's causal LM runs SDPA attention (GraniteSWA's does not: eager only)
+    # HF's causal LM runs SDPA attention (GraniteSWA's, Bloom's, CodeGen's do not: eager only)
     hf_sdpa: bool = True
     # HF's base model kept whole (a tree not Llama's, kept_base.py): the generated code is the
     # causal LM around it, and the adapter and tests only
@@ -332,7 +332,7 @@ def design_model(
         qk_norm_each_head=text.attention.qk_norm_each_head,
         kept_attention=kept_attention(spec, reasons.get("mla"), flagged),
         materialised_mask=source_line(hf.module, "allow_is_causal_skip=False") is not None,
-        hf_sdpa=_hf_sdpa(hf),
+        hf_sdpa=hf_sdpa(hf),
     )
     if design.kept_attention is not None and (refused := kept_blockers(design)):
         raise UnsupportedFeatureError(
@@ -440,7 +440,7 @@ def _hf_ties(hf: HFNames) -> bool:
     return bool(getattr(_hf_class(hf, hf.causal_lm), "_tied_weights_keys", None))
 
 
-def _hf_sdpa(hf: HFNames) -> bool:
+def hf_sdpa(hf: HFNames) -> bool:
     """Whether HF's causal LM takes SDPA attention (a VLM's text view is onboard's own class)."""
     causal_lm = getattr(importlib.import_module(hf.module), hf.causal_lm, None)
     return bool(getattr(causal_lm, "_supports_sdpa", True))

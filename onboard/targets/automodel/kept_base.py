@@ -31,6 +31,7 @@ from onboard.targets.automodel.design import (
     _switches,
     checkpoint_prefixes,
     hf_modeling_module,
+    hf_sdpa,
     layout_blocker,
     pretrained_base,
     with_dropouts,
@@ -53,7 +54,6 @@ class KeptBase:
     takes: tuple[str, ...]  # BASE_INPUTS its forward has
     takes_kwargs: bool  # its forward takes **kwargs (attention flags, cache_position, ...)
     head_bias: bool
-    sdpa: bool  # HF's model runs SDPA attention (Bloom, CodeGen: eager only)
     where: str  # modeling_x.py:N of the base class
 
 
@@ -102,7 +102,6 @@ def kept_base(hf: HFNames, tiny_config: dict[str, Any]) -> KeptBase:
         takes=tuple(p for p in BASE_INPUTS if p in signature),
         takes_kwargs=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.values()),
         head_bias=head.bias is not None,
-        sdpa=bool(getattr(causal_lm, "_supports_sdpa", False)),
         where=f"{hf.source_file}:{line}",
     )
 
@@ -184,5 +183,6 @@ def kept_base_design(
         head_input_scaled=_head_input_scaled(spec, hf),
         lm_head_bias=base.head_bias,
         kept_base=base,
+        hf_sdpa=hf_sdpa(hf),
     )
     return with_dropouts(design, probe, tiny_config)
